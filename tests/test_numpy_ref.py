@@ -1,0 +1,293 @@
+"""Unit tests of tmlib.numpy_ref: the lecture's worked examples, properties, and bad input.
+
+Expected values are closed forms written independently of the code under test (e.g.
+softmax of [1/√2, 0, 1/√2] is e^{1/√2}/(2e^{1/√2}+1) ...), plus the rounded decimals the
+notebooks print.
+"""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tmlib import examples as E
+from tmlib import numpy_ref as R
+
+S2 = np.sqrt(2.0)
+
+
+# ---------------------------------------------------------------- worked examples
+def test_attention_example_1_closed_form():
+    ex = E.ATTENTION_EXAMPLE_1
+    out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
+    a = np.exp(1 / S2)  # e^{score} for a score of 1/√2
+    b = np.exp(2 / S2)
+    expected_w = np.array([
+        [a, 1, a] / (2 * a + 1),
+        [a, a, 1] / (2 * a + 1),
+        [b, a, a] / (b + 2 * a),
+    ])
+    np.testing.assert_allclose(w, expected_w, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(out, expected_w @ np.array([[0, 2], [1, 1], [2, 0]]), atol=1e-15)
+    np.testing.assert_allclose(
+        out.round(4), [[1.0, 1.0], [0.7967, 1.2033], [0.7448, 1.2552]], atol=0
+    )
+    np.testing.assert_allclose(w.round(4), [[0.4011, 0.1978, 0.4011],
+                                            [0.4011, 0.4011, 0.1978],
+                                            [0.5035, 0.2483, 0.2483]], atol=0)
+
+
+def test_attention_example_2():
+    ex = E.ATTENTION_EXAMPLE_2
+    out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
+    np.testing.assert_allclose(w, [[0.5, 0.5]], atol=1e-15)
+    np.testing.assert_allclose(out, [[3.0, 2.0]], atol=1e-15)
+
+
+def test_attention_example_3():
+    ex = E.ATTENTION_EXAMPLE_3
+    out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
+    np.testing.assert_allclose(w, [[0.25] * 4], atol=1e-15)
+    np.testing.assert_allclose(out, [[5.0]], atol=1e-15)
+
+
+def test_multi_head_example_2_matches_manual_heads():
+    m = E.MHA_EXAMPLE_2
+    out, w = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)
+    assert out.shape == (3, 4) and w.shape == (2, 3, 3)
+    # Head 1 by hand: projections, scores/√2, softmax, weighted values.
+    q1, k1, v1 = m.q @ m.w_q[0], m.k @ m.w_k[0], m.v @ m.w_v[0]
+    np.testing.assert_array_equal(q1, [[2, 2], [1, 2], [3, 1]])
+    np.testing.assert_array_equal(k1, [[3, 1], [2, 2], [1, 2]])
+    np.testing.assert_array_equal(v1, [[1, 1], [1, 3], [3, 3]])
+    s1 = q1 @ k1.T / S2
+    e1 = np.exp(s1 - s1.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(w[0], e1 / e1.sum(axis=1, keepdims=True), atol=1e-15)
+    np.testing.assert_allclose(out.round(4), [[2.3790, 4.2438, 3.2706, 3.3522],
+                                              [3.0291, 4.9482, 4.0361, 3.9412],
+                                              [2.1292, 3.4835, 2.5114, 3.1013]], atol=0)
+
+
+def test_multi_head_accepts_list_of_heads():
+    m = E.MHA_EXAMPLE_2
+    a, wa = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)
+    b, wb = R.multi_head_attention(m.q, m.k, m.v, list(m.w_q), list(m.w_k), list(m.w_v), m.w_o)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(wa, wb)
+
+
+def test_feed_forward_example():
+    f = E.FFN_EXAMPLE
+    out = R.feed_forward(f.x, f.w1, f.b1, f.w2, f.b2)
+    # hidden = relu(x W1 + b1) = [[1,2],[0,2],[1,3]]; out = hidden W2 + b2
+    np.testing.assert_array_equal(out, [[6, 1], [5, 1], [8, 2]])
+
+
+def test_feed_forward_relu_clips_negatives():
+    out = R.feed_forward([[-1.0]], [[1.0]], [0.0], [[1.0]], [0.0])
+    assert out[0, 0] == 0.0
+
+
+@pytest.mark.parametrize(
+    "step, expected",
+    [
+        (1, 512**-0.5 * 4000**-1.5),
+        (1000, 512**-0.5 * 1000 * 4000**-1.5),
+        (4000, 512**-0.5 * 4000**-0.5),
+        (100000, 512**-0.5 * 100000**-0.5),
+    ],
+)
+def test_noam_lr_worked_values(step, expected):
+    assert R.noam_lr(step, 512, 4000) == pytest.approx(expected, rel=1e-14)
+
+
+def test_noam_lr_rounded_table_and_peak():
+    assert round(R.noam_lr(1, 512, 4000), 10) == pytest.approx(1.747e-07, rel=1e-3)
+    assert round(R.noam_lr(4000, 512, 4000), 6) == 0.000699
+    assert round(R.noam_lr(100000, 512, 4000), 6) == 0.00014
+    steps = np.arange(1, 20001)
+    lr = R.noam_lr(steps, 512, 4000)
+    assert int(steps[np.argmax(lr)]) == 4000
+    assert R.noam_lr(2, 512, 4000, factor=2.0) == pytest.approx(2 * R.noam_lr(2, 512, 4000))
+
+
+# ---------------------------------------------------------------- properties
+def test_weights_rows_sum_to_one_and_are_nonnegative():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(2, 5, 8)), rng.normal(size=(2, 7, 8)), rng.normal(size=(2, 7, 3))
+    out, w = R.scaled_dot_product_attention(q, k, v)
+    assert out.shape == (2, 5, 3) and w.shape == (2, 5, 7)
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-12)
+    assert (w >= 0).all()
+
+
+def test_masked_weights_are_exactly_zero():
+    rng = np.random.default_rng(1)
+    q, k, v = rng.normal(size=(4, 6)), rng.normal(size=(4, 6)), rng.normal(size=(4, 2))
+    mask = R.causal_mask(4)
+    out, w = R.scaled_dot_product_attention(q, k, v, mask=mask)
+    assert (w[~mask] == 0.0).all()
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-12)
+    # First query sees only the first key, so its output is exactly v[0].
+    np.testing.assert_allclose(out[0], v[0], atol=1e-15)
+
+
+def test_padding_mask_equals_truncation():
+    rng = np.random.default_rng(2)
+    q, k, v = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 2))
+    mask = R.padding_mask([5, 3])
+    assert mask.shape == (2, 1, 5)
+    out, _ = R.scaled_dot_product_attention(q, k, v, mask=mask)
+    ref, _ = R.scaled_dot_product_attention(q[1], k[1, :3], v[1, :3])
+    np.testing.assert_allclose(out[1], ref, atol=1e-14)
+
+
+def test_permutation_equivariance_without_positions():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(5, 4))
+    perm = rng.permutation(5)
+    out, w = R.scaled_dot_product_attention(x, x, x)
+    out_p, w_p = R.scaled_dot_product_attention(x[perm], x[perm], x[perm])
+    np.testing.assert_allclose(out_p, out[perm], atol=1e-14)
+    np.testing.assert_allclose(w_p, w[perm][:, perm], atol=1e-14)
+
+
+def test_softmax_is_stable_for_large_inputs():
+    p = R.softmax([1000.0, 1001.0, 1002.0])
+    expected = np.exp([-2.0, -1.0, 0.0]) / np.exp([-2.0, -1.0, 0.0]).sum()
+    np.testing.assert_allclose(p, expected, rtol=1e-14)
+    assert np.isfinite(R.softmax([-1e300, 1e300])).all()
+    np.testing.assert_allclose(R.softmax([[1.0, 2.0], [3.0, 3.0]], axis=0).sum(axis=0), 1.0)
+
+
+def test_softmax_shift_invariance_and_neg_inf():
+    x = np.array([0.3, -1.2, 2.0])
+    np.testing.assert_allclose(R.softmax(x), R.softmax(x + 50.0), rtol=1e-13)
+    assert R.softmax([0.0, -np.inf])[1] == 0.0
+
+
+def test_layer_norm_against_formula_and_properties():
+    rng = np.random.default_rng(4)
+    x = rng.normal(3.0, 2.0, size=(3, 6))
+    y = R.layer_norm(x)
+    np.testing.assert_allclose(y.mean(-1), 0.0, atol=1e-12)
+    np.testing.assert_allclose(y.var(-1), x.var(-1) / (x.var(-1) + 1e-5), rtol=1e-12)
+    g, b = rng.normal(size=6), rng.normal(size=6)
+    manual = g * (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) + b
+    np.testing.assert_allclose(R.layer_norm(x, g, b), manual, atol=1e-14)
+    # A hand-checkable row: [1, 2, 3] has mean 2 and biased variance 2/3.
+    np.testing.assert_allclose(
+        R.layer_norm([[1.0, 2.0, 3.0]], eps=0.0), [[-np.sqrt(1.5), 0.0, np.sqrt(1.5)]], atol=1e-15
+    )
+
+
+def test_positional_encoding_values():
+    pe = R.positional_encoding(50, 16)
+    assert pe.shape == (50, 16)
+    np.testing.assert_array_equal(pe[0, 0::2], 0.0)
+    np.testing.assert_array_equal(pe[0, 1::2], 1.0)
+    assert pe[1, 0] == pytest.approx(np.sin(1.0))
+    assert pe[3, 5] == pytest.approx(np.cos(3 / 10000 ** (4 / 16)))
+    assert np.abs(pe).max() <= 1.0
+
+
+def test_positional_encoding_relative_offset_is_linear():
+    d, k = 8, 3
+    pe = R.positional_encoding(40, d)
+    omega = 1 / 10000 ** (np.arange(0, d, 2) / d)
+    m = np.zeros((d, d))
+    for i, w in enumerate(omega):
+        c, s = np.cos(k * w), np.sin(k * w)
+        m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[c, s], [-s, c]]  # acts on (sin, cos) pairs
+    # PE[pos + k] = M_k PE[pos] for every pos, with M_k independent of pos.
+    np.testing.assert_allclose(pe[k:] , pe[:-k] @ m.T, atol=1e-12)
+
+
+def test_causal_mask():
+    m = R.causal_mask(3)
+    np.testing.assert_array_equal(m, [[True, False, False], [True, True, False], [True, True, True]])
+    assert m.dtype == bool
+
+
+def test_numpy_ref_does_not_import_torch():
+    code = "import sys, tmlib.numpy_ref, tmlib.examples; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_examples_are_read_only():
+    with pytest.raises(ValueError):
+        E.ATTENTION_EXAMPLE_1.q[0, 0] = 5.0
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "q, k, v, match",
+    [
+        (np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 2)), r"share d_k.*\(2, 3\).*\(2, 4\)"),
+        (np.ones((2, 3)), np.ones((4, 3)), np.ones((5, 2)), r"same number of positions.*\(4, 3\).*\(5, 2\)"),
+        (np.ones(3), np.ones((2, 3)), np.ones((2, 2)), r"at least 2 dimensions.*\(3,\)"),
+        (np.ones((2, 2, 3)), np.ones((3, 2, 3)), np.ones((3, 2, 1)), r"leading"),
+    ],
+)
+def test_attention_shape_errors(q, k, v, match):
+    with pytest.raises(ValueError, match=match):
+        R.scaled_dot_product_attention(q, k, v)
+
+
+def test_attention_mask_errors():
+    q = k = v = np.ones((3, 2))
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 2\).*\(3, 3\)"):
+        R.scaled_dot_product_attention(q, k, v, mask=np.ones((2, 2), dtype=bool))
+    with pytest.raises(TypeError, match="boolean"):
+        R.scaled_dot_product_attention(q, k, v, mask=np.ones((3, 3)))
+    with pytest.raises(ValueError, match="fully masked"):
+        R.scaled_dot_product_attention(q, k, v, mask=np.zeros((3, 3), dtype=bool))
+    with pytest.raises(TypeError):
+        R.scaled_dot_product_attention("abc", k, v)
+
+
+def test_multi_head_errors():
+    m = E.MHA_EXAMPLE_2
+    with pytest.raises(ValueError, match="number of heads"):
+        R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k[:1], m.w_v, m.w_o)
+    with pytest.raises(ValueError, match=r"w_o of shape \(3, 4\)"):
+        R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o[:3])
+    with pytest.raises(ValueError, match="cannot be projected"):
+        R.multi_head_attention(m.q[:, :3], m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)
+    with pytest.raises(ValueError, match="same shape"):
+        R.multi_head_attention(m.q, m.k, m.v, [m.w_q[0], m.w_q[1][:, :1]], m.w_k, m.w_v, m.w_o)
+
+
+def test_feed_forward_errors():
+    f = E.FFN_EXAMPLE
+    with pytest.raises(ValueError, match=r"x of shape \(3, 3\)"):
+        R.feed_forward(np.ones((3, 3)), f.w1, f.b1, f.w2, f.b2)
+    with pytest.raises(ValueError, match="b1"):
+        R.feed_forward(f.x, f.w1, np.ones(3), f.w2, f.b2)
+    with pytest.raises(ValueError, match="w2"):
+        R.feed_forward(f.x, f.w1, f.b1, np.ones((3, 2)), f.b2)
+    with pytest.raises(ValueError, match="b2"):
+        R.feed_forward(f.x, f.w1, f.b1, f.w2, np.ones(3))
+
+
+def test_other_errors():
+    with pytest.raises(ValueError, match="NaN"):
+        R.softmax([1.0, np.nan])
+    with pytest.raises(ValueError, match="entirely -inf"):
+        R.softmax([-np.inf, -np.inf])
+    with pytest.raises(ValueError, match=r"\(4,\)"):
+        R.layer_norm(np.ones((2, 3)), gamma=np.ones(4))
+    with pytest.raises(ValueError, match="even"):
+        R.positional_encoding(4, 7)
+    with pytest.raises(ValueError, match="at least 1"):
+        R.positional_encoding(0, 8)
+    with pytest.raises(TypeError):
+        R.positional_encoding(4.0, 8)
+    with pytest.raises(ValueError):
+        R.causal_mask(0)
+    with pytest.raises(ValueError, match="count from 1"):
+        R.noam_lr(0, 512, 4000)
+    with pytest.raises(ValueError, match="positive"):
+        R.noam_lr(1, 0, 4000)
+    with pytest.raises(ValueError, match="1..3"):
+        R.padding_mask([2, 4], max_len=3)

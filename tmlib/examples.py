@@ -1,0 +1,127 @@
+"""The lecture's worked examples, as data, defined once.
+
+Every notebook and test imports these arrays instead of retyping them.  Each example is
+a small frozen dataclass of read-only float64 arrays, so an accidental in-place edit in
+a notebook raises instead of silently changing later results.
+
+Source: the lecture "Transformer Architecture" (course seed 001), sections on scaled
+dot-product attention (examples 1-3), multi-head attention (example 2), the
+position-wise feed-forward network, and the learning-rate schedule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "AttentionExample",
+    "MultiHeadExample",
+    "FeedForwardExample",
+    "ATTENTION_EXAMPLE_1",
+    "ATTENTION_EXAMPLE_2",
+    "ATTENTION_EXAMPLE_3",
+    "ATTENTION_EXAMPLES",
+    "MHA_EXAMPLE_2",
+    "FFN_EXAMPLE",
+    "LR_EXAMPLE",
+]
+
+
+def _frozen(x) -> np.ndarray:
+    arr = np.array(x, dtype=np.float64)
+    arr.setflags(write=False)
+    return arr
+
+
+@dataclass(frozen=True)
+class AttentionExample:
+    """Inputs of a scaled dot-product attention example: Q (n_q, d_k), K (n_k, d_k), V (n_k, d_v)."""
+
+    name: str
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+
+
+@dataclass(frozen=True)
+class MultiHeadExample:
+    """Inputs of a multi-head attention example.
+
+    q, k, v: (n, d_model); w_q, w_k, w_v: (h, d_model, d_head); w_o: (h * d_head, d_model).
+    """
+
+    name: str
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray
+    w_o: np.ndarray
+
+
+@dataclass(frozen=True)
+class FeedForwardExample:
+    """Inputs of the feed-forward example: x (n, d_model), w1 (d_model, d_ff), b1 (d_ff,), w2 (d_ff, d_model), b2."""
+
+    x: np.ndarray
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: np.ndarray
+
+
+ATTENTION_EXAMPLE_1 = AttentionExample(
+    name="Example 1: three queries, two-dimensional keys",
+    q=_frozen([[1, 0], [0, 1], [1, 1]]),
+    k=_frozen([[1, 1], [0, 1], [1, 0]]),
+    v=_frozen([[0, 2], [1, 1], [2, 0]]),
+)
+
+ATTENTION_EXAMPLE_2 = AttentionExample(
+    name="Example 2: one query, identity keys",
+    q=_frozen([[1, 1]]),
+    k=_frozen(np.eye(2)),
+    v=_frozen([[2, 3], [4, 1]]),
+)
+
+ATTENTION_EXAMPLE_3 = AttentionExample(
+    name="Example 3 (in-course question): d_k = 4, a one-column V",
+    q=_frozen([[1, 1, 1, 1]]),
+    k=_frozen(np.eye(4)),
+    v=_frozen([[2], [4], [6], [8]]),
+)
+
+ATTENTION_EXAMPLES = (ATTENTION_EXAMPLE_1, ATTENTION_EXAMPLE_2, ATTENTION_EXAMPLE_3)
+
+MHA_EXAMPLE_2 = MultiHeadExample(
+    name="Multi-head example 2: 3 tokens, d_model 4, 2 heads of size 2",
+    q=_frozen([[1, 2, 1, 0], [0, 1, 1, 1], [1, 0, 2, 1]]),
+    k=_frozen([[1, 1, 0, 2], [2, 1, 1, 0], [0, 1, 1, 1]]),
+    v=_frozen([[1, 1, 0, 0], [0, 2, 1, 1], [1, 1, 2, 2]]),
+    w_q=_frozen([
+        [[1, 0], [0, 1], [1, 0], [0, 1]],
+        [[0, 1], [1, 0], [1, 1], [0, 0]],
+    ]),
+    w_k=_frozen([
+        [[1, 0], [0, 1], [0, 1], [1, 0]],
+        [[0, 1], [1, 0], [1, 0], [1, 1]],
+    ]),
+    w_v=_frozen([
+        [[1, 0], [0, 1], [1, 0], [0, 1]],
+        [[0, 1], [1, 1], [0, 1], [1, 0]],
+    ]),
+    w_o=_frozen([[1, 0, 0, 1], [0, 1, 1, 0], [1, 0, 1, 0], [0, 1, 0, 1]]),
+)
+
+FFN_EXAMPLE = FeedForwardExample(
+    x=_frozen([[1, 0], [0, 1], [1, 1]]),
+    w1=_frozen([[1, 1], [0, 1]]),
+    b1=_frozen([0, 1]),
+    w2=_frozen([[1, 0], [2, 1]]),
+    b2=_frozen([1, -1]),
+)
+
+#: The learning-rate example: d_model 512, warm-up 4000 steps, at the steps the course works.
+LR_EXAMPLE = {"d_model": 512, "warmup_steps": 4000, "steps": (1, 1000, 4000, 10000, 100000)}

@@ -1,0 +1,97 @@
+"""Figures for the course: every plot titled, every axis labelled.
+
+Built on seaborn/matplotlib.  Each function takes an optional ``ax`` and returns it, so
+notebooks can compose figures.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+__all__ = ["attention_heatmap", "attention_heads"]
+
+
+def _to_numpy(x) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def attention_heatmap(
+    weights,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    title: str = "Attention weights",
+    ax=None,
+    annot: bool | None = None,
+    fmt: str = ".2f",
+    cmap: str = "viridis",
+    xlabel: str = "key position",
+    ylabel: str = "query position",
+):
+    """Heatmap of one attention matrix, rows = queries, columns = keys.
+
+    Args:
+        weights: ``(n_q, n_k)`` array or tensor, rows summing to 1.
+        x_labels: ``n_k`` key tokens; y_labels: ``n_q`` query tokens (default: indices).
+        title: the figure title.
+        ax: matplotlib axes to draw on (a new figure if ``None``).
+        annot: write the numbers in the cells (default: when the matrix is at most 12×12).
+
+    Returns:
+        The matplotlib ``Axes``.
+
+    Raises:
+        ValueError: ``weights`` is not 2-D or the labels do not match its shape.
+    """
+    w = _to_numpy(weights)
+    if w.ndim != 2:
+        raise ValueError(f"weights must be 2-D (n_q, n_k), got shape {w.shape}")
+    n_q, n_k = w.shape
+    if x_labels is not None and len(x_labels) != n_k:
+        raise ValueError(f"{len(x_labels)} x_labels for {n_k} keys (weights shape {w.shape})")
+    if y_labels is not None and len(y_labels) != n_q:
+        raise ValueError(f"{len(y_labels)} y_labels for {n_q} queries (weights shape {w.shape})")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.0 + 0.6 * n_k, 0.8 + 0.5 * n_q) if max(n_q, n_k) <= 12 else (7, 6))
+    if annot is None:
+        annot = max(n_q, n_k) <= 12
+    sns.heatmap(
+        w, ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=0.0, vmax=max(1e-12, float(w.max())) if w.size else 1.0,
+        xticklabels=list(x_labels) if x_labels is not None else True,
+        yticklabels=list(y_labels) if y_labels is not None else True,
+        square=max(n_q, n_k) <= 12, cbar_kws={"label": "weight"},
+    )
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.tick_params(axis="y", rotation=0)
+    return ax
+
+
+def attention_heads(weights, x_labels=None, y_labels=None, title: str = "Attention weights per head", **kwargs):
+    """One heatmap per head, side by side.
+
+    Args:
+        weights: ``(n_heads, n_q, n_k)``.
+        x_labels, y_labels, kwargs: as :func:`attention_heatmap`.
+
+    Returns:
+        The matplotlib ``Figure``.
+
+    Raises:
+        ValueError: ``weights`` is not 3-D.
+    """
+    w = _to_numpy(weights)
+    if w.ndim != 3:
+        raise ValueError(f"weights must be 3-D (n_heads, n_q, n_k), got shape {w.shape}")
+    h = w.shape[0]
+    fig, axes = plt.subplots(1, h, figsize=(min(4.2 * h, 18), 3.6), squeeze=False)
+    for i, ax in enumerate(axes[0]):
+        attention_heatmap(w[i], x_labels, y_labels, title=f"head {i + 1}", ax=ax, **kwargs)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,75 @@
+"""Reproducibility and device helpers shared by every notebook.
+
+torch is optional here: Part I notebooks run with NumPy alone.
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+
+__all__ = ["seed_everything", "get_device", "in_colab", "smoke_mode"]
+
+
+def seed_everything(seed: int = 0) -> np.random.Generator:
+    """Seed Python's ``random``, NumPy's global generator and (if installed) torch on all devices.
+
+    Args:
+        seed: a non-negative integer.
+
+    Returns:
+        A fresh ``numpy.random.Generator`` seeded with ``seed``, for code that prefers the
+        explicit generator API.
+
+    Raises:
+        TypeError: ``seed`` is not an integer.  ValueError: ``seed`` is negative.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an integer, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed must be non-negative, got {seed}")
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+    except ImportError:
+        pass
+    else:
+        torch.manual_seed(seed)  # seeds CPU and every CUDA device
+    return np.random.default_rng(seed)
+
+
+def get_device(prefer: str | None = None):
+    """The one place that picks a device: CUDA if available, else CPU.
+
+    Args:
+        prefer: ``None`` (automatic), ``"cpu"`` or ``"cuda"``; the ``TMLIB_DEVICE``
+            environment variable overrides the automatic choice.
+
+    Returns:
+        ``torch.device``.
+
+    Raises:
+        ValueError: ``"cuda"`` asked for but not available, or an unknown device name.
+    """
+    import torch
+
+    name = prefer or os.environ.get("TMLIB_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was requested but torch.cuda.is_available() is False")
+    if not (name == "cpu" or name.startswith("cuda") or name == "mps"):
+        raise ValueError(f"unknown device {name!r}: use 'cpu' or 'cuda'")
+    return torch.device(name)
+
+
+def in_colab() -> bool:
+    """True when running inside Google Colab."""
+    import sys
+
+    return "google.colab" in sys.modules
+
+
+def smoke_mode() -> bool:
+    """True when ``TMLIB_SMOKE=1``: long-running notebook cells shrink to a quick smoke run (CI)."""
+    return os.environ.get("TMLIB_SMOKE", "0") not in ("", "0", "false", "False")
