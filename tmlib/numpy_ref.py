@@ -30,6 +30,8 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "noam_lr",
+    "split_heads",
+    "merge_heads",
 ]
 
 
@@ -382,3 +384,61 @@ def noam_lr(step, d_model: int, warmup_steps: int, factor: float = 1.0):
         raise ValueError(f"steps count from 1, got {step!r}")
     lr = factor * d_model**-0.5 * np.minimum(s**-0.5, s * warmup_steps**-1.5)
     return float(lr) if lr.ndim == 0 else lr
+
+
+def split_heads(x, n_heads: int) -> np.ndarray:
+    """Split the last axis of ``x`` into ``n_heads`` heads: ``(..., seq_len, d_model)`` -> ``(..., n_heads, seq_len, d_k)``.
+
+    This is the "one big projection, then reshape" form of multi-head attention (paper
+    §3.2.2 with d_k = d_model / h): head i owns columns ``i*d_k:(i+1)*d_k`` of the projected
+    matrix.  The inverse is :func:`merge_heads`.
+
+    Args:
+        x: array ``(..., seq_len, d_model)``, any real dtype (returned as float64).
+        n_heads: number of heads h, a positive integer dividing ``d_model``.
+
+    Returns:
+        float64 array ``(..., n_heads, seq_len, d_model // n_heads)``.
+
+    Raises:
+        TypeError: ``n_heads`` is not an integer, or ``x`` is not numeric.
+        ValueError: ``x`` has fewer than 2 dimensions, ``n_heads`` < 1, or ``d_model`` is
+            not divisible by ``n_heads`` (e.g. d_model 4 with 3 heads).
+    """
+    if isinstance(n_heads, bool) or not isinstance(n_heads, (int, np.integer)):
+        raise TypeError(f"n_heads must be an integer, got {n_heads!r}")
+    x = _as_float_array(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., seq_len, d_model), got shape {x.shape}")
+    if n_heads < 1:
+        raise ValueError(f"n_heads must be at least 1, got {n_heads}")
+    d_model = x.shape[-1]
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model {d_model} is not divisible by n_heads {n_heads} "
+            f"(x has shape {x.shape}): each head would get {d_model}/{n_heads} columns"
+        )
+    d_k = d_model // n_heads
+    x = x.reshape(*x.shape[:-1], n_heads, d_k)  # (..., seq_len, n_heads, d_k)
+    return np.swapaxes(x, -2, -3)  # (..., n_heads, seq_len, d_k)
+
+
+def merge_heads(x) -> np.ndarray:
+    """Concatenate heads: ``(..., n_heads, seq_len, d_k)`` -> ``(..., seq_len, n_heads * d_k)``.
+
+    The inverse of :func:`split_heads`; it is the Concat(head_1, ..., head_h) of paper §3.2.2.
+
+    Args:
+        x: array ``(..., n_heads, seq_len, d_k)``.
+
+    Returns:
+        float64 array ``(..., seq_len, n_heads * d_k)``.
+
+    Raises:
+        TypeError: ``x`` is not numeric.  ValueError: ``x`` has fewer than 3 dimensions.
+    """
+    x = _as_float_array(x, "x")
+    if x.ndim < 3:
+        raise ValueError(f"x must have shape (..., n_heads, seq_len, d_k), got shape {x.shape}")
+    x = np.swapaxes(x, -2, -3)  # (..., seq_len, n_heads, d_k)
+    return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])
