@@ -25,6 +25,7 @@ __all__ = [
     "MHA_EXAMPLE_2",
     "FFN_EXAMPLE",
     "LR_EXAMPLE",
+    "LECTURE_PRINTED",
 ]
 
 
@@ -125,3 +126,50 @@ FFN_EXAMPLE = FeedForwardExample(
 
 #: The learning-rate example: d_model 512, warm-up 4000 steps, at the steps the course works.
 LR_EXAMPLE = {"d_model": 512, "warmup_steps": 4000, "steps": (1, 1000, 4000, 10000, 100000)}
+
+#: The numbers the lecture (seed 001) *prints* for its attention examples, rounded as printed,
+#: so that notebooks and tests can set them beside the exact values.  Keys: ``"attention_1"``,
+#: ``"attention_2"``, ``"attention_3"`` (scaled dot-product examples 1-3; example 3's answer is
+#: in a hidden, commented-out block of the lecture) and ``"mha_2"`` (two-head example 2; ``_1``/``_2``
+#: suffixes name the head).  The lecture omits the final output of ``"mha_2"`` (after W^O).
+LECTURE_PRINTED = {
+    "attention_1": {
+        "scores": _frozen([[1, 0, 1], [1, 1, 0], [2, 1, 1]]),
+        "sqrt_d_k": 1.41,
+        "scaled_scores": _frozen([[0.71, 0, 0.71], [0.71, 0.71, 0], [1.41, 0.71, 0.71]]),
+        "exp_0.71": 2.034,
+        "exp_1.41": 4.096,
+        "row_sums": _frozen([5.068, 5.068, 8.164]),
+        "weights_3dp": _frozen([[0.401, 0.197, 0.401], [0.401, 0.401, 0.197], [0.501, 0.249, 0.249]]),
+        "weights": _frozen([[0.40, 0.20, 0.40], [0.40, 0.40, 0.20], [0.50, 0.25, 0.25]]),
+        "output": _frozen([[1.00, 1.00], [0.80, 1.20], [0.75, 1.25]]),
+    },
+    "attention_2": {
+        "scores": _frozen([[1, 1]]),
+        "scaled_scores": _frozen([[0.71, 0.71]]),
+        "weights": _frozen([[0.5, 0.5]]),
+        "output": _frozen([[3, 2]]),
+    },
+    "attention_3": {
+        "scores": _frozen([[1, 1, 1, 1]]),
+        "scaled_scores": _frozen([[0.5, 0.5, 0.5, 0.5]]),
+        "weights": _frozen([[0.25, 0.25, 0.25, 0.25]]),
+        "output": _frozen([[5]]),
+    },
+    "mha_2": {
+        "q_1": _frozen([[2, 2], [1, 2], [3, 1]]),
+        "k_1": _frozen([[3, 1], [2, 2], [1, 2]]),
+        "v_1": _frozen([[1, 1], [1, 3], [3, 3]]),
+        "q_2": _frozen([[3, 2], [2, 1], [2, 3]]),
+        "k_2": _frozen([[3, 3], [2, 2], [3, 1]]),
+        "v_2": _frozen([[1, 2], [3, 3], [3, 4]]),
+        "scores_1": _frozen([[8, 8, 6], [5, 6, 5], [10, 8, 5]]),
+        "scaled_scores_1": _frozen([[5.66, 5.66, 4.24], [3.54, 4.24, 3.54], [7.07, 5.66, 3.54]]),
+        "weights_1": _frozen([[0.45, 0.45, 0.11], [0.25, 0.50, 0.25], [0.79, 0.19, 0.02]]),
+        "head_1": _frozen([[1.23, 2.13], [1.50, 2.50], [1.04, 1.42]]),
+        "scores_2": _frozen([[15, 10, 11], [9, 6, 7], [15, 10, 9]]),
+        "scaled_scores_2": _frozen([[10.61, 7.07, 7.78], [6.36, 4.24, 4.95], [10.61, 7.07, 6.36]]),
+        "weights_2": _frozen([[0.92, 0.03, 0.05], [0.73, 0.09, 0.18], [0.96, 0.03, 0.01]]),
+        "head_2": _frozen([[1.16, 2.13], [1.53, 2.45], [1.09, 2.06]]),
+    },
+}
