@@ -23,6 +23,7 @@ __all__ = [
     "ATTENTION_EXAMPLE_3",
     "ATTENTION_EXAMPLES",
     "MHA_EXAMPLE_2",
+    "MHA_EXAMPLE_3",
     "FFN_EXAMPLE",
     "LR_EXAMPLE",
     "LECTURE_PRINTED",
@@ -114,6 +115,20 @@ MHA_EXAMPLE_2 = MultiHeadExample(
         [[0, 1], [1, 1], [0, 1], [1, 0]],
     ]),
     w_o=_frozen([[1, 0, 0, 1], [0, 1, 1, 0], [1, 0, 1, 0], [0, 1, 0, 1]]),
+)
+
+#: Three heads on d_model 4 (the lecture's example 3 gives no numbers; these are the course's).
+#: 4 is not divisible by 3, so each head gets an explicit width d_k = d_v = 2 and W^O maps
+#: 3 * 2 = 6 columns back to 4.  Heads 1 and 2 are those of MHA_EXAMPLE_2.
+MHA_EXAMPLE_3 = MultiHeadExample(
+    name="Multi-head example 3: 3 tokens, d_model 4, 3 heads of size 2 (h * d_k = 6)",
+    q=MHA_EXAMPLE_2.q,
+    k=MHA_EXAMPLE_2.k,
+    v=MHA_EXAMPLE_2.v,
+    w_q=_frozen(np.concatenate([MHA_EXAMPLE_2.w_q, [[[1, 1], [0, 0], [0, 1], [1, 0]]]])),
+    w_k=_frozen(np.concatenate([MHA_EXAMPLE_2.w_k, [[[0, 0], [1, 1], [1, 0], [0, 1]]]])),
+    w_v=_frozen(np.concatenate([MHA_EXAMPLE_2.w_v, [[[1, 0], [0, 0], [0, 1], [1, 1]]]])),
+    w_o=_frozen(np.concatenate([MHA_EXAMPLE_2.w_o, [[1, 1, 0, 0], [0, 0, 1, 1]]])),
 )
 
 FFN_EXAMPLE = FeedForwardExample(
