@@ -32,6 +32,8 @@ __all__ = [
     "noam_lr",
     "split_heads",
     "merge_heads",
+    "sublayer",
+    "relative_position_matrix",
 ]
 
 
@@ -442,3 +444,84 @@ def merge_heads(x) -> np.ndarray:
         raise ValueError(f"x must have shape (..., n_heads, seq_len, d_k), got shape {x.shape}")
     x = np.swapaxes(x, -2, -3)  # (..., seq_len, n_heads, d_k)
     return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])
+
+
+def sublayer(x, fn, norm_first: bool = False, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
+    """One residual sub-layer, in the paper's post-LN or the modern pre-LN arrangement.
+
+    * post-LN (``norm_first=False``, paper §3.1): ``LayerNorm(x + fn(x))``.
+    * pre-LN (``norm_first=True``, Xiong et al. 2020): ``x + fn(LayerNorm(x))``.
+
+    ``fn`` stands for the sub-layer itself (self-attention or the feed-forward network);
+    the LayerNorm is :func:`layer_norm` with parameters ``gamma``, ``beta`` and ``eps``.
+
+    Args:
+        x: the residual stream, ``(..., d_model)``.
+        fn: a callable mapping an array ``(..., d_model)`` to one of the same shape.
+        norm_first: ``False`` for post-LN (the paper), ``True`` for pre-LN.
+        gamma, beta: LayerNorm scale and shift ``(d_model,)``; default ones and zeros.
+        eps: added to the variance inside the square root (PyTorch's default 1e-5).
+
+    Returns:
+        float64 array shaped like ``x``.
+
+    Raises:
+        TypeError: ``fn`` is not callable, or ``x`` is not numeric.
+        ValueError: ``fn`` returns an array whose shape differs from ``x``'s (both named).
+    """
+    x = _as_float_array(x, "x")
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable sub-layer, got {type(fn).__name__}")
+    inner = layer_norm(x, gamma, beta, eps) if norm_first else x  # (..., d_model)
+    out = _as_float_array(fn(inner), "fn(x)")
+    if out.shape != x.shape:
+        raise ValueError(
+            f"the sub-layer must keep the shape of the residual stream: x has shape {x.shape}, "
+            f"fn returned shape {out.shape}"
+        )
+    if norm_first:
+        return x + out
+    return layer_norm(x + out, gamma, beta, eps)
+
+
+def relative_position_matrix(offset, d_model: int) -> np.ndarray:
+    """The linear map that shifts a sinusoidal positional encoding by ``offset`` positions.
+
+    Paper §3.5: "for any fixed offset k, PE_{pos+k} can be represented as a linear function
+    of PE_{pos}".  With ω_i = 10000^(-2i/d_model), the pair (PE[pos, 2i], PE[pos, 2i+1]) =
+    (sin ω_i·pos, cos ω_i·pos) is turned into the pair at pos + k by the 2×2 rotation
+    ``[[cos ω_i k, sin ω_i k], [-sin ω_i k, cos ω_i k]]`` (angle-addition formulas).  Stacking
+    the d_model/2 blocks on the diagonal gives M_k, which does not depend on pos:
+
+        PE[pos + k] = M_k @ PE[pos]   (column vectors),  i.e.  PE[k:] = PE[:-k] @ M_k.T.
+
+    M_k is orthogonal, M_0 = I, M_a @ M_b = M_{a+b}, and M_{-k} = M_k.T.
+
+    Args:
+        offset: the shift k, a real number (integers in practice; negative shifts back).
+        d_model: model width, a positive even integer.
+
+    Returns:
+        float64 array ``(d_model, d_model)``, block diagonal with 2×2 rotation blocks.
+
+    Raises:
+        TypeError: ``offset`` is not a real number or ``d_model`` is not an integer.
+        ValueError: ``d_model`` is not a positive even number, or ``offset`` is not finite.
+    """
+    if isinstance(d_model, bool) or not isinstance(d_model, (int, np.integer)):
+        raise TypeError(f"d_model must be an integer, got {d_model!r}")
+    if d_model < 2 or d_model % 2:
+        raise ValueError(f"d_model must be a positive even number, got {d_model}")
+    if isinstance(offset, bool) or not isinstance(offset, (int, float, np.integer, np.floating)):
+        raise TypeError(f"offset must be a real number, got {offset!r}")
+    if not np.isfinite(offset):
+        raise ValueError(f"offset must be finite, got {offset}")
+    omega = np.power(10000.0, -np.arange(0, d_model, 2) / d_model)  # (d_model/2,)
+    c, s = np.cos(omega * offset), np.sin(omega * offset)  # (d_model/2,)
+    m = np.zeros((d_model, d_model))
+    idx = np.arange(0, d_model, 2)
+    m[idx, idx] = c
+    m[idx, idx + 1] = s
+    m[idx + 1, idx] = -s
+    m[idx + 1, idx + 1] = c
+    return m

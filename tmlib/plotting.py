@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-__all__ = ["attention_heatmap", "attention_heads"]
+__all__ = ["positional_encoding_heatmap", "attention_heatmap", "attention_heads"]
 
 
 def _to_numpy(x) -> np.ndarray:
@@ -95,3 +95,38 @@ def attention_heads(weights, x_labels=None, y_labels=None, title: str = "Attenti
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def positional_encoding_heatmap(pe, title: str = "Sinusoidal positional encoding", ax=None,
+                                cmap: str = "RdBu_r"):
+    """Heatmap of a positional-encoding matrix: rows = positions, columns = dimensions.
+
+    Paper §3.5.  Values lie in [-1, 1], so the colour scale is fixed to that range with a
+    diverging colour map (0 is white).
+
+    Args:
+        pe: ``(seq_len, d_model)`` array or tensor, e.g. from
+            :func:`tmlib.numpy_ref.positional_encoding`.
+        title: the figure title.
+        ax: matplotlib axes to draw on (a new figure if ``None``).
+        cmap: a diverging matplotlib colour map.
+
+    Returns:
+        The matplotlib ``Axes``.
+
+    Raises:
+        ValueError: ``pe`` is not 2-D.
+    """
+    w = _to_numpy(pe)
+    if w.ndim != 2:
+        raise ValueError(f"pe must be 2-D (seq_len, d_model), got shape {w.shape}")
+    seq_len, d_model = w.shape
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    sns.heatmap(w, ax=ax, cmap=cmap, vmin=-1.0, vmax=1.0, cbar_kws={"label": "PE value"},
+                xticklabels=max(1, d_model // 8), yticklabels=max(1, seq_len // 10))
+    ax.set_title(title)
+    ax.set_xlabel("dimension (even = sin, odd = cos)")
+    ax.set_ylabel("position")
+    ax.tick_params(axis="y", rotation=0)
+    return ax
