@@ -34,6 +34,10 @@ __all__ = [
     "merge_heads",
     "sublayer",
     "relative_position_matrix",
+    "label_smoothing_targets",
+    "cross_entropy",
+    "dropout",
+    "shift_right",
 ]
 
 
@@ -525,3 +529,140 @@ def relative_position_matrix(offset, d_model: int) -> np.ndarray:
     m[idx + 1, idx] = -s
     m[idx + 1, idx + 1] = c
     return m
+
+
+def label_smoothing_targets(targets, vocab_size: int, label_smoothing: float = 0.1,
+                            convention: str = "uniform") -> np.ndarray:
+    """Smoothed target distributions for classification over ``vocab_size`` classes (paper §5.4).
+
+    Two conventions are in use, and they differ only in where the smoothing mass ε goes:
+
+    * ``"uniform"``: ε is spread over *all* V classes, the true one included:
+      t = (1 − ε)·onehot + ε/V, so the true class gets 1 − ε + ε/V.  This is the equation of
+      Szegedy et al. (2016, §7, with u(k) = 1/K) and what
+      ``torch.nn.functional.cross_entropy(..., label_smoothing=ε)`` uses.
+    * ``"exclusive"``: the true class gets exactly 1 − ε and the other V − 1 classes share ε:
+      ε/(V − 1) each.  This is what the paper's own code (tensor2tensor's
+      ``smoothing_cross_entropy``) does.
+
+    Args:
+        targets: integer class indices, any shape ``(...)``, each in ``0..vocab_size-1``.
+        vocab_size: number of classes V (int ≥ 2).
+        label_smoothing: ε in [0, 1).
+        convention: ``"uniform"`` or ``"exclusive"``.
+
+    Returns:
+        float64 array ``(..., vocab_size)``; each row is a distribution (sums to 1).
+
+    Raises:
+        TypeError: ``targets`` are not integers or ``vocab_size`` is not an integer.
+        ValueError: ``vocab_size`` < 2, ε outside [0, 1), a target out of range, or an
+            unknown convention.
+    """
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, (int, np.integer)):
+        raise TypeError(f"vocab_size must be an integer, got {vocab_size!r}")
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be at least 2, got {vocab_size}")
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+    if convention not in ("uniform", "exclusive"):
+        raise ValueError(f"convention must be 'uniform' or 'exclusive', got {convention!r}")
+    t = np.asarray(targets)
+    if t.dtype == bool or not np.issubdtype(t.dtype, np.integer):
+        raise TypeError(f"targets must be integer class indices, got dtype {t.dtype}")
+    if t.size and (t.min() < 0 or t.max() >= vocab_size):
+        raise ValueError(f"targets must lie in 0..{vocab_size - 1}, got values {np.unique(t).tolist()}")
+    onehot = (t[..., None] == np.arange(vocab_size)).astype(np.float64)  # (..., V)
+    eps = float(label_smoothing)
+    if convention == "uniform":
+        return (1.0 - eps) * onehot + eps / vocab_size
+    return (1.0 - eps) * onehot + eps / (vocab_size - 1) * (1.0 - onehot)
+
+
+def cross_entropy(logits, target_dist) -> np.ndarray:
+    """Cross-entropy H(t, softmax(z)) = −Σ_k t_k log softmax(z)_k, per row.
+
+    Computed with a stable log-softmax (log-sum-exp with the maximum subtracted).
+
+    Args:
+        logits: ``(..., V)`` real scores z.
+        target_dist: ``(..., V)`` target distributions t (e.g. from
+            :func:`label_smoothing_targets`), same shape as ``logits``.
+
+    Returns:
+        float64 array ``(...)``: one loss per row (average it yourself for a batch mean).
+
+    Raises:
+        TypeError: non-numeric input.
+        ValueError: the shapes differ, or ``target_dist`` has negative entries or rows that do
+            not sum to 1 (to 1e-9).
+    """
+    z = _as_float_array(logits, "logits")
+    t = _as_float_array(target_dist, "target_dist")
+    if z.shape != t.shape or z.ndim < 1:
+        raise ValueError(f"logits {z.shape} and target_dist {t.shape} must have the same shape (..., V)")
+    if (t < 0).any() or not np.allclose(t.sum(axis=-1), 1.0, atol=1e-9):
+        raise ValueError("target_dist rows must be non-negative and sum to 1")
+    z_max = z.max(axis=-1, keepdims=True)
+    log_probs = z - z_max - np.log(np.exp(z - z_max).sum(axis=-1, keepdims=True))  # (..., V)
+    return -(t * log_probs).sum(axis=-1)
+
+
+def dropout(x, p: float, rng: np.random.Generator, training: bool = True) -> np.ndarray:
+    """Inverted dropout (Srivastava et al., 2014), as the paper applies it with P_drop (§5.4).
+
+    In training each entry is zeroed with probability ``p`` and the survivors are scaled by
+    1/(1 − p), so the expected value of every entry is unchanged and nothing needs rescaling
+    at test time.  With ``training=False`` the input is returned unchanged.
+
+    Args:
+        x: array of any shape.
+        p: drop probability in [0, 1).
+        rng: a ``numpy.random.Generator`` (pass a seeded one for reproducible masks).
+        training: apply dropout (True) or return ``x`` (False).
+
+    Returns:
+        float64 array shaped like ``x``.
+
+    Raises:
+        TypeError: ``rng`` is not a ``numpy.random.Generator``.
+        ValueError: ``p`` outside [0, 1).
+    """
+    x = _as_float_array(x, "x")
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability p must be in [0, 1), got {p}")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    if not training or p == 0.0:
+        return x.copy()
+    keep = rng.random(x.shape) >= p  # (...), True with probability 1 - p
+    return np.where(keep, x / (1.0 - p), 0.0)
+
+
+def shift_right(tokens, bos_id: int) -> np.ndarray:
+    """Decoder input for teacher forcing: prepend ``bos_id`` and drop the last token.
+
+    With targets y_1..y_m the decoder reads [BOS, y_1, …, y_{m−1}] and is trained to predict
+    y_1..y_m, one position each; this offset together with the causal mask makes the
+    prediction for position i depend only on outputs before i (paper §3.1).
+
+    Args:
+        tokens: integer array ``(..., seq_len)``, seq_len ≥ 1.
+        bos_id: the begin-of-sequence token id (int).
+
+    Returns:
+        integer array ``(..., seq_len)``.
+
+    Raises:
+        TypeError: ``tokens`` are not integers or ``bos_id`` is not an integer.
+        ValueError: ``tokens`` has no sequence axis or length 0.
+    """
+    t = np.asarray(tokens)
+    if t.dtype == bool or not np.issubdtype(t.dtype, np.integer):
+        raise TypeError(f"tokens must be integer ids, got dtype {t.dtype}")
+    if isinstance(bos_id, bool) or not isinstance(bos_id, (int, np.integer)):
+        raise TypeError(f"bos_id must be an integer, got {bos_id!r}")
+    if t.ndim < 1 or t.shape[-1] < 1:
+        raise ValueError(f"tokens must have shape (..., seq_len) with seq_len >= 1, got {t.shape}")
+    bos = np.full(t.shape[:-1] + (1,), bos_id, dtype=t.dtype)
+    return np.concatenate([bos, t[..., :-1]], axis=-1)
