@@ -1,0 +1,308 @@
+"""Tests of Part I, notebooks 1 and 2: every intermediate of the lecture's attention examples,
+the two- and three-head examples, head splitting, and the cost arithmetic of tmlib.costs.
+
+Expected values are written independently of the code under test: integer matrices typed
+from the hand computation, softmax rows as explicit exponentials with ``math.exp``, matrix
+products as Python loops, byte counts as hand multiplications.  tests/test_numpy_ref.py
+already checks the final weights/outputs of numpy_ref on these examples; this file checks
+the intermediates, the lecture's printed numbers (which are correct roundings and which are
+not: see book/errata/01.md and 02.md), and tmlib.costs.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from tmlib import costs as C
+from tmlib import examples as E
+from tmlib import numpy_ref as R
+
+L = E.LECTURE_PRINTED
+R2 = math.sqrt(2.0)
+
+
+# ------------------------------------------------------------------ independent helpers
+def softmax_by_hand(row):
+    """Softmax of a Python list with math.exp (no NumPy, no numpy_ref)."""
+    e = [math.exp(x) for x in row]
+    s = sum(e)
+    return [x / s for x in e]
+
+
+def matmul_by_hand(a, b):
+    """Matrix product as explicit loops over Python lists."""
+    a, b = np.asarray(a).tolist(), np.asarray(b).tolist()
+    return [[sum(a[i][t] * b[t][j] for t in range(len(b))) for j in range(len(b[0]))] for i in range(len(a))]
+
+
+def transpose(a):
+    return [list(r) for r in zip(*np.asarray(a).tolist())]
+
+
+def attention_by_hand(q, k, v):
+    """(scores, scaled, weights, output) of one head, by loops."""
+    d_k = len(np.asarray(q).tolist()[0])
+    scores = matmul_by_hand(q, transpose(k))
+    scaled = [[x / math.sqrt(d_k) for x in row] for row in scores]
+    weights = [softmax_by_hand(row) for row in scaled]
+    return scores, scaled, weights, matmul_by_hand(weights, v)
+
+
+def is_correct_rounding(printed, exact, decimals):
+    """True where the printed number is the exact value rounded to ``decimals`` places."""
+    return np.abs(np.asarray(printed) - np.asarray(exact)) <= 0.5 * 10.0**-decimals + 1e-12
+
+
+# ------------------------------------------------------------------ example 1
+def test_example_1_intermediates_closed_form():
+    ex = E.ATTENTION_EXAMPLE_1
+    a, b = math.exp(1 / R2), math.exp(R2)
+    scores = np.array([[1, 0, 1], [1, 1, 0], [2, 1, 1]])
+    np.testing.assert_array_equal(ex.q @ ex.k.T, scores)
+    np.testing.assert_allclose(scores / R2, [[1 / R2, 0, 1 / R2], [1 / R2, 1 / R2, 0], [R2, 1 / R2, 1 / R2]],
+                               atol=1e-15)
+    expected_w = [[a / (2 * a + 1), 1 / (2 * a + 1), a / (2 * a + 1)],
+                  [a / (2 * a + 1), a / (2 * a + 1), 1 / (2 * a + 1)],
+                  [b / (b + 2 * a), a / (b + 2 * a), a / (b + 2 * a)]]
+    expected_out = [[1.0, 1.0],
+                    [(a + 2) / (2 * a + 1), 3 * a / (2 * a + 1)],
+                    [3 * a / (b + 2 * a), (2 * b + a) / (b + 2 * a)]]
+    out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
+    np.testing.assert_allclose(w, expected_w, atol=1e-15)
+    np.testing.assert_allclose(out, expected_out, atol=1e-15)
+    # the loop version agrees too
+    _, _, w_loop, out_loop = attention_by_hand(ex.q, ex.k, ex.v)
+    np.testing.assert_allclose(out, out_loop, atol=1e-14)
+
+
+def test_example_1_lecture_exponentials_are_of_rounded_scores():
+    p = L["attention_1"]
+    # the lecture's e^0.71 and e^1.41 are right for the rounded exponents ...
+    assert round(math.exp(0.71), 3) == p["exp_0.71"]
+    assert round(math.exp(1.41), 3) == p["exp_1.41"]
+    # ... but the exact exponents 1/√2 and √2 give 2.028 and 4.113
+    assert round(math.exp(1 / R2), 3) == 2.028
+    assert round(math.exp(R2), 3) == 4.113
+    np.testing.assert_allclose(p["row_sums"], [2 * 2.034 + 1, 2 * 2.034 + 1, 4.096 + 2 * 2.034], atol=1e-12)
+
+
+def test_example_1_lecture_weights_three_decimals():
+    exact = np.array(attention_by_hand(E.ATTENTION_EXAMPLE_1.q, E.ATTENTION_EXAMPLE_1.k,
+                                       E.ATTENTION_EXAMPLE_1.v)[2])
+    ok = is_correct_rounding(L["attention_1"]["weights_3dp"], exact, 3)
+    # 0.401 is right, 0.197 should be 0.198, row 3 [0.501, 0.249, 0.249] should be [0.503, 0.248, 0.248]
+    np.testing.assert_array_equal(ok, [[True, False, True], [True, True, False], [False, False, False]])
+    np.testing.assert_allclose(exact.round(3), [[0.401, 0.198, 0.401], [0.401, 0.401, 0.198],
+                                                [0.503, 0.248, 0.248]], atol=0)
+    # the two-decimal matrix is a correct rounding everywhere
+    assert is_correct_rounding(L["attention_1"]["weights"], exact, 2).all()
+
+
+def test_example_1_output_row_3_is_not_a_rounding():
+    ex = E.ATTENTION_EXAMPLE_1
+    exact = np.array(attention_by_hand(ex.q, ex.k, ex.v)[3])
+    printed = L["attention_1"]["output"]
+    np.testing.assert_array_equal(is_correct_rounding(printed, exact, 2),
+                                  [[True, True], [True, True], [False, False]])
+    np.testing.assert_allclose(exact.round(2), [[1.00, 1.00], [0.80, 1.20], [0.74, 1.26]], atol=0)
+    # cause: the lecture multiplies its rounded weights by V
+    np.testing.assert_allclose(matmul_by_hand(L["attention_1"]["weights"], ex.v), printed, atol=1e-12)
+
+
+# ------------------------------------------------------------------ examples 2 and 3
+@pytest.mark.parametrize("ex, key, scale, weight, output", [
+    (E.ATTENTION_EXAMPLE_2, "attention_2", 1 / R2, 0.5, [[3.0, 2.0]]),
+    (E.ATTENTION_EXAMPLE_3, "attention_3", 0.5, 0.25, [[5.0]]),
+])
+def test_examples_2_and_3_intermediates(ex, key, scale, weight, output):
+    scores, scaled, weights, out = attention_by_hand(ex.q, ex.k, ex.v)
+    n = ex.k.shape[0]
+    np.testing.assert_array_equal(scores, [[1.0] * n])
+    np.testing.assert_allclose(scaled, [[scale] * n], atol=1e-15)
+    np.testing.assert_allclose(weights, [[weight] * n], atol=1e-15)
+    np.testing.assert_allclose(out, output, atol=1e-14)
+    p = L[key]
+    assert is_correct_rounding(p["scaled_scores"], scaled, 2).all()
+    np.testing.assert_allclose(p["weights"], weights, atol=1e-15)
+    np.testing.assert_allclose(p["output"], out, atol=1e-14)
+    r_out, r_w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
+    np.testing.assert_allclose(r_out, output, atol=1e-14)
+
+
+# ------------------------------------------------------------------ two-head example
+M = E.MHA_EXAMPLE_2
+
+
+def head_by_hand(i, m=M):
+    q = matmul_by_hand(m.q, m.w_q[i])
+    k = matmul_by_hand(m.k, m.w_k[i])
+    v = matmul_by_hand(m.v, m.w_v[i])
+    return (q, k, v, *attention_by_hand(q, k, v))
+
+
+def test_mha_projections_and_scores_match_lecture_exactly():
+    for i in (0, 1):
+        q, k, v, scores, scaled, _, _ = head_by_hand(i)
+        n = i + 1
+        np.testing.assert_array_equal(q, L["mha_2"][f"q_{n}"])
+        np.testing.assert_array_equal(k, L["mha_2"][f"k_{n}"])
+        np.testing.assert_array_equal(v, L["mha_2"][f"v_{n}"])
+        np.testing.assert_array_equal(scores, L["mha_2"][f"scores_{n}"])
+        assert is_correct_rounding(L["mha_2"][f"scaled_scores_{n}"], scaled, 2).all()
+
+
+def test_mha_weights_closed_form():
+    # head 1, row 1: scores [8, 8, 6]/√2 -> [1, 1, e^{-√2}] / (2 + e^{-√2})
+    c = math.exp(-R2)
+    _, w = R.multi_head_attention(M.q, M.k, M.v, M.w_q, M.w_k, M.w_v, M.w_o)
+    np.testing.assert_allclose(w[0, 0], [1 / (2 + c), 1 / (2 + c), c / (2 + c)], atol=1e-15)
+    # head 2, row 2: scores [9, 6, 7]/√2 -> [1, e^{-3/√2}, e^{-2/√2}] / sum
+    e3, e2 = math.exp(-3 / R2), math.exp(-2 / R2)
+    np.testing.assert_allclose(w[1, 1], np.array([1, e3, e2]) / (1 + e3 + e2), atol=1e-15)
+    for i in (0, 1):
+        np.testing.assert_allclose(w[i], head_by_hand(i)[5], atol=1e-15)
+        # every two-decimal weight the lecture prints is a correct rounding
+        assert is_correct_rounding(L["mha_2"][f"weights_{i + 1}"], w[i], 2).all()
+
+
+def test_mha_head_outputs_vs_lecture():
+    h1, h2 = np.array(head_by_hand(0)[6]), np.array(head_by_hand(1)[6])
+    np.testing.assert_allclose(h1.round(4), [[1.2168, 2.1084], [1.4965, 2.5035], [1.0458, 1.4280]], atol=0)
+    np.testing.assert_allclose(h2.round(4), [[1.1622, 2.1354], [1.5326, 2.4447], [1.0834, 2.0555]], atol=0)
+    np.testing.assert_array_equal(is_correct_rounding(L["mha_2"]["head_1"], h1, 2),
+                                  [[False, False], [True, True], [False, False]])
+    np.testing.assert_array_equal(is_correct_rounding(L["mha_2"]["head_2"], h2, 2),
+                                  [[True, False], [True, False], [False, True]])
+    # head 1's printed values are the lecture's rounded weights times V_1
+    np.testing.assert_allclose(matmul_by_hand(L["mha_2"]["weights_1"], L["mha_2"]["v_1"]),
+                               L["mha_2"]["head_1"], atol=1e-12)
+
+
+def test_mha_final_output_by_loops():
+    concat = [r1 + r2 for r1, r2 in zip(head_by_hand(0)[6], head_by_hand(1)[6])]
+    final = np.array(matmul_by_hand(concat, M.w_o))
+    out, _ = R.multi_head_attention(M.q, M.k, M.v, M.w_q, M.w_k, M.w_v, M.w_o)
+    np.testing.assert_allclose(out, final, atol=1e-13)
+    # W^O's columns add up concat columns: out[:, 0] = c0 + c2, out[:, 1] = c1 + c3, ...
+    c = np.array(concat)
+    np.testing.assert_allclose(final, np.stack([c[:, 0] + c[:, 2], c[:, 1] + c[:, 3],
+                                                c[:, 1] + c[:, 2], c[:, 0] + c[:, 3]], axis=1), atol=1e-13)
+    # from the lecture's rounded concatenation the output would be off by up to 0.0194
+    lecture_concat = np.hstack([L["mha_2"]["head_1"], L["mha_2"]["head_2"]])
+    assert round(float(np.abs(lecture_concat @ M.w_o - final).max()), 4) == 0.0194
+
+
+def test_split_heads_equals_per_head_projection():
+    w_big = np.concatenate(list(M.w_q), axis=1)  # (d_model, n_heads * d_k) = (4, 4)
+    np.testing.assert_array_equal(w_big, [[1, 0, 0, 1], [0, 1, 1, 0], [1, 0, 1, 1], [0, 1, 0, 0]])
+    heads = R.split_heads(M.q @ w_big, 2)  # (2, 3, 2)
+    assert heads.shape == (2, 3, 2)
+    np.testing.assert_array_equal(heads[0], L["mha_2"]["q_1"])
+    np.testing.assert_array_equal(heads[1], L["mha_2"]["q_2"])
+    np.testing.assert_array_equal(R.merge_heads(heads), M.q @ w_big)
+    batched = R.split_heads(np.stack([M.q, 2 * M.q]) @ w_big, 2)  # (batch, n_heads, seq_len, d_k)
+    assert batched.shape == (2, 2, 3, 2)
+    np.testing.assert_array_equal(batched[1, 1], 2 * np.array(L["mha_2"]["q_2"]))
+
+
+@pytest.mark.parametrize("n_heads", [3, 5])
+def test_split_heads_rejects_non_divisible(n_heads):
+    with pytest.raises(ValueError, match=f"d_model 4 is not divisible by n_heads {n_heads}"):
+        R.split_heads(M.q, n_heads)
+
+
+def test_split_heads_bad_types():
+    with pytest.raises(TypeError):
+        R.split_heads(M.q, 2.0)
+    with pytest.raises(ValueError):
+        R.split_heads(np.ones(4), 2)
+    with pytest.raises(ValueError):
+        R.split_heads(M.q, 0)
+    with pytest.raises(ValueError):
+        R.merge_heads(np.ones((3, 4)))
+
+
+def test_three_head_example():
+    m = E.MHA_EXAMPLE_3
+    assert m.w_q.shape == (3, 4, 2) and m.w_o.shape == (6, 4)
+    heads = [head_by_hand(i, m)[6] for i in range(3)]
+    np.testing.assert_allclose(heads[0], head_by_hand(0)[6], atol=0)  # heads 1, 2 as in example 2
+    # head 3 by hand: Q3 = [[1,2],[1,1],[2,3]], K3 = [[1,3],[2,1],[2,2]], V3 = [[1,0],[1,2],[3,4]]
+    q3, k3, v3 = head_by_hand(2, m)[:3]
+    np.testing.assert_array_equal(q3, [[1, 2], [1, 1], [2, 3]])
+    np.testing.assert_array_equal(k3, [[1, 3], [2, 1], [2, 2]])
+    np.testing.assert_array_equal(v3, [[1, 0], [1, 2], [3, 4]])
+    concat = [sum(rows, []) for rows in zip(*heads)]  # (3, 6)
+    final = matmul_by_hand(concat, m.w_o)
+    out, w = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)
+    assert out.shape == (3, 4) and w.shape == (3, 3, 3)
+    np.testing.assert_allclose(out, final, atol=1e-13)
+    # the reshape form cannot produce three heads from d_model 4
+    with pytest.raises(ValueError, match="not divisible"):
+        R.split_heads(m.q @ np.ones((4, 4)), 3)
+
+
+# ------------------------------------------------------------------ costs
+def test_practice_problem_1():
+    d_model, n_heads, n = 512, 8, 100
+    assert d_model // n_heads == 64
+    # 4 weight matrices 512 x 512 = 4 * 262144, plus biases 4 * 512
+    assert C.mha_parameter_count(d_model, n_heads, bias=False) == 1_048_576
+    assert C.mha_parameter_count(d_model, n_heads) == 1_048_576 + 2_048 == 1_050_624
+    # one sequence, 8 heads, 100 x 100 float32 weights = 80,000 numbers = 320,000 bytes
+    assert C.attention_matrix_bytes(1, n_heads, n) == 320_000
+    assert C.attention_matrix_bytes(1, n_heads, n, bytes_per_element=2) == 160_000
+
+
+def test_mha_parameter_count_other_cases():
+    assert C.mha_parameter_count(512, 1) == C.mha_parameter_count(512, 8)  # independent of h
+    assert C.mha_parameter_count(1024, 16) == 4 * 1024 * 1024 + 4 * 1024 == 4_198_400  # Transformer big
+    assert C.mha_parameter_count(768, 12) == 2_362_368  # BERT-base, one layer
+    # MHA_EXAMPLE_2: 4 weights 4x4 = 64, biases 16
+    assert C.mha_parameter_count(4, 2, bias=False) == 64
+    # three heads of 2 on d_model 4: W^Q, W^K, W^V 4x6 and W^O 6x4 = 96, biases 6+6+6+4 = 22
+    assert C.mha_parameter_count(4, 3, d_k=2, d_v=2) == 118
+    assert C.mha_parameter_count(4, 3, bias=False, d_k=2, d_v=2) == 96
+
+
+def test_bert_base_memory_arithmetic():
+    attn = C.attention_matrix_bytes(32, 12, 512)
+    ffn = C.ffn_activation_bytes(32, 512, 3072)
+    assert attn == 32 * 12 * 512 * 512 * 4 == 402_653_184  # 402.7 MB (384 MiB)
+    assert ffn == 32 * 512 * 3072 * 4 == 201_326_592  # 201.3 MB (192 MiB)
+    assert attn + ffn == 603_979_776  # "per layer: 600 MB"
+    assert C.attention_matrix_bytes(32, 12, 512, n_layers=12) + C.ffn_activation_bytes(
+        32, 512, 3072, n_layers=12) == 7_247_757_312  # "12 layers: 7.2 GB"
+    state = C.training_state_bytes(110_000_000)
+    assert state == {"parameters": 440_000_000, "gradients": 440_000_000,
+                     "adam_states": 880_000_000, "total": 1_760_000_000}
+    assert C.attention_matrix_bytes(2, 1, 3, seq_len_k=5) == 2 * 3 * 5 * 4
+
+
+@pytest.mark.parametrize("call, exc", [
+    (lambda: C.mha_parameter_count(4, 3), ValueError),
+    (lambda: C.mha_parameter_count(0, 1), ValueError),
+    (lambda: C.mha_parameter_count(512, -8), ValueError),
+    (lambda: C.mha_parameter_count(512.0, 8), TypeError),
+    (lambda: C.mha_parameter_count(512, True), TypeError),
+    (lambda: C.mha_parameter_count(512, 8, d_k="64", d_v=64), TypeError),
+    (lambda: C.attention_matrix_bytes(0, 8, 100), ValueError),
+    (lambda: C.attention_matrix_bytes(1, 8, 100.5), TypeError),
+    (lambda: C.attention_matrix_bytes(1, 8, 100, bytes_per_element=0), ValueError),
+    (lambda: C.attention_matrix_bytes(1, 8, 100, n_layers=-1), ValueError),
+    (lambda: C.ffn_activation_bytes(1, 2, "3072"), TypeError),
+    (lambda: C.ffn_activation_bytes(1, 0, 3072), ValueError),
+    (lambda: C.training_state_bytes(0), ValueError),
+    (lambda: C.training_state_bytes(1e8), TypeError),
+])
+def test_cost_bad_inputs(call, exc):
+    with pytest.raises(exc):
+        call()
+
+
+def test_cost_error_messages_name_values():
+    with pytest.raises(ValueError, match="d_model 4 is not divisible by n_heads 3"):
+        C.mha_parameter_count(4, 3)
+    with pytest.raises(ValueError, match="seq_len must be at least 1, got 0"):
+        C.attention_matrix_bytes(1, 1, 0)
+    assert C.attention_matrix_bytes(np.int64(2), 1, 3) == 72  # NumPy integers are accepted
