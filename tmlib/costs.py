@@ -144,3 +144,238 @@ def training_state_bytes(n_params: int, bytes_per_element: int = 4) -> dict[str,
     bytes_per_element = _positive_int(bytes_per_element, "bytes_per_element")
     p = n_params * bytes_per_element
     return {"parameters": p, "gradients": p, "adam_states": 2 * p, "total": 4 * p}
+
+
+#: The four layer types of the paper's Table 1, in the paper's order.
+LAYER_TYPES = ("self_attention", "recurrent", "convolutional", "restricted_self_attention")
+
+#: The paper's Table 1 as printed (big-O strings): complexity per layer, sequential operations,
+#: maximum path length.  n = sequence length, d = representation width, k = kernel width,
+#: r = neighbourhood size of restricted self-attention.
+PAPER_TABLE_1 = {
+    "self_attention": ("O(n^2 * d)", "O(1)", "O(1)"),
+    "recurrent": ("O(n * d^2)", "O(n)", "O(n)"),
+    "convolutional": ("O(k * n * d^2)", "O(1)", "O(log_k(n))"),
+    "restricted_self_attention": ("O(r * n * d)", "O(1)", "O(n/r)"),
+}
+
+
+def _layer_type(layer_type) -> str:
+    if not isinstance(layer_type, str):
+        raise TypeError(f"layer_type must be a string, got {layer_type!r}")
+    if layer_type not in LAYER_TYPES:
+        raise ValueError(f"layer_type must be one of {LAYER_TYPES}, got {layer_type!r}")
+    return layer_type
+
+
+def complexity_per_layer(layer_type: str, n: int, d: int, k: int | None = None, r: int | None = None) -> int:
+    """The operation count behind the paper's Table 1 "Complexity per Layer" column (constants dropped).
+
+    * self-attention: n²·d (every pair of positions, a d-wide dot product);
+    * recurrent: n·d² (n steps, each a d×d matrix-vector product);
+    * convolutional: k·n·d² (n positions, a kernel of k d×d matrices);
+    * restricted self-attention: r·n·d (each position attends to r neighbours).
+
+    Args:
+        layer_type: one of :data:`LAYER_TYPES`.
+        n: sequence length (int ≥ 1).
+        d: representation width (int ≥ 1).
+        k: kernel width, required for ``"convolutional"`` (int ≥ 1).
+        r: neighbourhood size, required for ``"restricted_self_attention"`` (int ≥ 1).
+
+    Returns:
+        int, the count.
+
+    Raises:
+        TypeError: ``layer_type`` not a string, or a size not an integer.
+        ValueError: unknown ``layer_type``, a size < 1, or a required ``k``/``r`` missing.
+
+    Source: Vaswani et al. (2017), §4 and Table 1.
+    """
+    layer_type = _layer_type(layer_type)
+    n = _positive_int(n, "n")
+    d = _positive_int(d, "d")
+    if layer_type == "self_attention":
+        return n * n * d
+    if layer_type == "recurrent":
+        return n * d * d
+    if layer_type == "convolutional":
+        if k is None:
+            raise ValueError("layer_type 'convolutional' needs the kernel width k")
+        return _positive_int(k, "k") * n * d * d
+    if r is None:
+        raise ValueError("layer_type 'restricted_self_attention' needs the neighbourhood size r")
+    return _positive_int(r, "r") * n * d
+
+
+def sequential_operations(layer_type: str, n: int) -> int:
+    """Minimum number of sequential operations of one layer (paper's Table 1, middle column).
+
+    A recurrent layer needs n steps one after the other; the other three layer types compute all
+    positions at once (1).
+
+    Args:
+        layer_type: one of :data:`LAYER_TYPES`.
+        n: sequence length (int ≥ 1).
+
+    Returns:
+        int: ``n`` for ``"recurrent"``, else 1.
+
+    Raises:
+        TypeError/ValueError: as :func:`complexity_per_layer`.
+
+    Source: Vaswani et al. (2017), Table 1.
+    """
+    layer_type = _layer_type(layer_type)
+    n = _positive_int(n, "n")
+    return n if layer_type == "recurrent" else 1
+
+
+def maximum_path_length(layer_type: str, n: int, k: int | None = None, r: int | None = None,
+                        dilated: bool = True) -> int:
+    """Number of layers a signal needs to travel between the two farthest positions (Table 1, last column).
+
+    * self-attention: 1 (every position sees every other);
+    * recurrent: n − 1 steps from the first to the last position, O(n);
+    * convolutional, ``dilated=True``: ⌈log_k n⌉ layers of dilated convolutions
+      (receptive field k^L ≥ n); ``dilated=False``: ⌈(n − 1)/(k − 1)⌉ layers of contiguous
+      kernels, O(n/k) (the paper's text, §4);
+    * restricted self-attention: ⌈(n − 1)/r⌉ layers, O(n/r), when each position sees r
+      positions on one side (the paper's "neighbourhood of size r").
+
+    Args:
+        layer_type: one of :data:`LAYER_TYPES`.
+        n: sequence length (int ≥ 1).
+        k: kernel width ≥ 2 for ``"convolutional"``.
+        r: neighbourhood size ≥ 1 for ``"restricted_self_attention"``.
+        dilated: for convolutions, dilated (log) or contiguous (linear) stacking.
+
+    Returns:
+        int, the number of layers (at least 1 for n > 1; 0 steps are reported as 1 for n = 1
+        only for self-attention-like layers, which always take one layer).
+
+    Raises:
+        TypeError/ValueError: as :func:`complexity_per_layer`; also k < 2.
+
+    Source: Vaswani et al. (2017), §4 and Table 1.
+    """
+    layer_type = _layer_type(layer_type)
+    n = _positive_int(n, "n")
+    if layer_type == "self_attention":
+        return 1
+    if layer_type == "recurrent":
+        return max(n - 1, 1)
+    if layer_type == "convolutional":
+        if k is None:
+            raise ValueError("layer_type 'convolutional' needs the kernel width k")
+        k = _positive_int(k, "k")
+        if k < 2:
+            raise ValueError(f"kernel width k must be at least 2 to connect positions, got {k}")
+        if dilated:
+            layers, field = 0, 1
+            while field < n:  # integer version of ceil(log_k n), free of float rounding
+                field *= k
+                layers += 1
+            return max(layers, 1)
+        return max(-(-(n - 1) // (k - 1)), 1)
+    if r is None:
+        raise ValueError("layer_type 'restricted_self_attention' needs the neighbourhood size r")
+    r = _positive_int(r, "r")
+    return max(-(-(n - 1) // r), 1)
+
+
+def complexity_table(n: int, d: int, k: int, r: int) -> list[dict]:
+    """The paper's Table 1 evaluated at concrete sizes, one dict per layer type.
+
+    Args:
+        n, d, k, r: as :func:`complexity_per_layer` (k ≥ 2).
+
+    Returns:
+        list of dicts with keys ``layer_type``, ``complexity`` (big-O string), ``operations``,
+        ``sequential_operations``, ``maximum_path_length`` (dilated convolutions).
+
+    Raises:
+        TypeError/ValueError: as the functions it calls.
+
+    Source: Vaswani et al. (2017), Table 1.
+    """
+    rows = []
+    for lt in LAYER_TYPES:
+        rows.append({
+            "layer_type": lt,
+            "complexity": PAPER_TABLE_1[lt][0],
+            "operations": complexity_per_layer(lt, n, d, k=k, r=r),
+            "sequential_operations": sequential_operations(lt, n),
+            "maximum_path_length": maximum_path_length(lt, n, k=k, r=r),
+        })
+    return rows
+
+
+def layer_flops(seq_len: int, d_model: int, d_ff: int | None = None) -> dict[str, int]:
+    """Forward-pass FLOPs of one encoder layer for one sequence, counting a multiply-add as 2.
+
+    * ``"qkv_projections"``: three (n, d)·(d, d) products, 3 · 2·n·d²;
+    * ``"attention_scores"``: QKᵀ over all heads, 2·n²·d;
+    * ``"attention_weighted_sum"``: weights·V over all heads, 2·n²·d;
+    * ``"output_projection"``: W^O, 2·n·d²;
+    * ``"feed_forward"``: two products through d_ff, 2 · 2·n·d·d_ff;
+    * ``"total"``: their sum.
+
+    The split shows where the slides' "O(n²·d + n·d²)" comes from: the n² terms are the two
+    attention products, everything else is linear in n.  Softmax, LayerNorm, biases and
+    residual additions (O(n·d) or O(h·n²)) are left out.
+
+    Args:
+        seq_len: n (int ≥ 1).
+        d_model: d (int ≥ 1).
+        d_ff: inner FFN width (int ≥ 1), default ``4 * d_model`` (the paper's 2048 for 512).
+
+    Returns:
+        dict of int FLOP counts.
+
+    Raises:
+        TypeError: a size is not an integer.  ValueError: a size < 1.
+
+    Source: paper §3.2-3.3 (shapes); slides (seed 003) "Computational Complexity Analysis".
+    """
+    n = _positive_int(seq_len, "seq_len")
+    d = _positive_int(d_model, "d_model")
+    d_ff = 4 * d if d_ff is None else _positive_int(d_ff, "d_ff")
+    out = {
+        "qkv_projections": 3 * 2 * n * d * d,
+        "attention_scores": 2 * n * n * d,
+        "attention_weighted_sum": 2 * n * n * d,
+        "output_projection": 2 * n * d * d,
+        "feed_forward": 2 * 2 * n * d * d_ff,
+    }
+    out["total"] = sum(out.values())
+    return out
+
+
+def training_flops_from_hardware(hours: float, n_gpus: int, tflops_per_gpu: float) -> float:
+    """The paper's training-cost estimate: time × number of GPUs × sustained FLOP/s per GPU.
+
+    The paper (Table 2 and its footnote) multiplies training time, GPU count and an estimate
+    of each GPU's sustained single-precision throughput (9.5 TFLOPS for a P100).
+
+    Args:
+        hours: wall-clock training time in hours (> 0).
+        n_gpus: number of GPUs (int ≥ 1).
+        tflops_per_gpu: sustained throughput per GPU in TFLOP/s (> 0).
+
+    Returns:
+        float, total floating-point operations.
+
+    Raises:
+        TypeError: ``n_gpus`` not an integer, or hours/tflops not numbers.
+        ValueError: a non-positive value.
+
+    Source: Vaswani et al. (2017), §6.1 and Table 2 (base: 12 h on 8 P100 → 3.3·10¹⁸).
+    """
+    n_gpus = _positive_int(n_gpus, "n_gpus")
+    for name, val in (("hours", hours), ("tflops_per_gpu", tflops_per_gpu)):
+        if isinstance(val, bool) or not isinstance(val, (int, float)) and not hasattr(val, "__float__"):
+            raise TypeError(f"{name} must be a number, got {val!r}")
+        if not float(val) > 0:
+            raise ValueError(f"{name} must be positive, got {val}")
+    return float(hours) * 3600.0 * n_gpus * float(tflops_per_gpu) * 1e12
