@@ -240,22 +240,21 @@ def maximum_path_length(layer_type: str, n: int, k: int | None = None, r: int | 
     * convolutional, ``dilated=True``: ⌈log_k n⌉ layers of dilated convolutions
       (receptive field k^L ≥ n); ``dilated=False``: ⌈(n − 1)/(k − 1)⌉ layers of contiguous
       kernels, O(n/k) (the paper's text, §4);
-    * restricted self-attention: ⌈(n − 1)/r⌉ layers, O(n/r), when each position sees r
-      positions on one side (the paper's "neighbourhood of size r").
+    * restricted self-attention: each position sees a neighbourhood of size r centred on it
+      (⌊r/2⌋ positions on each side), so ⌈(n − 1)/⌊r/2⌋⌉ layers, O(n/r).
 
     Args:
         layer_type: one of :data:`LAYER_TYPES`.
         n: sequence length (int ≥ 1).
         k: kernel width ≥ 2 for ``"convolutional"``.
-        r: neighbourhood size ≥ 1 for ``"restricted_self_attention"``.
+        r: neighbourhood size ≥ 2 for ``"restricted_self_attention"``.
         dilated: for convolutions, dilated (log) or contiguous (linear) stacking.
 
     Returns:
-        int, the number of layers (at least 1 for n > 1; 0 steps are reported as 1 for n = 1
-        only for self-attention-like layers, which always take one layer).
+        int, the number of layers (at least 1).
 
     Raises:
-        TypeError/ValueError: as :func:`complexity_per_layer`; also k < 2.
+        TypeError/ValueError: as :func:`complexity_per_layer`; also k < 2 or r < 2.
 
     Source: Vaswani et al. (2017), §4 and Table 1.
     """
@@ -281,7 +280,9 @@ def maximum_path_length(layer_type: str, n: int, k: int | None = None, r: int | 
     if r is None:
         raise ValueError("layer_type 'restricted_self_attention' needs the neighbourhood size r")
     r = _positive_int(r, "r")
-    return max(-(-(n - 1) // r), 1)
+    if r < 2:
+        raise ValueError(f"neighbourhood size r must be at least 2 to connect positions, got {r}")
+    return max(-(-(n - 1) // (r // 2)), 1)
 
 
 def complexity_table(n: int, d: int, k: int, r: int) -> list[dict]:
