@@ -187,4 +187,12 @@ LECTURE_PRINTED = {
         "weights_2": _frozen([[0.92, 0.03, 0.05], [0.73, 0.09, 0.18], [0.96, 0.03, 0.01]]),
         "head_2": _frozen([[1.16, 2.13], [1.53, 2.45], [1.09, 2.06]]),
     },
+    # Feed-forward example (seed 001, "Numerical Computation of the Feed-Forward Network"):
+    # X_1 = x W1 + b1 (= ReLU(X_1)), X_2 = X_1 W2, and the final output X_2 + b2.
+    "ffn": {
+        "x_w1_plus_b1": _frozen([[1, 2], [0, 2], [1, 3]]),
+        "relu": _frozen([[1, 2], [0, 2], [1, 3]]),
+        "x_w2": _frozen([[5, 2], [4, 2], [7, 3]]),
+        "output": _frozen([[6, 1], [5, 1], [8, 2]]),
+    },
 }
