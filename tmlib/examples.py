@@ -27,6 +27,7 @@ __all__ = [
     "FFN_EXAMPLE",
     "LR_EXAMPLE",
     "LECTURE_PRINTED",
+    "CROSS_ATTENTION_EXAMPLE",
 ]
 
 
@@ -196,3 +197,14 @@ LECTURE_PRINTED = {
         "output": _frozen([[6, 1], [5, 1], [8, 2]]),
     },
 }
+
+#: Cross-attention example of notebook 5 (the course's own numbers; the lecture has none):
+#: two decoder positions query three encoder states.  q (n_tgt=2, d_k=2) comes from the decoder,
+#: k (n_src=3, d_k=2) and v (n_src=3, d_v=2) from the encoder output ("memory"), already
+#: projected.  Token labels: source "ich bin hier", decoder input "<bos> I".
+CROSS_ATTENTION_EXAMPLE = AttentionExample(
+    name="Cross-attention: 2 decoder queries, 3 encoder keys/values",
+    q=_frozen([[2, 0], [1, 1]]),
+    k=_frozen([[1, 0], [0, 1], [1, 1]]),
+    v=_frozen([[1, 2], [3, 0], [0, 1]]),
+)

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-__all__ = ["positional_encoding_heatmap", "attention_heatmap", "attention_heads"]
+__all__ = ["positional_encoding_heatmap", "attention_heatmap", "attention_heads", "mask_panels"]
 
 
 def _to_numpy(x) -> np.ndarray:
@@ -130,3 +130,54 @@ def positional_encoding_heatmap(pe, title: str = "Sinusoidal positional encoding
     ax.set_ylabel("position")
     ax.tick_params(axis="y", rotation=0)
     return ax
+
+
+def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
+                suptitle: str = "Attention masks (dark = may attend)", xlabel: str = "key position",
+                ylabel: str = "query position"):
+    """Boolean masks side by side, one panel each, True (may attend) drawn dark.
+
+    Args:
+        masks: sequence of 2-D boolean arrays ``(n_q, n_k)`` (shapes may differ).
+        titles: one title per mask.
+        x_labels, y_labels: optional sequences (one per mask) of token labels, or ``None``.
+        suptitle, xlabel, ylabel: figure title and axis labels.
+
+    Returns:
+        The matplotlib ``Figure``.
+
+    Raises:
+        ValueError: a mask is not 2-D, or the number of titles/labels does not match.
+        TypeError: a mask is not boolean.
+    """
+    masks = [np.asarray(m) for m in masks]
+    if len(titles) != len(masks):
+        raise ValueError(f"{len(titles)} titles for {len(masks)} masks")
+    for name, labels in (("x_labels", x_labels), ("y_labels", y_labels)):
+        if labels is not None and len(labels) != len(masks):
+            raise ValueError(f"{name} must hold one label list per mask: {len(labels)} for {len(masks)} masks")
+    for i, m in enumerate(masks):
+        if m.dtype != bool:
+            raise TypeError(f"mask {i} must be boolean (True = may attend), got dtype {m.dtype}")
+        if m.ndim != 2:
+            raise ValueError(f"mask {i} must be 2-D (n_q, n_k), got shape {m.shape}")
+    fig, axes = plt.subplots(1, len(masks), figsize=(min(3.2 * len(masks), 16), 3.4), squeeze=False)
+    for i, (ax, m) in enumerate(zip(axes[0], masks)):
+        ax.imshow(m, cmap="Greys", vmin=0, vmax=1.4)
+        ax.set_title(titles[i])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        n_q, n_k = m.shape
+        ax.set_xticks(range(n_k))
+        ax.set_yticks(range(n_q))
+        if x_labels is not None and x_labels[i] is not None:
+            ax.set_xticklabels(x_labels[i], rotation=45, ha="right")
+        if y_labels is not None and y_labels[i] is not None:
+            ax.set_yticklabels(y_labels[i])
+        ax.set_xticks(np.arange(-0.5, n_k, 1), minor=True)
+        ax.set_yticks(np.arange(-0.5, n_q, 1), minor=True)
+        ax.grid(which="minor", color="white", linewidth=1.5)
+        ax.tick_params(which="minor", length=0)
+    fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig
