@@ -1,0 +1,75 @@
+"""Sinusoidal positional encoding (paper §3.5).
+
+"Since our model contains no recurrence and no convolution, in order for the model to make use of the order
+of the sequence, we must inject some information about the relative or absolute position of the tokens":
+PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)),
+added to the (scaled) embeddings, followed by dropout (§5.4).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["PositionalEncoding", "sinusoid_table"]
+
+
+def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
+    """The table PE of paper §3.5 as a float64 tensor ``(max_len, d_model)``.
+
+    Raises:
+        ValueError: ``max_len`` < 1, or ``d_model`` is not a positive even integer.
+    """
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
+    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 2 or d_model % 2:
+        raise ValueError(f"d_model must be a positive even integer, got {d_model!r}")
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)[None, :]  # (1, d_model/2)
+    angle = pos / torch.pow(10000.0, two_i / d_model)  # (max_len, d_model/2)
+    pe = torch.empty(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe  # (max_len, d_model)
+
+
+class PositionalEncoding(nn.Module):
+    """Add the sinusoid table to embeddings, then dropout (paper §3.5 and §5.4).
+
+    The table is a non-persistent buffer (not in ``state_dict``: it is recomputed, not learned) kept
+    in float64 and cast to the input's dtype in ``forward``, so a float64 model gets the exact table.
+
+    Args:
+        d_model: width (even).
+        max_len: number of positions in the table; longer inputs are refused.
+        dropout: dropout probability applied to ``embedding + PE`` (the paper's P_drop).
+
+    Shapes:
+        forward ``x``: ``(batch, seq_len, d_model)``; ``offset``: int ≥ 0, the position of ``x[:, 0]``
+        (used in incremental decoding) → ``(batch, seq_len, d_model)``, same dtype as ``x``.
+
+    Raises:
+        ValueError: ``x`` is not 3-D with last dimension ``d_model``; ``offset`` is negative; or
+            ``offset + seq_len`` exceeds ``max_len`` (the message names both).
+    """
+
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.d_model, self.max_len = d_model, max_len
+        self.register_buffer("pe", sinusoid_table(max_len, d_model), persistent=False)  # (max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have shape (batch, seq_len, {self.d_model}), got {tuple(x.shape)}")
+        if offset < 0:
+            raise ValueError(f"offset must be non-negative, got {offset}")
+        seq_len = x.shape[1]
+        if offset + seq_len > self.max_len:
+            raise ValueError(
+                f"sequence of length {seq_len} at offset {offset} needs {offset + seq_len} positions, "
+                f"more than max_len={self.max_len}"
+            )
+        pe = self.pe[offset:offset + seq_len].to(dtype=x.dtype, device=x.device)  # (seq_len, d_model)
+        return self.dropout(x + pe)  # (batch, seq_len, d_model)

@@ -1,0 +1,377 @@
+"""The encoder-decoder Transformer (paper §3.1, with §3.2-§3.5 as building blocks).
+
+"The encoder is composed of a stack of N = 6 identical layers. Each layer has two sub-layers. The first is a
+multi-head self-attention mechanism, and the second is a simple, position-wise fully connected feed-forward
+network. We employ a residual connection around each of the two sub-layers, followed by layer normalization.
+[...] The decoder inserts a third sub-layer, which performs multi-head attention over the output of the encoder
+stack. [...] We also modify the self-attention sub-layer in the decoder stack to prevent positions from attending
+to subsequent positions."  Dropout is applied "to the output of each sub-layer, before it is added to the
+sub-layer input and normalized" (§5.4): LayerNorm(x + Dropout(Sublayer(x))), the *post-LN* layout.
+``norm_first=True`` gives the *pre-LN* layout x + Dropout(Sublayer(LayerNorm(x))) with a final LayerNorm on each
+stack, as ``torch.nn.Transformer(norm_first=True)``.
+
+Masks follow :mod:`tmlib.attention`: boolean, True = may attend / real token.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .attention import KVCache, MultiHeadAttention, causal_mask
+from .embeddings import Generator, TokenEmbedding
+from .feed_forward import PositionwiseFeedForward
+from .positional import PositionalEncoding
+
+__all__ = [
+    "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "Transformer",
+]
+
+
+def _residual(x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor], norm: nn.LayerNorm,
+              dropout: nn.Dropout, norm_first: bool) -> torch.Tensor:
+    """One residual sub-layer (paper §3.1 and §5.4).
+
+    post-LN (the paper): LayerNorm(x + Dropout(Sublayer(x))); pre-LN: x + Dropout(Sublayer(LayerNorm(x))).
+    Shapes: ``x`` ``(batch, seq_len, d_model)`` → same.
+    """
+    if norm_first:
+        return x + dropout(sublayer(norm(x)))  # (batch, seq_len, d_model)
+    return norm(x + dropout(sublayer(x)))  # (batch, seq_len, d_model)
+
+
+class _Layer(nn.Module):
+    """Shared plumbing of encoder and decoder layers: optional recording of attention weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.keep_attention = False  # set True to store the weights of the next forward pass
+        self.attention_weights: dict[str, torch.Tensor] = {}
+
+    def _attend(self, attn: MultiHeadAttention, query: torch.Tensor, kv: torch.Tensor, name: str,
+                **kwargs) -> torch.Tensor:
+        out, weights = attn(query, kv, kv, need_weights=self.keep_attention, **kwargs)  # (batch, n_q, d_model)
+        if self.keep_attention:
+            self.attention_weights[name] = weights.detach()  # (batch, n_heads, n_q, n_k)
+        return out
+
+
+class EncoderLayer(_Layer):
+    """Self-attention and feed-forward sub-layers, each in a residual block (paper §3.1, encoder).
+
+    Args:
+        d_model, n_heads, d_ff: widths (paper: 512, 8, 2048).
+        dropout: P_drop for the residual branches, the attention weights and the FFN activations.
+        norm_first: False = post-LN as the paper, True = pre-LN.
+
+    Shapes:
+        forward ``x``: ``(batch, seq_len, d_model)``; ``key_padding_mask``: bool ``(batch, seq_len)``, True = real
+        token; ``attn_mask``: bool ``(seq_len, seq_len)`` or as :class:`~tmlib.attention.MultiHeadAttention`,
+        True = may attend (e.g. :func:`~tmlib.attention.causal_mask` for a GPT-style block) → ``(batch, seq_len, d_model)``.
+
+    Attributes:
+        self_attn, feed_forward, norm1, norm2, dropout1, dropout2; with ``keep_attention = True`` the last
+        weights are stored in ``attention_weights["self"]`` ``(batch, n_heads, seq_len, seq_len)``.
+
+    Raises:
+        ValueError: from the sub-modules, e.g. ``d_model`` not divisible by ``n_heads``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
+                attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+        def self_attention(h):  # (batch, seq_len, d_model) -> same
+            return self._attend(self.self_attn, h, h, "self", attn_mask=attn_mask, key_padding_mask=key_padding_mask)
+
+        x = _residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)  # (batch, seq_len, d_model)
+        return _residual(x, self.feed_forward, self.norm2, self.dropout2, self.norm_first)  # (batch, seq_len, d_model)
+
+
+class DecoderLayer(_Layer):
+    """Masked self-attention, cross-attention over the encoder output, feed-forward (paper §3.1, decoder).
+
+    Args:
+        d_model, n_heads, d_ff, dropout, norm_first: as :class:`EncoderLayer`.
+        cross_attention: False drops the encoder-decoder attention sub-layer, giving the block of a
+            decoder-only (GPT-style) model; ``cross_attn`` and ``norm2`` are then ``None``.
+
+    Shapes:
+        forward ``x``: ``(batch, n_new, d_model)``, the new target positions; ``memory``: encoder output
+        ``(batch, src_len, d_model)`` (unused without cross-attention); ``memory_key_padding_mask``: bool
+        ``(batch, src_len)``, True = real source token; ``self_attn_mask``: bool ``(n_new, n_past + n_new)``
+        (:func:`~tmlib.attention.causal_mask`); ``cache``: ``(self_kv, cross_kv)`` :class:`~tmlib.attention.KVCache` pair or
+        ``None`` → ``(batch, n_new, d_model)``.
+
+    Attributes:
+        self_attn, cross_attn, feed_forward, norm1 (self), norm2 (cross), norm3 (FFN), dropout1-3, in the
+        order of ``nn.TransformerDecoderLayer``; with ``keep_attention = True`` the last weights are stored in
+        ``attention_weights["self"]`` and ``attention_weights["cross"]``.
+
+    Raises:
+        ValueError: ``memory`` is missing although the layer has cross-attention.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False,
+                 cross_attention: bool = True):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout) if cross_attention else None
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model) if cross_attention else None
+        self.norm3 = nn.LayerNorm(d_model)
+        self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
+                memory_key_padding_mask: torch.Tensor | None = None, self_attn_mask: torch.Tensor | None = None,
+                cache: tuple[KVCache, KVCache | None] | None = None) -> torch.Tensor:
+        self_kv, cross_kv = cache if cache is not None else (None, None)
+
+        def self_attention(h):  # (batch, n_new, d_model) -> same; new keys/values join the cache
+            return self._attend(self.self_attn, h, h, "self", attn_mask=self_attn_mask, cache=self_kv)
+
+        def cross_attention(h):  # (batch, n_new, d_model) -> same; memory keys/values projected once
+            return self._attend(self.cross_attn, h, memory, "cross", key_padding_mask=memory_key_padding_mask,
+                                cache=cross_kv, static_kv=cross_kv is not None)
+
+        x = _residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)  # (batch, n_new, d_model)
+        if self.cross_attn is not None:
+            if memory is None:
+                raise ValueError("this DecoderLayer has cross-attention: pass memory (batch, src_len, d_model)")
+            x = _residual(x, cross_attention, self.norm2, self.dropout2, self.norm_first)  # (batch, n_new, d_model)
+        return _residual(x, self.feed_forward, self.norm3, self.dropout3, self.norm_first)  # (batch, n_new, d_model)
+
+
+class DecoderCache:
+    """Key/value caches of a decoder stack for incremental decoding (one entry per layer).
+
+    ``self_attn[i]`` grows by the new positions at every call; ``cross_attn[i]`` holds the projected encoder
+    memory, computed at the first call and reused (``None`` for a decoder without cross-attention).
+
+    ``len(cache)`` is the number of target positions decoded so far; ``reorder(index)`` selects batch rows
+    (beam search: ``index`` is a long tensor ``(new_batch,)`` of rows to keep, repeats allowed).
+    """
+
+    def __init__(self, n_layers: int, cross_attention: bool = True):
+        self.self_attn = [KVCache() for _ in range(n_layers)]
+        self.cross_attn = [KVCache() if cross_attention else None for _ in range(n_layers)]
+
+    def __len__(self) -> int:
+        return len(self.self_attn[0]) if self.self_attn else 0
+
+    def layer(self, i: int) -> tuple[KVCache, KVCache | None]:
+        """The ``(self_kv, cross_kv)`` pair of layer ``i``."""
+        return self.self_attn[i], self.cross_attn[i]
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep batch rows ``index`` (long ``(new_batch,)``) in every non-empty cache, in place."""
+        for kv in self.self_attn + self.cross_attn:
+            if kv is not None and len(kv) > 0:
+                kv.reorder(index)
+
+
+class Encoder(nn.Module):
+    """A stack of ``n_layers`` :class:`EncoderLayer` (paper §3.1: N = 6), plus a final LayerNorm if pre-LN.
+
+    Shapes: forward ``x`` ``(batch, src_len, d_model)``, ``key_padding_mask`` bool ``(batch, src_len)`` (True =
+    real token), ``attn_mask`` optional → ``(batch, src_len, d_model)``, the *memory*.
+    """
+
+    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
+                 norm_first: bool = False):
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
+        # post-LN layers already end with a LayerNorm; pre-LN outputs are un-normalized, so add one
+        self.norm = nn.LayerNorm(d_model) if norm_first else None
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
+                attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)  # (batch, src_len, d_model)
+        return x if self.norm is None else self.norm(x)
+
+
+class Decoder(nn.Module):
+    """A stack of ``n_layers`` :class:`DecoderLayer` with the causal mask built in (paper §3.1 and §3.2.3).
+
+    Shapes: forward ``x`` ``(batch, n_new, d_model)`` (embedded target, all positions or, with ``cache``, only
+    the new ones), ``memory`` ``(batch, src_len, d_model)``, ``memory_key_padding_mask`` bool ``(batch, src_len)``
+    → ``(batch, n_new, d_model)``.  With a :class:`DecoderCache` holding ``n_past`` positions the new positions
+    attend to the cached ones and to themselves causally.
+    """
+
+    def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
+                 norm_first: bool = False, cross_attention: bool = True):
+        super().__init__()
+        self.cross_attention = cross_attention
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, cross_attention) for _ in range(n_layers)
+        )
+        self.norm = nn.LayerNorm(d_model) if norm_first else None
+
+    def new_cache(self) -> DecoderCache:
+        """An empty :class:`DecoderCache` for this stack."""
+        return DecoderCache(len(self.layers), self.cross_attention)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
+                memory_key_padding_mask: torch.Tensor | None = None, cache: DecoderCache | None = None) -> torch.Tensor:
+        n_past = len(cache) if cache is not None else 0  # read before layer 0 appends to its cache
+        mask = causal_mask(x.shape[1], n_past + x.shape[1], device=x.device)  # (n_new, n_past + n_new)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, memory, memory_key_padding_mask, mask,
+                      cache=cache.layer(i) if cache is not None else None)  # (batch, n_new, d_model)
+        return x if self.norm is None else self.norm(x)
+
+
+def _check_sequence(ids, name: str, max_len: int) -> None:
+    """TypeError unless an integer tensor; ValueError unless 2-D ``(batch, seq_len)`` within ``max_len``."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of integer ids (batch, seq_len), got {type(ids).__name__}")
+    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
+        raise TypeError(f"{name} must have an integer dtype (e.g. torch.long), got {ids.dtype}")
+    if ids.dim() != 2:
+        raise ValueError(
+            f"{name} must be 2-D (batch, seq_len), got shape {tuple(ids.shape)}"
+            + ("; add a batch dimension with .unsqueeze(0)" if ids.dim() == 1 else "")
+        )
+    if ids.shape[1] > max_len:
+        raise ValueError(f"{name} has length {ids.shape[1]}, more than max_len={max_len}")
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer of the paper (§3, Figure 1).
+
+    src ids → TokenEmbedding (×√d_model) → + positional encoding → dropout → Encoder → memory;
+    tgt ids → TokenEmbedding → + PE → dropout → Decoder (causal self-attention, cross-attention on memory) →
+    Generator → logits.
+
+    Args:
+        src_vocab_size, tgt_vocab_size: vocabulary sizes.
+        d_model, n_heads, n_encoder_layers, n_decoder_layers, d_ff, dropout: the paper's d_model, h, N, N, d_ff,
+            P_drop (defaults: the base model of Table 3).
+        max_len: longest sequence accepted (size of the positional table).
+        pad_id: padding id (source keys equal to it are masked), or ``None`` for no padding mask.  Target
+            padding is not masked: with right padding the causal mask already keeps real positions from
+            seeing later pads, and the loss ignores pad positions.
+        tie_embeddings: share one matrix between source embedding, target embedding and the generator's
+            weight (§3.4).  ``None`` (default) ties when ``src_vocab_size == tgt_vocab_size``.
+        norm_first: False = post-LN (paper), True = pre-LN with a final LayerNorm on each stack.
+
+    Initialisation: every parameter with more than one dimension (weight matrices and the embedding
+    matrix) is drawn with ``nn.init.xavier_uniform_``, as in the Annotated Transformer; biases keep
+    PyTorch's defaults, LayerNorms start at γ = 1, β = 0; the pad row of the embedding starts at zero.
+
+    Shapes:
+        forward ``src`` long ``(batch, src_len)``, ``tgt`` long ``(batch, tgt_len)`` →
+        logits ``(batch, tgt_len, tgt_vocab_size)`` (position t predicts token t + 1 of ``tgt``).
+
+    Raises:
+        ValueError: ``d_model`` not divisible by ``n_heads`` or odd; ``tie_embeddings=True`` with different
+            vocabulary sizes; in forward/encode/decode: inputs not 2-D, longer than ``max_len``, batch sizes
+            that differ, ids outside the vocabulary, a source row made only of padding.
+        TypeError: inputs that are not integer tensors.
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, n_heads: int = 8,
+                 n_encoder_layers: int = 6, n_decoder_layers: int = 6, d_ff: int = 2048, dropout: float = 0.1,
+                 max_len: int = 512, pad_id: int | None = 0, tie_embeddings: bool | None = None,
+                 norm_first: bool = False):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if tie_embeddings is None:
+            tie_embeddings = src_vocab_size == tgt_vocab_size
+        elif tie_embeddings and src_vocab_size != tgt_vocab_size:
+            raise ValueError(
+                f"tie_embeddings=True needs one shared vocabulary, got src_vocab_size={src_vocab_size} "
+                f"and tgt_vocab_size={tgt_vocab_size}"
+            )
+        self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
+        self.d_model, self.n_heads, self.max_len, self.pad_id = d_model, n_heads, max_len, pad_id
+        self.norm_first, self.tie_embeddings = norm_first, bool(tie_embeddings)
+
+        self.src_embed = TokenEmbedding(src_vocab_size, d_model, pad_id)
+        self.tgt_embed = TokenEmbedding(tgt_vocab_size, d_model, pad_id)
+        self.positional = PositionalEncoding(d_model, max_len, dropout)
+        self.encoder = Encoder(n_encoder_layers, d_model, n_heads, d_ff, dropout, norm_first)
+        self.decoder = Decoder(n_decoder_layers, d_model, n_heads, d_ff, dropout, norm_first)
+        self.generator = Generator(d_model, tgt_vocab_size)
+        if self.tie_embeddings:  # one Parameter, three users (§3.4)
+            self.tgt_embed.embedding.weight = self.src_embed.embedding.weight
+            self.generator.proj.weight = self.src_embed.embedding.weight
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        for p in self.parameters():  # unique parameters: a tied matrix is initialised once
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        if self.pad_id is not None:
+            with torch.no_grad():
+                self.src_embed.embedding.weight[self.pad_id].zero_()
+                self.tgt_embed.embedding.weight[self.pad_id].zero_()
+
+    def padding_mask(self, src: torch.Tensor) -> torch.Tensor | None:
+        """Bool ``(batch, src_len)``, True = real token (``src != pad_id``); ``None`` when ``pad_id`` is None."""
+        return None if self.pad_id is None else src != self.pad_id
+
+    def keep_attention(self, flag: bool = True) -> None:
+        """Make every layer store its attention weights (``layer.attention_weights``) on the next forward pass."""
+        for layer in list(self.encoder.layers) + list(self.decoder.layers):
+            layer.keep_attention = flag
+            layer.attention_weights = {}
+
+    def new_cache(self) -> DecoderCache:
+        """An empty :class:`DecoderCache` for incremental decoding with :meth:`decode`."""
+        return self.decoder.new_cache()
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """Source ids ``(batch, src_len)`` → memory ``(batch, src_len, d_model)``."""
+        _check_sequence(src, "src", self.max_len)
+        mask = self.padding_mask(src)  # (batch, src_len)
+        if mask is not None and mask.shape[1] > 0 and not bool(mask.any(dim=1).all()):
+            row = int((~mask.any(dim=1)).nonzero()[0, 0])
+            raise ValueError(f"src row {row} consists only of padding (pad_id={self.pad_id}): nothing to attend to")
+        x = self.src_embed(src)  # (batch, src_len, d_model)
+        x = self.positional(x)  # (batch, src_len, d_model)
+        return self.encoder(x, key_padding_mask=mask)  # (batch, src_len, d_model)
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
+               cache: DecoderCache | None = None) -> torch.Tensor:
+        """Target ids → logits ``(batch, n_new, tgt_vocab_size)``.
+
+        Args:
+            tgt: long ``(batch, n_new)``: the whole target prefix, or with ``cache`` only the new position(s),
+                which then sit at positions ``len(cache)`` onwards.
+            memory: ``(batch, src_len, d_model)`` from :meth:`encode`.
+            src: the source ids ``(batch, src_len)`` (for the padding mask).
+            cache: a :class:`DecoderCache` from :meth:`new_cache`, updated in place.
+        """
+        _check_sequence(tgt, "tgt", self.max_len)
+        _check_sequence(src, "src", self.max_len)
+        expected = (src.shape[0], src.shape[1], self.d_model)
+        if memory.dim() != 3 or tuple(memory.shape) != expected:
+            raise ValueError(f"memory has shape {tuple(memory.shape)}, expected (batch, src_len, d_model) = {expected}")
+        if tgt.shape[0] != src.shape[0]:
+            raise ValueError(f"tgt batch size {tgt.shape[0]} differs from src batch size {src.shape[0]}")
+        offset = len(cache) if cache is not None else 0
+        y = self.tgt_embed(tgt)  # (batch, n_new, d_model)
+        y = self.positional(y, offset=offset)  # (batch, n_new, d_model)
+        y = self.decoder(y, memory, self.padding_mask(src), cache=cache)  # (batch, n_new, d_model)
+        return self.generator(y)  # (batch, n_new, tgt_vocab_size)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        _check_sequence(src, "src", self.max_len)
+        _check_sequence(tgt, "tgt", self.max_len)
+        if src.shape[0] != tgt.shape[0]:
+            raise ValueError(f"src batch size {src.shape[0]} differs from tgt batch size {tgt.shape[0]}")
+        memory = self.encode(src)  # (batch, src_len, d_model)
+        return self.decode(tgt, memory, src)  # (batch, tgt_len, tgt_vocab_size)
