@@ -25,8 +25,23 @@ from .feed_forward import PositionwiseFeedForward
 from .positional import PositionalEncoding
 
 __all__ = [
-    "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "Transformer",
+    "xavier_init_", "check_sequence", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "Transformer",
 ]
+
+
+def xavier_init_(model: nn.Module, embeddings: tuple = ()) -> None:
+    """Initialise ``model`` in place as the Annotated Transformer: ``xavier_uniform_`` on every parameter with
+    more than one dimension (each unique Parameter once, so a tied matrix is drawn once); biases keep PyTorch's
+    defaults and LayerNorms γ = 1, β = 0.  The pad row of each :class:`TokenEmbedding` in ``embeddings`` that has
+    a ``pad_id`` is then set to zero.
+    """
+    for p in model.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+    with torch.no_grad():
+        for emb in embeddings:
+            if emb.pad_id is not None:
+                emb.embedding.weight[emb.pad_id].zero_()
 
 
 def _residual(x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor], norm: nn.LayerNorm,
@@ -232,7 +247,7 @@ class Decoder(nn.Module):
         return x if self.norm is None else self.norm(x)
 
 
-def _check_sequence(ids, name: str, max_len: int) -> None:
+def check_sequence(ids, name: str, max_len: int) -> None:
     """TypeError unless an integer tensor; ValueError unless 2-D ``(batch, seq_len)`` within ``max_len``."""
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of integer ids (batch, seq_len), got {type(ids).__name__}")
@@ -308,16 +323,7 @@ class Transformer(nn.Module):
         if self.tie_embeddings:  # one Parameter, three users (§3.4)
             self.tgt_embed.embedding.weight = self.src_embed.embedding.weight
             self.generator.proj.weight = self.src_embed.embedding.weight
-        self._reset_parameters()
-
-    def _reset_parameters(self) -> None:
-        for p in self.parameters():  # unique parameters: a tied matrix is initialised once
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-        if self.pad_id is not None:
-            with torch.no_grad():
-                self.src_embed.embedding.weight[self.pad_id].zero_()
-                self.tgt_embed.embedding.weight[self.pad_id].zero_()
+        xavier_init_(self, (self.src_embed, self.tgt_embed))
 
     def padding_mask(self, src: torch.Tensor) -> torch.Tensor | None:
         """Bool ``(batch, src_len)``, True = real token (``src != pad_id``); ``None`` when ``pad_id`` is None."""
@@ -335,7 +341,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """Source ids ``(batch, src_len)`` → memory ``(batch, src_len, d_model)``."""
-        _check_sequence(src, "src", self.max_len)
+        check_sequence(src, "src", self.max_len)
         mask = self.padding_mask(src)  # (batch, src_len)
         if mask is not None and mask.shape[1] > 0 and not bool(mask.any(dim=1).all()):
             row = int((~mask.any(dim=1)).nonzero()[0, 0])
@@ -355,8 +361,8 @@ class Transformer(nn.Module):
             src: the source ids ``(batch, src_len)`` (for the padding mask).
             cache: a :class:`DecoderCache` from :meth:`new_cache`, updated in place.
         """
-        _check_sequence(tgt, "tgt", self.max_len)
-        _check_sequence(src, "src", self.max_len)
+        check_sequence(tgt, "tgt", self.max_len)
+        check_sequence(src, "src", self.max_len)
         expected = (src.shape[0], src.shape[1], self.d_model)
         if memory.dim() != 3 or tuple(memory.shape) != expected:
             raise ValueError(f"memory has shape {tuple(memory.shape)}, expected (batch, src_len, d_model) = {expected}")
@@ -369,8 +375,8 @@ class Transformer(nn.Module):
         return self.generator(y)  # (batch, n_new, tgt_vocab_size)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        _check_sequence(src, "src", self.max_len)
-        _check_sequence(tgt, "tgt", self.max_len)
+        check_sequence(src, "src", self.max_len)
+        check_sequence(tgt, "tgt", self.max_len)
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(f"src batch size {src.shape[0]} differs from tgt batch size {tgt.shape[0]}")
         memory = self.encode(src)  # (batch, src_len, d_model)
