@@ -193,11 +193,14 @@ def test_masked_weights_are_exactly_zero_and_rows_sum_to_one():
     torch.testing.assert_close(w.sum(-1), torch.ones(2, 2, 5, dtype=torch.float64), rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("need_weights", [False, True])
-def test_fully_masked_row_gives_zeros_not_nan(need_weights):
+def test_fully_masked_row_gives_zeros_not_nan(device, need_weights):
     q = torch.randn(1, 3, 4, dtype=torch.float64)
     mask = torch.tensor([[True, False, False], [False, False, False], [True, True, True]])
-    out, w = scaled_dot_product_attention(q, q, q, attn_mask=mask, need_weights=need_weights)
+    out, w = scaled_dot_product_attention(q.to(device), q.to(device), q.to(device), attn_mask=mask.to(device),
+                                          need_weights=need_weights)
+    out, w = out.cpu(), (None if w is None else w.cpu())
     assert not torch.isnan(out).any()
     assert torch.all(out[0, 1] == 0.0)
     ref_out, ref_w = R.scaled_dot_product_attention(q.numpy()[0][[0, 2]], q.numpy()[0], q.numpy()[0], mask.numpy()[[0, 2]])
