@@ -1,0 +1,242 @@
+"""Tests of tmlib.decoding: greedy search and beam search (paper §6.1).
+
+Independent references: a hand-made toy "model" with fixed next-token tables (the best sequence is
+known by hand), teacher-forced log-probabilities from ``model(src, tgt)``, and decoding each
+sentence alone.
+"""
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from tmlib.decoding import beam_search, default_max_lengths, greedy_decode, length_penalty_gnmt
+
+transformer = pytest.importorskip("tmlib.transformer", reason="tmlib.transformer (the model) is not available")
+
+PAD, BOS, EOS = 0, 1, 2
+VOCAB = 12
+
+
+def tiny_model(seed: int = 0, vocab: int = VOCAB) -> nn.Module:
+    torch.manual_seed(seed)
+    model = transformer.Transformer(vocab, vocab, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=2,
+                                    d_ff=32, dropout=0.1, max_len=64, pad_id=PAD, tie_embeddings=False)
+    # untied: with the generator tied to the target embedding a random model mostly repeats its input token
+    return model.eval()
+
+
+def random_src(batch: int, src_len: int, seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, VOCAB, (batch, src_len), generator=g)  # (batch, src_len), no specials
+
+
+def sequence_log_prob(model, src_row: torch.Tensor, tokens: list[int], limit: int) -> float:
+    """log P(tokens [+ <eos>] | src) by teacher forcing: <eos> is scored when the output ended before the limit."""
+    target = tokens + ([EOS] if len(tokens) < limit else [])
+    tgt_in = torch.tensor([[BOS] + target[:-1]])  # (1, m)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(src_row[None], tgt_in).float(), dim=-1)[0]  # (m, vocab)
+    return float(logp[torch.arange(len(target)), torch.tensor(target)].sum())
+
+
+# ----------------------------------------------------------------------------- a toy model with known answers
+class PrefixCache:
+    """Toy cache: remembers the decoded prefix (rows follow ``reorder`` like a real KV cache)."""
+
+    def __init__(self):
+        self.tokens = None
+
+    def __len__(self):
+        return 0 if self.tokens is None else self.tokens.shape[1]
+
+    def reorder(self, index):
+        if self.tokens is not None:
+            self.tokens = self.tokens.index_select(0, index)
+
+
+class TableModel(nn.Module):
+    """Next-token probabilities from a fixed table keyed by the prefix after <bos>; any other prefix -> <eos>.
+
+    Vocabulary: 0 <pad>, 1 <bos>, 2 <eos>, 3 "A", 4 "B", 5 "C", 6 "D".  Sequence probabilities:
+    greedy picks A (0.6), then A (0.4), then <eos> (1.0): P(A A) = 0.24;
+    the best sequence is B <eos>: 0.4 * 0.9 = 0.36, which greedy misses.
+    """
+
+    pad_id, max_len, vocab = PAD, 32, 7
+    table = {(): {3: 0.6, 4: 0.4}, (3,): {3: 0.4, 4: 0.3, EOS: 0.3}, (4,): {EOS: 0.9, 3: 0.1}, (3, 3): {EOS: 1.0}}
+
+    def new_cache(self):
+        return PrefixCache()
+
+    def encode(self, src):
+        return torch.zeros(src.shape[0], src.shape[1], 1)  # (batch, src_len, 1)
+
+    def decode(self, tgt, memory, src, cache=None):
+        if cache is not None:
+            cache.tokens = tgt if cache.tokens is None else torch.cat([cache.tokens, tgt], dim=1)
+            tgt_full = cache.tokens
+        else:
+            tgt_full = tgt
+        probs = torch.full((tgt_full.shape[0], self.vocab), 1e-30)
+        for row, prefix in enumerate(tgt_full[:, 1:].tolist()):
+            for token, p in self.table.get(tuple(prefix), {EOS: 1.0}).items():
+                probs[row, token] = p
+        return probs.log()[:, None, :].expand(-1, tgt.shape[1], -1)  # (batch, t_in, vocab)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_toy_beam_finds_the_best_sequence_greedy_misses(use_cache):
+    toy, src = TableModel(), torch.tensor([[3, 4, 3]])
+    assert greedy_decode(toy, src, BOS, EOS, use_cache=use_cache) == [[3, 3]]
+    for beam in (2, 3, 4):
+        assert beam_search(toy, src, BOS, EOS, beam_size=beam, length_penalty=0.0, use_cache=use_cache) == [[4]]
+    assert beam_search(toy, src, BOS, EOS, beam_size=1, length_penalty=0.0, use_cache=use_cache) == [[3, 3]]
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_toy_beam_cache_follows_the_surviving_hypotheses(use_cache):
+    # Both survivors of step 2 extend hypothesis "B" (row 1), so the cache must be reordered to rows [1, 1]:
+    # a cache still holding "A" in row 0 would continue "A A" -> "C" instead of "B A" -> <eos>.
+    toy = TableModel()
+    toy.table = {(): {3: 0.51, 4: 0.49}, (3,): {EOS: 0.2, 3: 0.2, 4: 0.2, 5: 0.2, 6: 0.2},
+                 (4,): {3: 0.5, 4: 0.5}, (4, 3): {EOS: 1.0}, (4, 4): {EOS: 0.5, 3: 0.5}, (3, 3): {5: 1.0}}
+    out = beam_search(toy, torch.tensor([[3]]), BOS, EOS, beam_size=2, length_penalty=0.0, use_cache=use_cache)
+    assert out == [[4, 3]]
+
+
+def test_toy_length_penalty_prefers_longer_when_strong():
+    # log 0.24 / lp(3) vs log 0.36 / lp(2): with alpha = 0 "B" wins, with a large alpha "A A" wins
+    toy, src = TableModel(), torch.tensor([[3]])
+    a = 3.0  # (8/7)**a must exceed log(0.24)/log(0.36) = 1.40, i.e. a > 2.5
+    assert math.log(0.24) / length_penalty_gnmt(3, a) > math.log(0.36) / length_penalty_gnmt(2, a)
+    assert beam_search(toy, src, BOS, EOS, beam_size=2, length_penalty=a) == [[3, 3]]
+    assert beam_search(toy, src, BOS, EOS, beam_size=2, length_penalty=0.6) == [[4]]
+
+
+def test_length_penalty_closed_form():
+    assert length_penalty_gnmt(1, 0.6) == pytest.approx(1.0)
+    assert length_penalty_gnmt(7, 0.6) == pytest.approx(2.0 ** 0.6)
+    assert length_penalty_gnmt(10, 0.0) == 1.0
+
+
+def test_toy_eos_first_gives_empty_output_and_max_len_truncates():
+    toy = TableModel()
+    toy.table = {(): {EOS: 0.7, 3: 0.3}}
+    src = torch.tensor([[3, 3]])
+    assert greedy_decode(toy, src, BOS, EOS) == [[]]
+    assert beam_search(toy, src, BOS, EOS, beam_size=3, length_penalty=0.0) == [[]]
+    toy.table = {(): {3: 1.0}, (3,): {3: 1.0}, (3, 3): {3: 1.0}, (3, 3, 3): {3: 1.0}}
+    assert greedy_decode(toy, src, BOS, EOS, max_len=2) == [[3, 3]]
+    assert beam_search(toy, src, BOS, EOS, beam_size=2, max_len=2) == [[3, 3]]
+    assert greedy_decode(toy, src, BOS, EOS, max_len=3) == [[3, 3, 3]]
+
+
+def test_default_max_length_is_input_plus_50_capped():
+    toy = TableModel()
+    src = torch.tensor([[5, 6, 7, PAD], [5, PAD, PAD, PAD]])
+    toy.max_len = 1000
+    assert default_max_lengths(toy, src) == [53, 51]
+    toy.max_len = 52
+    assert default_max_lengths(toy, src) == [52, 51]
+    assert default_max_lengths(toy, src, 7) == [7, 7]
+
+
+# ----------------------------------------------------------------------------- the real (tiny) Transformer
+def test_greedy_with_cache_equals_without_cache():
+    model, src = tiny_model(), random_src(4, 7)
+    with_cache = greedy_decode(model, src, BOS, EOS, max_len=12, use_cache=True)
+    without = greedy_decode(model, src, BOS, EOS, max_len=12, use_cache=False)
+    assert with_cache == without
+    assert any(len(s) > 1 for s in with_cache)  # the test decodes real sequences, not only <eos>
+
+
+def test_greedy_equals_stepwise_argmax_of_full_forward():
+    # independent check: recompute each step with model(src, prefix) and take the argmax
+    model, src = tiny_model(), random_src(2, 6)
+    for b, out in enumerate(greedy_decode(model, src, BOS, EOS, max_len=10)):
+        prefix = [BOS]
+        while len(prefix) - 1 < 10:
+            with torch.no_grad():
+                nxt = int(model(src[b:b + 1], torch.tensor([prefix]))[0, -1].argmax())
+            if nxt == EOS:
+                break
+            prefix.append(nxt)
+        assert out == prefix[1:]
+
+
+def test_beam_with_cache_equals_without_cache():
+    model, src = tiny_model(), random_src(3, 6)
+    a = beam_search(model, src, BOS, EOS, beam_size=3, max_len=10, use_cache=True)
+    b = beam_search(model, src, BOS, EOS, beam_size=3, max_len=10, use_cache=False)
+    assert a == b
+
+
+def test_beam_size_one_equals_greedy():
+    model, src = tiny_model(), random_src(5, 6)
+    greedy = greedy_decode(model, src, BOS, EOS, max_len=12)
+    assert beam_search(model, src, BOS, EOS, beam_size=1, length_penalty=0.0, max_len=12) == greedy
+
+
+def test_beam_log_prob_at_least_greedy():
+    model, src, limit = tiny_model(seed=3), random_src(6, 6, seed=4), 8
+    greedy = greedy_decode(model, src, BOS, EOS, max_len=limit)
+    beam = beam_search(model, src, BOS, EOS, beam_size=4, length_penalty=0.0, max_len=limit)
+    gains = []
+    for b in range(src.shape[0]):
+        lp_greedy = sequence_log_prob(model, src[b], greedy[b], limit)
+        lp_beam = sequence_log_prob(model, src[b], beam[b], limit)
+        assert lp_beam >= lp_greedy - 1e-4, (b, greedy[b], beam[b], lp_greedy, lp_beam)
+        gains.append(lp_beam - lp_greedy)
+    assert max(gains) > 1e-3  # beam search found a strictly better sequence somewhere
+
+
+@pytest.mark.parametrize("decode", ["greedy", "beam"])
+def test_batch_equals_each_sentence_alone_and_padding_does_not_matter(decode):
+    model = tiny_model(seed=5)
+    lengths = [7, 3, 5]
+    sentences = [random_src(1, n, seed=10 + n)[0] for n in lengths]
+    src = torch.full((len(lengths), max(lengths)), PAD)  # (batch, src_len), right-padded
+    for i, s in enumerate(sentences):
+        src[i, :len(s)] = s
+
+    def run(x):
+        if decode == "greedy":
+            return greedy_decode(model, x, BOS, EOS)
+        return beam_search(model, x, BOS, EOS, beam_size=3)
+
+    batched = run(src)
+    alone = [run(s[None])[0] for s in sentences]
+    assert batched == alone
+
+
+def test_decoding_restores_training_mode():
+    model = tiny_model().train()
+    greedy_decode(model, random_src(1, 4), BOS, EOS, max_len=3)
+    assert model.training
+
+
+@pytest.mark.parametrize("beam_size", [0, -1, 2.5, True])
+def test_bad_beam_size(beam_size):
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_search(TableModel(), torch.tensor([[3]]), BOS, EOS, beam_size=beam_size)
+
+
+def test_bad_inputs():
+    toy = TableModel()
+    with pytest.raises(ValueError, match="float32"):
+        greedy_decode(toy, torch.tensor([[3.0, 4.0]]), BOS, EOS)
+    with pytest.raises(ValueError, match="float32"):
+        beam_search(toy, torch.tensor([[3.0, 4.0]]), BOS, EOS)
+    with pytest.raises(ValueError, match="bos_id.*1.5"):
+        greedy_decode(toy, torch.tensor([[3]]), 1.5, EOS)
+    with pytest.raises(ValueError, match="eos_id.*'2'"):
+        beam_search(toy, torch.tensor([[3]]), BOS, "2")
+    with pytest.raises(ValueError, match=r"\(batch, src_len\).*\(3,\)"):
+        greedy_decode(toy, torch.tensor([3, 4, 5]), BOS, EOS)
+    with pytest.raises(TypeError, match="list"):
+        greedy_decode(toy, [[3, 4]], BOS, EOS)
+    with pytest.raises(ValueError, match="max_len.*0"):
+        greedy_decode(toy, torch.tensor([[3]]), BOS, EOS, max_len=0)
+    with pytest.raises(ValueError, match="length_penalty.*-0.5"):
+        beam_search(toy, torch.tensor([[3]]), BOS, EOS, length_penalty=-0.5)
