@@ -288,6 +288,8 @@ def test_slides_memory_arithmetic():
     ffn = C.ffn_activation_bytes(32, 512, 3072)
     assert attn == 402_653_184 and ffn == 201_326_592
     assert round(12 * (attn + ffn) / 1e9, 2) == 7.25
+    # the slides' "Space O(1)" for the FFN: its activations grow linearly with seq_len
+    assert C.ffn_activation_bytes(1, 200, 2048) == 2 * C.ffn_activation_bytes(1, 100, 2048)
 
 
 def test_cost_function_errors():
