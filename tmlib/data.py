@@ -541,10 +541,14 @@ class BatchIterator:
     def __len__(self) -> int:
         return len(self.batches(0))
 
+    def collate_indices(self, idx: Sequence[int]) -> Batch:
+        """The padded :class:`Batch` of the examples ``idx``."""
+        return collate([self.examples[i] for i in idx], self.pad_id, self.bos_id, self.eos_id)
+
     def epoch(self, epoch: int = 0, start: int = 0):
         """Yield the padded batches of ``epoch`` from batch index ``start`` on."""
         for idx in self.batches(epoch)[start:]:
-            yield collate([self.examples[i] for i in idx], self.pad_id, self.bos_id, self.eos_id)
+            yield self.collate_indices(idx)
 
     def __iter__(self):
         return self.epoch(0)
