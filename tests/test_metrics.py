@@ -136,3 +136,40 @@ def test_translate_corpus_bad_inputs(tokenizer):
     model.pad_id = 5
     with pytest.raises(ValueError, match="pad id 0 differs from model.pad_id 5"):
         translate_corpus(model, tokenizer, ["a"])
+
+
+# ----------------------------------------------------------------------------- the translate CLI
+def test_translate_cli_on_a_tiny_checkpoint(tokenizer, tmp_path):
+    import subprocess
+    import sys
+
+    training = pytest.importorskip("tmlib.training", reason="tmlib.training (checkpoint format) is not available")
+    from tmlib.decoding import greedy_decode
+
+    model_config = {"preset": "tiny", "vocab_size": tokenizer.vocab_size, "overrides": {"pad_id": tokenizer.pad_id}}
+    torch.manual_seed(0)
+    model = training.build_model(model_config)
+    ckpt = tmp_path / "run" / "checkpoint.pt"
+    training.save_checkpoint(ckpt, {"model": model.state_dict(), "model_config": model_config,
+                                    "tokenizer": tokenizer.to_json(), "history": {}, "config": {}})
+    sentences = ["ein mann fährt fahrrad .", "zwei hunde spielen im schnee ."]
+    (tmp_path / "in.de").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+
+    run = subprocess.run([sys.executable, "-m", "tmlib.translate", "--checkpoint", str(ckpt), "--beam-size", "1",
+                          "--max-len", "6", "--input", str(tmp_path / "in.de"), "--device", "cpu", "--quiet"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.split("\n")
+    assert lines[-1] == "" and len(lines) == 3, run.stdout  # one output line per input line
+
+    # independently: the same weights, greedy, sentence by sentence
+    model.eval()
+    expected = []
+    for s in sentences:
+        ids = greedy_decode(model, torch.tensor([tokenizer.encode(s)]), tokenizer.bos_id, tokenizer.eos_id, max_len=6)
+        expected.append(tokenizer.decode(ids[0]))
+    assert lines[:2] == expected
+
+    bad = subprocess.run([sys.executable, "-m", "tmlib.translate", "--checkpoint", str(tmp_path / "none.pt")],
+                         capture_output=True, text=True, timeout=120, input="")
+    assert bad.returncode == 2 and "no checkpoint" in bad.stderr
