@@ -27,6 +27,7 @@ _LAZY = {
     "causal_mask": "attention",
     "EncoderOnly": "variants", "DecoderOnly": "variants",
     "ModelConfig": "presets", "PRESETS": "presets", "make_model": "presets", "count_parameters": "presets",
+    "copy_task_batch": "presets",
 }
 
 

@@ -11,9 +11,10 @@ import dataclasses
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import torch
 from torch import nn
 
-__all__ = ["ModelConfig", "PRESETS", "make_model", "count_parameters"]
+__all__ = ["ModelConfig", "PRESETS", "make_model", "count_parameters", "copy_task_batch"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +98,28 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
         int.
     """
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+def copy_task_batch(batch_size: int, seq_len: int, n_symbols: int, generator: torch.Generator | None = None,
+                    pad_id: int = 0, bos_id: int = 1, eos_id: int = 2) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A batch of the toy *copy task* for the ``"tiny"`` preset: the target is the source.
+
+    Symbols are the ids ``3 … n_symbols + 2`` (0, 1, 2 are pad, BOS, EOS), so the vocabulary has
+    ``n_symbols + 3`` tokens.  Teacher forcing: the decoder reads ``[BOS] + src`` and must predict ``src + [EOS]``.
+
+    Args:
+        batch_size, seq_len, n_symbols: positive integers.
+        generator: a seeded ``torch.Generator`` for reproducible batches.
+
+    Returns:
+        ``(src, tgt_in, tgt_out)``, long tensors ``(batch, seq_len)``, ``(batch, seq_len + 1)``, ``(batch, seq_len + 1)``.
+
+    Raises:
+        ValueError: a size is not positive.
+    """
+    if min(batch_size, seq_len, n_symbols) < 1:
+        raise ValueError(f"sizes must be positive, got batch_size={batch_size}, seq_len={seq_len}, n_symbols={n_symbols}")
+    src = torch.randint(3, n_symbols + 3, (batch_size, seq_len), generator=generator)  # (batch, seq_len)
+    bos = torch.full((batch_size, 1), bos_id, dtype=torch.long)
+    eos = torch.full((batch_size, 1), eos_id, dtype=torch.long)
+    return src, torch.cat([bos, src], dim=1), torch.cat([src, eos], dim=1)

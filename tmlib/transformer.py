@@ -26,6 +26,7 @@ from .positional import PositionalEncoding
 
 __all__ = [
     "xavier_init_", "check_sequence", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "Transformer",
+    "to_nn_transformer", "nn_transformer_logits",
 ]
 
 
@@ -381,3 +382,65 @@ class Transformer(nn.Module):
             raise ValueError(f"src batch size {src.shape[0]} differs from tgt batch size {tgt.shape[0]}")
         memory = self.encode(src)  # (batch, src_len, d_model)
         return self.decode(tgt, memory, src)  # (batch, tgt_len, tgt_vocab_size)
+
+
+# --------------------------------------------------------------------------- checking against torch.nn
+
+
+def _copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    """Copy W^Q, W^K, W^V (stacked into ``in_proj``) and W^O into an ``nn.MultiheadAttention``."""
+    theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))  # (3 d_model, d_model)
+    theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))  # (3 d_model,)
+    theirs.out_proj.weight.copy_(ours.w_o.weight)
+    theirs.out_proj.bias.copy_(ours.w_o.bias)
+
+
+def to_nn_transformer(model: Transformer) -> nn.Transformer:
+    """A ``torch.nn.Transformer`` (batch_first, dropout 0) holding copies of ``model``'s encoder and decoder weights.
+
+    ``nn.Transformer`` has no embeddings, positional encoding or generator: feed it ``model``'s.  It always adds a
+    final LayerNorm to each stack; for a post-LN ``model`` (the paper) those norms are removed
+    (``encoder.norm = decoder.norm = None``), for a pre-LN one they receive ``model``'s final norms.
+    Use :func:`nn_transformer_logits` to run it with the same masks.
+    """
+    enc0 = model.encoder.layers[0]
+    p = next(model.parameters())
+    ref = nn.Transformer(
+        d_model=model.d_model, nhead=model.n_heads, num_encoder_layers=len(model.encoder.layers),
+        num_decoder_layers=len(model.decoder.layers), dim_feedforward=enc0.feed_forward.d_ff, dropout=0.0,
+        batch_first=True, norm_first=model.norm_first, device=p.device, dtype=p.dtype,
+    )
+    with torch.no_grad():
+        for ours, theirs in zip(model.encoder.layers, ref.encoder.layers):
+            _copy_attention(ours.self_attn, theirs.self_attn)
+            for name in ("linear1", "linear2"):
+                getattr(theirs, name).load_state_dict(getattr(ours.feed_forward, name).state_dict())
+            for name in ("norm1", "norm2"):
+                getattr(theirs, name).load_state_dict(getattr(ours, name).state_dict())
+        for ours, theirs in zip(model.decoder.layers, ref.decoder.layers):
+            _copy_attention(ours.self_attn, theirs.self_attn)
+            _copy_attention(ours.cross_attn, theirs.multihead_attn)
+            for name in ("linear1", "linear2"):
+                getattr(theirs, name).load_state_dict(getattr(ours.feed_forward, name).state_dict())
+            for name in ("norm1", "norm2", "norm3"):
+                getattr(theirs, name).load_state_dict(getattr(ours, name).state_dict())
+        if model.norm_first:
+            ref.encoder.norm.load_state_dict(model.encoder.norm.state_dict())
+            ref.decoder.norm.load_state_dict(model.decoder.norm.state_dict())
+        else:
+            ref.encoder.norm = None
+            ref.decoder.norm = None
+    return ref.train(model.training)
+
+
+def nn_transformer_logits(model: Transformer, ref: nn.Transformer, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """Logits ``(batch, tgt_len, tgt_vocab_size)`` of ``ref`` (from :func:`to_nn_transformer`) wrapped in ``model``'s
+    embeddings, positional encoding and generator, with the same masks in ``nn``'s convention
+    (``True`` = *blocked*: the causal mask ``~tril`` and ``src == pad_id`` as the key-padding masks).
+    """
+    n = tgt.shape[1]
+    pad = None if model.pad_id is None else src == model.pad_id  # (batch, src_len), True = pad
+    blocked = ~torch.ones(n, n, dtype=torch.bool, device=tgt.device).tril()  # (tgt_len, tgt_len), True = future
+    out = ref(model.positional(model.src_embed(src)), model.positional(model.tgt_embed(tgt)), tgt_mask=blocked,
+              src_key_padding_mask=pad, memory_key_padding_mask=pad)  # (batch, tgt_len, d_model)
+    return model.generator(out)  # (batch, tgt_len, tgt_vocab_size)
