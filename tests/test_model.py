@@ -5,7 +5,6 @@ tmlib.numpy_ref, closed-form parameter counts, and invariances (causality, paddi
 """
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 import time
@@ -169,6 +168,25 @@ def test_dropout_only_in_training():
         torch.testing.assert_close(model(src, tgt), model(src, tgt), atol=0, rtol=0)
         model.train()
         assert (model(src, tgt) - model(src, tgt)).abs().max() > 1e-3
+
+
+def test_keep_attention_records_weights_without_changing_logits():
+    model = small_model()
+    src, tgt = padded_batch()
+    with torch.no_grad():
+        fused = model(src, tgt)  # no weights requested: PyTorch's fused attention kernel
+        model.keep_attention(True)
+        explicit = model(src, tgt)  # weights requested: the written-out softmax path
+    torch.testing.assert_close(explicit, fused, atol=1e-12, rtol=0)
+    enc = model.encoder.layers[0].attention_weights["self"]  # (batch, n_heads, src_len, src_len)
+    cross = model.decoder.layers[1].attention_weights["cross"]  # (batch, n_heads, tgt_len, src_len)
+    dec = model.decoder.layers[0].attention_weights["self"]  # (batch, n_heads, tgt_len, tgt_len)
+    assert enc.shape == (3, 4, 9, 9) and cross.shape == (3, 4, 7, 9) and dec.shape == (3, 4, 7, 7)
+    torch.testing.assert_close(cross.sum(-1), torch.ones(3, 4, 7, dtype=torch.float64))
+    assert cross[2, :, :, 4:].abs().max() == 0  # padded source keys get no weight
+    assert torch.triu(dec, diagonal=1).abs().max() == 0  # no weight on future positions
+    model.keep_attention(False)
+    assert model.encoder.layers[0].attention_weights == {}
 
 
 # --------------------------------------------------------------------------- embeddings, PE, FFN
