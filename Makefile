@@ -53,3 +53,10 @@ lock: venv
 
 clean:
 	rm -rf _build .jupyter_cache
+
+## book-student: the site without exercise solutions (committed outputs, no execution) in _build/student/html
+.PHONY: book-student
+book-student: venv
+	$(BIN)/python tools/student_edition.py _build/student_src
+	$(BIN)/jupyter-book build _build/student_src --path-output _build/student --keep-going
+	@echo "Student edition: file://$(CURDIR)/_build/student/html/index.html"

@@ -1,0 +1,86 @@
+"""Checks of the offline site set-up: the vendored JavaScript, the configuration that uses it, the bibliography,
+and (when a build exists) the built HTML.  The HTML checks skip cleanly when no site has been built."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+VENDOR = ROOT / "assets" / "vendor"
+CDN = re.compile(r"(cdn\.jsdelivr\.net|cdnjs\.cloudflare\.com|unpkg\.com/mathjax|ajax\.googleapis\.com|"
+                 r"polyfill\.io|code\.jquery\.com|d3js\.org/d3)")
+
+
+def _config() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+def test_vendored_files_and_licences_present():
+    for rel in ["mathjax/tex-mml-chtml.js", "mathjax/LICENSE", "d3/d3.min.js", "d3/LICENSE",
+                "jquery/jquery.min.js", "jquery/LICENSE.txt"]:
+        assert (VENDOR / rel).is_file(), rel
+    fonts = list((VENDOR / "mathjax/output/chtml/fonts/woff-v2").glob("*.woff"))
+    assert len(fonts) >= 20, "MathJax's CHTML fonts are loaded at run time and must be vendored"
+    assert "v5.7.0" in (VENDOR / "d3/d3.min.js").read_text()[:200]
+    assert (VENDOR / "mathjax/input/tex/extensions/ams.js").is_file()
+
+
+def test_config_points_at_vendored_copies():
+    cfg = _config()["sphinx"]["config"]
+    assert cfg["html_static_path"] == ["assets"]
+    assert (ROOT / "assets" / cfg["mathjax_path"]).is_file()
+    assert "://" not in cfg["mathjax_path"]
+    for js in cfg["html_js_files"]:
+        assert (ROOT / "assets" / js).is_file(), js
+    assert cfg["hide_solutions"] is False  # `make book-student` flips this line in a copy
+
+
+def test_no_top_level_static_folder():
+    # Jupyter Book 1 adds every .js/.css under html_static_path to *every* page as soon as a `_static` folder
+    # exists at the root, which would inject all of MathJax's lazily loaded parts.
+    assert not (ROOT / "_static").exists()
+
+
+def test_require_shim_handles_bertviz_calls():
+    shim = (ROOT / "assets/js/require-shim.js").read_text()
+    assert "root.requirejs = shimRequire" in shim and "shimRequire.config" in shim
+    assert not re.search(r"\bdefine\b", re.sub(r"/\*.*?\*/", "", shim, flags=re.S)), \
+        "the shim must not define AMD `define`, or d3/jQuery stop registering as globals"
+
+
+def test_every_cited_key_is_in_the_bibliography():
+    bib = (ROOT / "book/references.bib").read_text()
+    keys = set(re.findall(r"@\w+\{([^,\s]+),", bib))
+    assert len(keys) == len(re.findall(r"@\w+\{", bib)), "duplicate or malformed BibTeX keys"
+    cited = set()
+    for page in list((ROOT / "book").glob("*.md")) + list((ROOT / "notebooks").glob("*.ipynb")):
+        for group in re.findall(r"\{cite(?::[tp])?\}`([^`]+)`", page.read_text()):
+            cited.update(k.strip() for k in group.split(","))
+    assert cited, "no citations found"
+    assert not cited - keys, f"cited but not in references.bib: {sorted(cited - keys)}"
+
+
+BUILDS = [p for p in (ROOT / "_build/html", ROOT / "_build/strict/_build/html") if (p / "index.html").exists()]
+
+
+@pytest.mark.skipif(not BUILDS, reason="no built site (run `make book`)")
+@pytest.mark.parametrize("html_dir", BUILDS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_built_pages_use_vendored_javascript(html_dir):
+    assert (html_dir / "_static/vendor/mathjax/tex-mml-chtml.js").is_file()
+    assert (html_dir / "_static/vendor/mathjax/output/chtml/fonts/woff-v2").is_dir()
+    pages = [p for p in html_dir.rglob("*.html") if "_static" not in p.parts]
+    with_math = [p for p in pages if "tex-mml-chtml.js" in p.read_text(errors="replace")]
+    assert with_math, "no page loads MathJax"
+    for page in pages:
+        text = page.read_text(errors="replace")
+        scripts = re.findall(r"<script[^>]*\bsrc=\"([^\"]+)\"", text)
+        remote = [s for s in scripts if CDN.search(s)]
+        assert not remote, f"{page.relative_to(html_dir)} loads {remote}"
+        if "tex-mml-chtml.js" in text:
+            assert "_static/vendor/mathjax/tex-mml-chtml.js" in text, page
+        if "require-shim.js" in text:  # order: jQuery and d3 before the shim
+            assert text.index("vendor/jquery/jquery.min.js") < text.index("js/require-shim.js")
+            assert text.index("vendor/d3/d3.min.js") < text.index("js/require-shim.js")
