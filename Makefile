@@ -54,9 +54,9 @@ lock: venv
 clean:
 	rm -rf _build .jupyter_cache
 
-## book-student: the site without exercise solutions (committed outputs, no execution) in _build/student/html
+## book-student: the site without exercise solutions (committed outputs, no execution) in _build/student/_build/html
 .PHONY: book-student
 book-student: venv
 	$(BIN)/python tools/student_edition.py _build/student_src
 	$(BIN)/jupyter-book build _build/student_src --path-output _build/student --keep-going
-	@echo "Student edition: file://$(CURDIR)/_build/student/html/index.html"
+	@echo "Student edition: file://$(CURDIR)/_build/student/_build/html/index.html"
