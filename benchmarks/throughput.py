@@ -41,7 +41,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 # Batch shapes per preset: (sentences, longest source, longest target). Multi30k sentences are ~12-15
 # BPE tokens; "base" uses short sequences so that a CPU run stays within minutes.
-DEFAULT_SHAPES = {"tiny": (64, 24, 24), "small": (64, 32, 32), "base": (32, 24, 24), "big": (16, 24, 24)}
+DEFAULT_SHAPES = {"tiny": (64, 24, 24), "small": (64, 32, 32), "base": (16, 24, 24), "big": (8, 24, 24)}
+# Steps per timed window when --steps is not given (a base-model step takes seconds on a CPU).
+DEFAULT_STEPS = {"tiny": 8, "small": 4, "base": 2, "big": 1}
 
 
 # --------------------------------------------------------------------------- the torch.nn reference model
@@ -152,6 +154,7 @@ def device_name(device) -> str:
 
 def bench_preset(preset: str, shape, args, device) -> dict:
     cfg = PRESETS[preset]
+    steps = args.steps or DEFAULT_STEPS.get(preset, 2)
     batch, src_len, tgt_len = shape
     max_len = max(cfg.max_len, src_len, tgt_len + 1)
     torch.manual_seed(args.seed)
@@ -170,7 +173,7 @@ def bench_preset(preset: str, shape, args, device) -> dict:
     for r in range(args.repeats):
         order = ["tmlib", "nn"] if r % 2 == 0 else ["nn", "tmlib"]
         for name in order:
-            windows[name].append(timed_window(models[name], optims[name], batches, r * args.steps, args.steps, device))
+            windows[name].append(timed_window(models[name], optims[name], batches, r * steps, steps, device))
         if args.verbose:
             print(f"  {preset} repeat {r + 1}/{args.repeats}: tmlib {windows['tmlib'][-1]:,.0f} tok/s, "
                   f"nn {windows['nn'][-1]:,.0f} tok/s", file=sys.stderr)
@@ -183,7 +186,7 @@ def bench_preset(preset: str, shape, args, device) -> dict:
         "parameters": {"tmlib": n_ours, "nn": n_theirs},
         "batch": {"sentences": batch, "max_src_len": src_len, "max_tgt_len": tgt_len,
                   "mean_target_tokens": statistics.mean(b[3] for b in batches)},
-        "steps_per_window": args.steps, "warmup_steps": args.warmup, "repeats": args.repeats,
+        "steps_per_window": steps, "warmup_steps": args.warmup, "repeats": args.repeats,
         "tokens_per_s": {"tmlib": med["tmlib"], "nn": med["nn"]},
         "ratio_tmlib_over_nn": med["tmlib"] / med["nn"],
         "windows_tokens_per_s": windows,
@@ -200,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (CPU)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per model before timing")
-    p.add_argument("--steps", type=int, default=4, help="steps per timed window")
+    p.add_argument("--steps", type=int, default=None, help="steps per timed window (default: per preset)")
     p.add_argument("--repeats", type=int, default=5, help="timed windows per model (median reported)")
     p.add_argument("--n-batches", type=int, default=8, help="distinct batches, used cyclically")
     p.add_argument("--seed", type=int, default=0)
