@@ -35,7 +35,7 @@ unit: venv
 
 nbval: venv
 	$(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=1800 \
-		--sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
+		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
 
 site-strict: venv
 	mkdir -p _build
