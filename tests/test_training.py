@@ -223,6 +223,8 @@ def test_run_training_load_or_train_and_cli(tmp_path):
     trainer = T.run_training(config, out, data_dir=SHARED)
     assert trainer.step == 3 and len(trainer.history["loss"]) == 3
     assert {"checkpoint.pt", "history.json", "tokenizer.json", "config.json"} <= {p.name for p in out.iterdir()}
+    with pytest.raises(FileExistsError, match="resume"):
+        T.run_training(config, out, data_dir=SHARED)
     model, tok, history, state = T.load_or_train(out, config, data_dir=SHARED, device="cpu")
     assert state["loaded"] and state["step"] == 3 and tok.vocab_size == 500
     for a, b in zip(trainer.model.state_dict().values(), model.state_dict().values()):
@@ -230,7 +232,7 @@ def test_run_training_load_or_train_and_cli(tmp_path):
     # the CLI extends the same run by two steps (resume), keeping the stored config
     from tmlib.train import main
 
-    main(["--out", str(out), "--resume", "--max-steps", "5", "--data-dir", str(SHARED), "--device", "cpu",
+    main(["--out", str(out), "--resume", "--max-steps", "5", "--data-dir", str(SHARED), "--device", "cpu", "--threads", "1",
           "--no-progress"])
     state = T.load_checkpoint(out / "checkpoint.pt")
     assert state["step"] == 5 and state["config"]["preset"] == "tiny" and len(state["history"]["loss"]) == 5

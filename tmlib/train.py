@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", default="runs/multi30k", help="run folder (checkpoint.pt, history.json, tokenizer.json)")
     g.add_argument("--resume", action="store_true",
                    help="continue from OUT/checkpoint.pt with its stored config (only the budgets change)")
-    g.add_argument("--data-dir", default=None, help="folder holding multi30k/*.gz (default: $TMLIB_DATA_DIR, "
+    g.add_argument("--data-dir", default=None, help="folder holding multi30k/*.gz (otherwise $TMLIB_DATA_DIR, "
                                                     "else the user cache)")
     g.add_argument("--device", default=d.device, help="auto, cpu or cuda")
     g.add_argument("--threads", type=int, default=d.threads, help="CPU threads for torch (default: torch's)")

@@ -140,7 +140,9 @@ def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int = 
     if logits.shape[:-1] != tgt_out.shape:
         raise ValueError(f"logits {tuple(logits.shape)} do not match tgt_out {tuple(tgt_out.shape)}: expected "
                          "(batch, tgt_len, V) and (batch, tgt_len)")
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tgt_out.reshape(-1),
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()  # the softmax of autocast's bf16 logits is computed in float32
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
                            ignore_index=pad_id, label_smoothing=label_smoothing)
 
 
@@ -536,12 +538,19 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
 
     Returns:
         The :class:`Trainer` after training (``.model``, ``.tokenizer``, ``.history``).
+
+    Raises:
+        FileExistsError: ``out_dir`` already holds a checkpoint and ``resume`` is False.
+        tmlib.data.DataError: Multi30k is missing or corrupt (the message says how to get it).
     """
     from .utils import seed_everything
 
     out = Path(out_dir) if out_dir is not None else None
     ckpt = out / CHECKPOINT_NAME if out is not None else None
     state = None
+    if not resume and ckpt is not None and ckpt.is_file():
+        raise FileExistsError(f"{ckpt} exists: pass resume=True (--resume) to continue that run, or choose another "
+                              "output folder, or delete it to start over")
     if resume and ckpt is not None and ckpt.is_file():
         state = load_checkpoint(ckpt)
         stored = TrainConfig.from_dict(state["config"])
