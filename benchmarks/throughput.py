@@ -126,17 +126,21 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed_window(model, optimizer, batches, start: int, steps: int, device) -> float:
-    """Tokens per second over ``steps`` consecutive steps (batches taken cyclically from ``start``)."""
+def timed_window(model, optimizer, batches, start: int, steps: int, device, clock=time.perf_counter) -> float:
+    """Tokens per second over ``steps`` consecutive steps (batches taken cyclically from ``start``).
+
+    ``clock``: ``time.perf_counter`` (wall clock) or ``time.process_time`` (CPU time of this process,
+    which other processes' load hardly changes; meaningful with one thread).
+    """
     tokens = 0
     _sync(device)
-    t0 = time.perf_counter()
+    t0 = clock()
     for i in range(steps):
         src, tgt_in, tgt_out, n = batches[(start + i) % len(batches)]
         train_step(model, optimizer, src, tgt_in, tgt_out)
         tokens += n
     _sync(device)
-    return tokens / (time.perf_counter() - t0)
+    return tokens / (clock() - t0)
 
 
 def device_name(device) -> str:
@@ -167,13 +171,14 @@ def bench_preset(preset: str, shape, args, device) -> dict:
     optims = {k: torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9) for k, m in models.items()}
     batches = make_batches(args.n_batches, batch, src_len, tgt_len, args.vocab, args.seed, device)
 
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     for name in models:  # warm-up (allocator, kernels, autograd graph caches)
-        timed_window(models[name], optims[name], batches, 0, args.warmup, device)
+        timed_window(models[name], optims[name], batches, 0, args.warmup, device, clock)
     windows = {"tmlib": [], "nn": []}
     for r in range(args.repeats):
         order = ["tmlib", "nn"] if r % 2 == 0 else ["nn", "tmlib"]
         for name in order:
-            windows[name].append(timed_window(models[name], optims[name], batches, r * steps, steps, device))
+            windows[name].append(timed_window(models[name], optims[name], batches, r * steps, steps, device, clock))
         if args.verbose:
             print(f"  {preset} repeat {r + 1}/{args.repeats}: tmlib {windows['tmlib'][-1]:,.0f} tok/s, "
                   f"nn {windows['nn'][-1]:,.0f} tok/s", file=sys.stderr)
@@ -205,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per model before timing")
     p.add_argument("--steps", type=int, default=None, help="steps per timed window (default: per preset)")
     p.add_argument("--repeats", type=int, default=5, help="timed windows per model (median reported)")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="wall: elapsed time (default); cpu: this process's CPU time, for a shared machine "
+                        "(use with --threads 1; CUDA needs wall)")
     p.add_argument("--n-batches", type=int, default=8, help="distinct batches, used cyclically")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--note", default="", help="free text stored in the JSON (e.g. 'shared machine')")
@@ -218,6 +226,8 @@ def main(argv=None) -> int:
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(args.device)
+    if args.clock == "cpu" and device.type != "cpu":
+        raise SystemExit("--clock cpu measures CPU time: use it with --device cpu")
     torch.set_num_threads(args.threads)
     results = []
     for preset in args.presets:
@@ -235,6 +245,7 @@ def main(argv=None) -> int:
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "clock": args.clock,
         "cpu_count": os.cpu_count(),
         "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": "python benchmarks/throughput.py " + " ".join(sys.argv[1:] if argv is None else argv),
