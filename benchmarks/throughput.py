@@ -26,6 +26,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -248,7 +249,7 @@ def main(argv=None) -> int:
         "clock": args.clock,
         "cpu_count": os.cpu_count(),
         "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": "python benchmarks/throughput.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python benchmarks/throughput.py " + shlex.join(sys.argv[1:] if argv is None else argv),
         "note": args.note,
         "results": results,
     }
