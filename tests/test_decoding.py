@@ -193,7 +193,7 @@ def test_beam_log_prob_at_least_greedy():
 
 @pytest.mark.parametrize("decode", ["greedy", "beam"])
 def test_batch_equals_each_sentence_alone_and_padding_does_not_matter(decode):
-    model = tiny_model(seed=5)
+    model = tiny_model(seed=7)
     lengths = [7, 3, 5]
     sentences = [random_src(1, n, seed=10 + n)[0] for n in lengths]
     src = torch.full((len(lengths), max(lengths)), PAD)  # (batch, src_len), right-padded
@@ -202,12 +202,13 @@ def test_batch_equals_each_sentence_alone_and_padding_does_not_matter(decode):
 
     def run(x):
         if decode == "greedy":
-            return greedy_decode(model, x, BOS, EOS)
-        return beam_search(model, x, BOS, EOS, beam_size=3)
+            return greedy_decode(model, x, BOS, EOS, max_len=10)
+        return beam_search(model, x, BOS, EOS, beam_size=3, max_len=10)
 
     batched = run(src)
     alone = [run(s[None])[0] for s in sentences]
     assert batched == alone
+    assert len({tuple(o) for o in batched}) > 1  # different sentences, different outputs
 
 
 def test_decoding_restores_training_mode():
