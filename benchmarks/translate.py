@@ -60,6 +60,7 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None, help="folder holding multi30k/*.gz")
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--results", default=str(ROOT / "benchmarks" / "results"), help="folder of the JSON file")
+    p.add_argument("--note", default="", help="free text stored in the JSON (e.g. the machine's load)")
     p.add_argument("--train-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for python -m tmlib.train (repeatable), e.g. --train-arg=--max-tokens=4000")
     args = p.parse_args(argv)
@@ -103,6 +104,7 @@ def main(argv=None) -> int:
         "val_loss": round(history["val_loss"][-1], 4) if history["val_loss"] else None,
         "val_nll": round(history["val_nll"][-1], 4) if history["val_nll"] else None,
         "test_set": "multi30k test_2016_flickr (1000 sentences), German->English",
+        "note": args.note,
     }
     for name, beam in (("greedy", 1), (f"beam{args.beam_size}", args.beam_size)):
         t0 = time.perf_counter()
