@@ -236,3 +236,15 @@ def test_run_training_load_or_train_and_cli(tmp_path):
           "--no-progress"])
     state = T.load_checkpoint(out / "checkpoint.pt")
     assert state["step"] == 5 and state["config"]["preset"] == "tiny" and len(state["history"]["loss"]) == 5
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_cpu_amp_only_where_bf16_is_native(tmp_path, monkeypatch, native):
+    monkeypatch.setattr(T, "cpu_has_native_bf16", lambda: native)
+    on = _trainer(tmp_path, f"amp{native}", cpu_amp=True)
+    off = _trainer(tmp_path, f"noamp{native}", cpu_amp=False)
+    with on._autocast():
+        assert torch.is_autocast_enabled("cpu") is native
+    with off._autocast():
+        assert torch.is_autocast_enabled("cpu") is False
+    assert T.TrainConfig.from_dict(on.config.to_dict()).cpu_amp is True

@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--label-smoothing", type=float, default=d.label_smoothing)
     r.add_argument("--grad-clip", type=float, default=d.grad_clip, help="max gradient norm (default: none)")
     r.add_argument("--no-amp", action="store_true", help="no bf16 autocast on CUDA")
+    r.add_argument("--cpu-amp", action=argparse.BooleanOptionalAction, default=d.cpu_amp,
+                   help="bf16 autocast on a CPU with native bf16 (AVX512-BF16/AMX); ignored on other CPUs")
     return p
 
 
@@ -97,7 +99,7 @@ def config_from_args(args) -> TrainConfig:
         warmup_steps=args.warmup_steps, lr_factor=args.lr_factor, label_smoothing=args.label_smoothing,
         grad_clip=args.grad_clip, max_tokens=args.max_tokens, max_steps=args.max_steps,
         max_epochs=args.max_epochs, max_minutes=args.max_minutes, seed=args.seed, device=args.device,
-        threads=args.threads, amp=not args.no_amp, checkpoint_every=args.checkpoint_every,
+        threads=args.threads, amp=not args.no_amp, cpu_amp=args.cpu_amp, checkpoint_every=args.checkpoint_every,
         progress=not args.no_progress, progress_interval=args.progress_interval)
 
 

@@ -69,6 +69,17 @@ CHECKPOINT_NAME = "checkpoint.pt"
 # The recipe
 # --------------------------------------------------------------------------------------------------
 
+def cpu_has_native_bf16() -> bool:
+    """True when oneDNN computes bf16 matrix products natively on this CPU (AVX512-BF16 or AMX).
+
+    Without native support bf16 is emulated and slower than float32, so ``cpu_amp`` is ignored.
+    """
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def make_optimizer(model: torch.nn.Module, betas=ADAM_BETAS, eps: float = ADAM_EPS) -> torch.optim.Adam:
     """Adam with the paper's settings (§5.3); the base lr is 1 and the schedule sets the actual value.
 
@@ -162,7 +173,8 @@ class TrainConfig:
     Budgets (whichever comes first; ``None`` = no limit): ``max_steps``, ``max_epochs``, ``max_minutes``
     (wall time of training, validation included, summed over resumed runs).
     Other: ``seed``, ``device`` (``"auto"``, ``"cpu"``, ``"cuda"``), ``threads`` (CPU threads, ``None`` =
-    torch's default), ``amp`` (bf16 autocast, CUDA only), ``checkpoint_every`` (steps between
+    torch's default), ``amp`` (bf16 autocast on CUDA), ``cpu_amp`` (bf16 autocast on a CPU that computes
+    bf16 natively, e.g. AVX512-BF16 or AMX, where it is about 1.5x faster; ignored elsewhere), ``checkpoint_every`` (steps between
     checkpoints, besides every epoch end and the end of training), ``val_every_epoch``, ``progress``
     (tqdm bar), ``progress_interval`` (seconds between bar refreshes).
     """
@@ -183,6 +195,7 @@ class TrainConfig:
     device: str = "auto"
     threads: int | None = None
     amp: bool = True
+    cpu_amp: bool = False
     checkpoint_every: int | None = 500
     val_every_epoch: bool = True
     progress: bool = True
@@ -392,8 +405,10 @@ class Trainer:
         return total_ls / n, total_nll / n
 
     def _autocast(self):
-        on_cuda = self.device.type == "cuda" and self.config.amp
-        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=on_cuda)
+        """bf16 autocast where it pays: on CUDA (``amp``), and on CPUs with native bf16 (``cpu_amp``)."""
+        enabled = ((self.device.type == "cuda" and self.config.amp)
+                   or (self.device.type == "cpu" and self.config.cpu_amp and cpu_has_native_bf16()))
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
 
     def _validate(self) -> None:
         if self.val_batches is None:
