@@ -7,7 +7,6 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 # Where the offline copy of the data lives (it holds multi30k/*.gz); unset it to download instead.
 export TMLIB_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
-export MPLBACKEND := Agg
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
 .PHONY: book test venv unit nbval site-strict lock clean execute
