@@ -26,3 +26,17 @@ def test_check_close_and_shape():
     check_shape(np.ones((2, 3)), (2, None))
     with pytest.raises(ValueError, match=r"\(2, 3\), expected \(2, 4\)"):
         check_shape(np.ones((2, 3)), (2, 4), "x")
+
+
+def test_atomic_write_keeps_old_content_on_failure(tmp_path):
+    from tmlib.utils import atomic_write
+
+    target = tmp_path / "sub" / "f.txt"
+    with atomic_write(target) as tmp:
+        tmp.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_write(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("interrupted")
+    assert target.read_text() == "old"
+    assert [p.name for p in target.parent.iterdir()] == ["f.txt"]  # no temporary file left

@@ -24,7 +24,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 import zlib
@@ -33,6 +32,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+
+from .utils import atomic_write
 
 __all__ = [
     "MULTI30K_URL",
@@ -164,23 +165,19 @@ def download_multi30k(folder: str | os.PathLike, names: Iterable[str] = MULTI30K
     for name in names:
         target = folder / name
         src = url.format(name=name)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
         try:
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(src, timeout=timeout) as resp:
-                while block := resp.read(1 << 20):
-                    out.write(block)
-            digest = _sha256(Path(tmp))
-            if digest != MULTI30K_SHA256[name]:
-                raise DataError(f"downloaded {src} but its sha256 is {digest}, expected "
-                                f"{MULTI30K_SHA256[name]}: the upstream file changed or the download was "
-                                f"corrupted. Try again, or get the files by hand.\n{_how_to_get(folder)}")
-            os.replace(tmp, target)
+            with atomic_write(target, suffix=".part") as tmp:
+                with open(tmp, "wb") as out, urllib.request.urlopen(src, timeout=timeout) as resp:
+                    while block := resp.read(1 << 20):
+                        out.write(block)
+                digest = _sha256(tmp)
+                if digest != MULTI30K_SHA256[name]:
+                    raise DataError(f"downloaded {src} but its sha256 is {digest}, expected "
+                                    f"{MULTI30K_SHA256[name]}: the upstream file changed or the download was "
+                                    f"corrupted. Try again, or get the files by hand.\n{_how_to_get(folder)}")
             written.append(target)
         except (urllib.error.URLError, OSError) as err:
             raise DataError(f"could not download {src}: {err}\n{_how_to_get(folder)}") from err
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
     return written
 
 
@@ -326,15 +323,8 @@ class BPETokenizer:
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_write(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def train_tokenizer(pairs: Sequence[tuple[str, str]], vocab_size: int = 8000, min_frequency: int = 2

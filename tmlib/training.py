@@ -21,7 +21,6 @@ import json
 import math
 import os
 import random
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ with warnings.catch_warnings():  # without ipywidgets, tqdm.auto warns once and 
     warnings.simplefilter("ignore")
     from tqdm.auto import tqdm
 
+from .utils import atomic_write
 from .data import BatchIterator, BPETokenizer, encode_pairs, filter_by_length, load_multi30k, train_tokenizer
 
 __all__ = [
@@ -246,16 +246,8 @@ def save_checkpoint(path: str | os.PathLike, state: dict) -> None:
 
     A crash while writing leaves the previous checkpoint intact (never a half-written file).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_write(path) as tmp:
         torch.save(state, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
@@ -276,14 +268,8 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
 
 
 def _atomic_json(path: Path, obj) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=1)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_write(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=1))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -4,12 +4,15 @@ torch is optional here: Part I notebooks run with NumPy alone.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["seed_everything", "get_device", "in_colab", "smoke_mode"]
+__all__ = ["seed_everything", "get_device", "in_colab", "smoke_mode", "atomic_write"]
 
 
 def seed_everything(seed: int = 0) -> np.random.Generator:
@@ -73,3 +76,30 @@ def in_colab() -> bool:
 def smoke_mode() -> bool:
     """True when ``TMLIB_SMOKE=1``: long-running notebook cells shrink to a quick smoke run (CI)."""
     return os.environ.get("TMLIB_SMOKE", "0") not in ("", "0", "false", "False")
+
+
+@contextlib.contextmanager
+def atomic_write(path, suffix: str = ".tmp"):
+    """Write a file atomically: yield a temporary path in the same folder, then ``os.replace`` it.
+
+    Usage: ``with atomic_write(target) as tmp: torch.save(state, tmp)``.  If the body raises
+    (an interruption, a failed check), the target keeps its previous content and the temporary file
+    is removed, so no reader ever sees a half-written file.  The folder is created if needed.
+
+    Args:
+        path: the target file.
+        suffix: suffix of the temporary file (e.g. ``".part"`` for downloads).
+
+    Yields:
+        ``pathlib.Path`` of the temporary file (already created, empty).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
