@@ -229,3 +229,13 @@ def test_cat_chased_mouse_sentences_indistinguishable_without_pe():
     out_a_pe = _self_attention(emb[a] + pe, w_q, w_k, w_v)
     out_b_pe = _self_attention(emb[b] + pe, w_q, w_k, w_v)
     assert np.abs(out_a_pe[1] - out_b_pe[4]).max() > 1e-3
+
+
+def test_ffn_parameter_count():
+    from tmlib import costs
+
+    assert costs.ffn_parameter_count(512, 2048) == 512 * 2048 + 2048 + 2048 * 512 + 512 == 2_099_712
+    assert costs.ffn_parameter_count(1024, 4096) == 8_393_728
+    assert costs.ffn_parameter_count(2, 2, bias=False) == 8
+    with pytest.raises(ValueError, match="d_ff"):
+        costs.ffn_parameter_count(512, 0)

@@ -61,6 +61,20 @@ def mha_parameter_count(d_model: int, n_heads: int, bias: bool = True, d_k: int 
     return weights + biases
 
 
+def ffn_parameter_count(d_model: int, d_ff: int, bias: bool = True) -> int:
+    """Number of trainable parameters of one position-wise feed-forward block (paper §3.3).
+
+    W₁ ``(d_model, d_ff)``, b₁ ``(d_ff,)``, W₂ ``(d_ff, d_model)``, b₂ ``(d_model,)``:
+    2·d_model·d_ff (+ d_ff + d_model biases).  The base model (512, 2048) has 2,099,712.
+
+    Raises:
+        TypeError: a size is not an integer.  ValueError: a size is < 1.
+    """
+    d_model = _positive_int(d_model, "d_model")
+    d_ff = _positive_int(d_ff, "d_ff")
+    return 2 * d_model * d_ff + ((d_ff + d_model) if bias else 0)
+
+
 def attention_matrix_bytes(batch: int, n_heads: int, seq_len: int, bytes_per_element: int = 4,
                            n_layers: int = 1, seq_len_k: int | None = None) -> int:
     """Memory of the attention-weight matrices softmax(QKᵀ/√d_k), in bytes.
