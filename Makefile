@@ -25,7 +25,7 @@ book: venv
 	$(BIN)/jupyter-book build . --keep-going && \
 	echo "Built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
-## test: unit tests, nbval over every notebook, and a strict site build from the stored outputs
+## test: unit tests, nbval over every notebook (training notebooks in smoke mode, TMLIB_SMOKE=1), and a strict site build from the stored outputs
 test: unit nbval site-strict
 	@echo "All checks passed."
 
@@ -33,7 +33,7 @@ unit: venv
 	$(BIN)/python -m pytest tests -q
 
 nbval: venv
-	$(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=1800 \
+	TMLIB_SMOKE=1 $(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=1800 \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
 
 site-strict: venv
