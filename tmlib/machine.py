@@ -1,0 +1,110 @@
+"""What machine a number was measured on: CPU model, cores, instruction sets, GPU, torch version, date.
+
+Every measured figure of the course (throughput, timings, training budgets) depends on the machine: a CPU
+with AVX512-BF16 trains the chapter 9 model about twice as fast as one without AVX-512. Benchmarks store
+:func:`machine_info` next to their results, and notebooks print :func:`describe_machine` next to the
+numbers they measured, so a reader can tell whose machine a number came from.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import re
+
+__all__ = ["CPU_FLAGS_OF_INTEREST", "cpu_flags", "cpu_model", "machine_info", "describe_machine"]
+
+#: Instruction-set flags (Linux ``/proc/cpuinfo`` names) that change PyTorch's CPU speed.
+CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+                         "amx_bf16", "amx_int8", "avx_vnni")
+
+
+def _cpuinfo() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`), e.g. ``"AMD EPYC"``."""
+    m = re.search(r"^model name\s*:\s*(.+)$", _cpuinfo(), re.MULTILINE)
+    return m.group(1).strip() if m else (platform.processor() or platform.machine() or "unknown")
+
+
+def cpu_flags() -> list[str]:
+    """The flags of :data:`CPU_FLAGS_OF_INTEREST` that this CPU reports (empty where /proc/cpuinfo is missing)."""
+    m = re.search(r"^flags\s*:\s*(.+)$", _cpuinfo(), re.MULTILINE)
+    present = set(m.group(1).split()) if m else set()
+    return [f for f in CPU_FLAGS_OF_INTEREST if f in present]
+
+
+def machine_info() -> dict:
+    """A JSON-ready description of this machine, for the results of a measurement.
+
+    Returns:
+        dict with ``cpu_model`` (str), ``cpu_count`` (logical CPUs the process may use), ``cpu_flags`` (list of
+        str, see :data:`CPU_FLAGS_OF_INTEREST`), ``cpu_native_bf16`` (bool: oneDNN computes bf16 natively),
+        ``torch_cpu_capability`` (e.g. ``"AVX512"``), ``torch_threads`` (int), ``gpu`` (``None`` or a dict with
+        ``name``, ``capability``, ``memory_gib``, ``count``), ``torch_version``, ``cuda_version``,
+        ``python_version``, ``platform`` and ``date`` (ISO 8601, UTC, seconds).
+        The torch fields are ``None`` when torch is not installed.
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count()
+    info = {
+        "cpu_model": cpu_model(),
+        "cpu_count": cpus,
+        "cpu_flags": cpu_flags(),
+        "cpu_native_bf16": None,
+        "torch_cpu_capability": None,
+        "torch_threads": None,
+        "gpu": None,
+        "torch_version": None,
+        "cuda_version": None,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+    }
+    try:
+        import torch
+    except ImportError:
+        return info
+    info["torch_version"] = str(torch.__version__)
+    info["cuda_version"] = torch.version.cuda
+    info["torch_threads"] = torch.get_num_threads()
+    try:
+        info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    except AttributeError:
+        pass
+    try:
+        info["cpu_native_bf16"] = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        info["cpu_native_bf16"] = False
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info["gpu"] = {"name": props.name, "capability": f"{props.major}.{props.minor}",
+                       "memory_gib": round(props.total_memory / 2**30, 1), "count": torch.cuda.device_count()}
+    return info
+
+
+def describe_machine(info: dict | None = None) -> str:
+    """One line for a notebook or a log, e.g. ``"AMD EPYC, 2 CPUs (avx2 avx512f avx512_bf16; native bf16: yes),
+    torch 2.13.0+cpu with 2 threads, no GPU"``.
+
+    Args:
+        info: a dict from :func:`machine_info` (default: this machine, now).
+    """
+    info = machine_info() if info is None else info
+    flags = " ".join(f for f in info.get("cpu_flags", []) if f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16"))
+    bf16 = info.get("cpu_native_bf16")
+    bf16_text = "" if bf16 is None else f"; native bf16: {'yes' if bf16 else 'no'}"
+    gpu = info.get("gpu")
+    gpu_text = "no GPU" if not gpu else f"GPU {gpu['name']} ({gpu['memory_gib']} GiB)"
+    torch_text = (f"torch {info['torch_version']} with {info['torch_threads']} threads"
+                  if info.get("torch_version") else "no torch")
+    return (f"{info['cpu_model']}, {info['cpu_count']} CPUs ({flags or 'no AVX2'}{bf16_text}), "
+            f"{torch_text}, {gpu_text}")
