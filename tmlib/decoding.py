@@ -29,24 +29,16 @@ Conventions shared by both functions:
 """
 from __future__ import annotations
 
-import math
-from numbers import Integral
 
 import torch
 from torch import Tensor
+
+from .validation import check_float, check_int, check_token_id
 
 __all__ = ["greedy_decode", "beam_search", "length_penalty_gnmt", "default_max_lengths"]
 
 
 # --------------------------------------------------------------------------- checks and helpers
-def _check_id(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ValueError(f"{name} must be an integer token id, got {value!r}")
-    if value < 0:
-        raise ValueError(f"{name} must be a non-negative token id, got {value}")
-    return int(value)
-
-
 def _check_src(src) -> Tensor:
     if not isinstance(src, Tensor):
         raise TypeError(f"src must be a torch.Tensor of token ids, got {type(src).__name__}")
@@ -88,8 +80,7 @@ def default_max_lengths(model, src: Tensor, max_len: int | None = None) -> list[
         pad_id = getattr(model, "pad_id", 0)
         limits = [int(n) + 50 for n in (src != pad_id).sum(dim=1).tolist()]
     else:
-        if isinstance(max_len, bool) or not isinstance(max_len, Integral) or max_len < 1:
-            raise ValueError(f"max_len must be None or a positive integer, got {max_len!r}")
+        max_len = check_int(max_len, "max_len", minimum=1)
         limits = [int(max_len)] * src.shape[0]
     positions = getattr(model, "max_len", None)
     if positions is not None:  # <bos> takes position 0; the last generated token needs no position
@@ -149,7 +140,7 @@ def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, max_len: int | N
         ValueError: ``src`` is not 2-D integer ids; ``bos_id``/``eos_id``/``max_len`` not valid integers.
     """
     src = _check_src(src)
-    bos_id, eos_id = _check_id(bos_id, "bos_id"), _check_id(eos_id, "eos_id")
+    bos_id, eos_id = check_token_id(bos_id, "bos_id"), check_token_id(eos_id, "eos_id")
     limits = default_max_lengths(model, src, max_len)
     batch = src.shape[0]
     with _EvalMode(model):
@@ -221,13 +212,10 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4
             number; ``src`` not 2-D integer ids; ``bos_id``/``eos_id``/``max_len`` not valid integers;
             a vocabulary of fewer than 2 tokens.
     """
-    if isinstance(beam_size, bool) or not isinstance(beam_size, Integral) or beam_size < 1:
-        raise ValueError(f"beam_size must be an integer >= 1, got {beam_size!r}")
-    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
-            or not math.isfinite(length_penalty) or length_penalty < 0:
-        raise ValueError(f"length_penalty (alpha) must be a finite number >= 0, got {length_penalty!r}")
+    check_int(beam_size, "beam_size", minimum=1)
+    check_float(length_penalty, "length_penalty (alpha)", minimum=0.0)
     src = _check_src(src)
-    bos_id, eos_id = _check_id(bos_id, "bos_id"), _check_id(eos_id, "eos_id")
+    bos_id, eos_id = check_token_id(bos_id, "bos_id"), check_token_id(eos_id, "eos_id")
     limits = default_max_lengths(model, src, max_len)
     batch, beam, alpha = src.shape[0], int(beam_size), float(length_penalty)
     device = src.device

@@ -14,26 +14,9 @@ import math
 import torch
 from torch import nn
 
+from .validation import check_int, check_token_ids
+
 __all__ = ["TokenEmbedding", "Generator", "check_token_ids"]
-
-
-def check_token_ids(ids, vocab_size: int, name: str = "token ids") -> None:
-    """Raise a clear error unless ``ids`` is an integer tensor with values in ``[0, vocab_size)``.
-
-    Raises:
-        TypeError: ``ids`` is not a torch tensor, or its dtype is not an integer type (bool is refused).
-        ValueError: an id is negative or ≥ ``vocab_size``; the message names the id and the size.
-    """
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
-    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
-        raise TypeError(f"{name} must have an integer dtype (e.g. torch.long), got {ids.dtype}")
-    if ids.numel() == 0:
-        return
-    lo, hi = int(ids.min()), int(ids.max())
-    if lo < 0 or hi >= vocab_size:
-        bad = lo if lo < 0 else hi
-        raise ValueError(f"{name} contain id {bad}, outside the vocabulary [0, {vocab_size}) of size {vocab_size}")
 
 
 class TokenEmbedding(nn.Module):
@@ -63,9 +46,8 @@ class TokenEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = None, device=None, dtype=None):
         super().__init__()
-        for name, val in (("vocab_size", vocab_size), ("d_model", d_model)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-                raise ValueError(f"{name} must be a positive integer, got {val!r}")
+        check_int(vocab_size, "vocab_size", minimum=1)
+        check_int(d_model, "d_model", minimum=1)
         if pad_id is not None and not 0 <= pad_id < vocab_size:
             raise ValueError(f"pad_id {pad_id} is outside the vocabulary [0, {vocab_size})")
         self.vocab_size, self.d_model, self.pad_id = vocab_size, d_model, pad_id
@@ -102,9 +84,8 @@ class Generator(nn.Module):
     def __init__(self, d_model: int, vocab_size: int, bias: bool = True, log_softmax: bool = False,
                  device=None, dtype=None):
         super().__init__()
-        for name, val in (("d_model", d_model), ("vocab_size", vocab_size)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-                raise ValueError(f"{name} must be a positive integer, got {val!r}")
+        check_int(d_model, "d_model", minimum=1)
+        check_int(vocab_size, "vocab_size", minimum=1)
         self.d_model, self.vocab_size, self.log_softmax = d_model, vocab_size, log_softmax
         self.proj = nn.Linear(d_model, vocab_size, bias=bias, device=device, dtype=dtype)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .validation import check_float, check_int
+
 __all__ = ["PositionwiseFeedForward"]
 
 
@@ -33,11 +35,9 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, device=None, dtype=None):
         super().__init__()
-        for name, val in (("d_model", d_model), ("d_ff", d_ff)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-                raise ValueError(f"{name} must be a positive integer, got {val!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        check_int(d_model, "d_model", minimum=1)
+        check_int(d_ff, "d_ff", minimum=1)
+        check_float(dropout, "dropout", minimum=0.0, maximum=1.0, max_inclusive=False)
         self.d_model, self.d_ff = d_model, d_ff
         self.linear1 = nn.Linear(d_model, d_ff, device=device, dtype=dtype)  # W₁, b₁
         self.linear2 = nn.Linear(d_ff, d_model, device=device, dtype=dtype)  # W₂, b₂

@@ -13,10 +13,11 @@ comparable to a sacreBLEU score.
 from __future__ import annotations
 
 import warnings
-from numbers import Integral
 from typing import Sequence
 
 import torch
+
+from .validation import check_int
 
 __all__ = ["bleu_scores", "translate_corpus"]
 
@@ -127,10 +128,8 @@ def translate_corpus(model, tokenizer, sentences: Sequence[str], beam_size: int 
     from tmlib.utils import get_device
 
     sentences = _check_texts(sentences, "sentences")
-    if isinstance(beam_size, bool) or not isinstance(beam_size, Integral) or beam_size < 1:
-        raise ValueError(f"beam_size must be an integer >= 1, got {beam_size!r}")
-    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, Integral) or batch_tokens < 1:
-        raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
+    check_int(beam_size, "beam_size", minimum=1)
+    check_int(batch_tokens, "batch_tokens", minimum=1)
     pad_id = getattr(model, "pad_id", tokenizer.pad_id)
     if pad_id != tokenizer.pad_id:
         raise ValueError(f"tokenizer pad id {tokenizer.pad_id} differs from model.pad_id {pad_id}")

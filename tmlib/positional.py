@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .validation import check_int
+
 __all__ = ["PositionalEncoding", "sinusoid_table"]
 
 
@@ -19,9 +21,8 @@ def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
     Raises:
         ValueError: ``max_len`` < 1, or ``d_model`` is not a positive even integer.
     """
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
-    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 2 or d_model % 2:
+    check_int(max_len, "max_len", minimum=1)
+    if check_int(d_model, "d_model", minimum=2) % 2:
         raise ValueError(f"d_model must be a positive even integer, got {d_model!r}")
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)[None, :]  # (1, d_model/2)

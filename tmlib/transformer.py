@@ -23,6 +23,7 @@ from .attention import KVCache, MultiHeadAttention, causal_mask
 from .embeddings import Generator, TokenEmbedding
 from .feed_forward import PositionwiseFeedForward
 from .positional import PositionalEncoding
+from .validation import check_sequence
 
 __all__ = [
     "xavier_init_", "check_sequence", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "Transformer",
@@ -248,21 +249,6 @@ class Decoder(nn.Module):
         return x if self.norm is None else self.norm(x)
 
 
-def check_sequence(ids, name: str, max_len: int) -> None:
-    """TypeError unless an integer tensor; ValueError unless 2-D ``(batch, seq_len)`` within ``max_len``."""
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of integer ids (batch, seq_len), got {type(ids).__name__}")
-    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
-        raise TypeError(f"{name} must have an integer dtype (e.g. torch.long), got {ids.dtype}")
-    if ids.dim() != 2:
-        raise ValueError(
-            f"{name} must be 2-D (batch, seq_len), got shape {tuple(ids.shape)}"
-            + ("; add a batch dimension with .unsqueeze(0)" if ids.dim() == 1 else "")
-        )
-    if ids.shape[1] > max_len:
-        raise ValueError(f"{name} has length {ids.shape[1]}, more than max_len={max_len}")
-
-
 class Transformer(nn.Module):
     """The encoder-decoder Transformer of the paper (§3, Figure 1).
 
@@ -344,7 +330,9 @@ class Transformer(nn.Module):
         """Source ids ``(batch, src_len)`` → memory ``(batch, src_len, d_model)``."""
         check_sequence(src, "src", self.max_len)
         mask = self.padding_mask(src)  # (batch, src_len)
-        if mask is not None and mask.shape[1] > 0 and not bool(mask.any(dim=1).all()):
+        # A row of padding only has nothing to attend to. The check reads values, so it runs only on the CPU
+        # (free there); on a GPU it would make the host wait for the device at every call.
+        if mask is not None and src.device.type == "cpu" and not bool(mask.any(dim=1).all()):
             row = int((~mask.any(dim=1)).nonzero()[0, 0])
             raise ValueError(f"src row {row} consists only of padding (pad_id={self.pad_id}): nothing to attend to")
         x = self.src_embed(src)  # (batch, src_len, d_model)
