@@ -1,4 +1,6 @@
-"""Tests of tmlib.training: the paper's recipe (§5), checkpoints, exact resume, budgets, the CLI."""
+"""Tests of the training side: the paper's recipe (§5, tmlib.recipe), checkpoints (tmlib.checkpoint), the loop
+and exact resume (tmlib.trainer), the experiment (tmlib.experiment) and the command line (tmlib.train)."""
+import dataclasses
 import math
 import os
 import random
@@ -89,7 +91,7 @@ def test_rng_state_roundtrip_through_weights_only_load(tmp_path):
     state = T.get_rng_state()
     T.save_checkpoint(tmp_path / "rng.pt", {"rng": state})
     expected = (random.random(), np.random.rand(), torch.rand(1).item(), np.random.randn())
-    T.set_rng_state(T.load_checkpoint(tmp_path / "rng.pt")["rng"])
+    T.set_rng_state(T.load_checkpoint(tmp_path / "rng.pt", require_format=False)["rng"])
     assert (random.random(), np.random.rand(), torch.rand(1).item(), np.random.randn()) == expected
 
 
@@ -107,16 +109,73 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "save", crash)
     with pytest.raises(KeyboardInterrupt):
         T.save_checkpoint(path, {"x": torch.arange(5)})
-    assert torch.equal(T.load_checkpoint(path)["x"], torch.arange(3))  # the old one is intact
+    assert torch.equal(T.load_checkpoint(path, require_format=False)["x"], torch.arange(3))  # the old one is intact
     assert [p.name for p in tmp_path.iterdir()] == ["ck.pt"]  # no temporary file left behind
 
 
 def test_load_checkpoint_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="python -m tmlib.train"):
         T.load_checkpoint(tmp_path / "none.pt")
+    with pytest.raises(T.CheckpointError, match="is a folder"):
+        T.load_checkpoint(tmp_path)
     (tmp_path / "bad.pt").write_bytes(b"garbage")
-    with pytest.raises(RuntimeError, match="delete it and train again"):
+    with pytest.raises(T.CheckpointError, match="not a PyTorch checkpoint file"):
         T.load_checkpoint(tmp_path / "bad.pt")
+    good = tmp_path / "good.pt"
+    T.save_checkpoint(good, {"format": T.CHECKPOINT_FORMAT, "x": torch.arange(1000)})
+    (tmp_path / "cut.pt").write_bytes(good.read_bytes()[:-300])
+    with pytest.raises(T.CheckpointError, match="truncated or corrupt.*delete it and train again"):
+        T.load_checkpoint(tmp_path / "cut.pt")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(T.CheckpointError, match="not a tmlib checkpoint"):
+        T.load_checkpoint(tmp_path / "other.pt")
+
+
+class _CodeCarrier:  # a pickle that would call a function when loaded
+    def __reduce__(self):
+        return (print, ("this must never run",))
+
+
+def test_load_checkpoint_refuses_code_without_torch_advice(tmp_path, capsys):
+    torch.save({"format": T.CHECKPOINT_FORMAT, "payload": _CodeCarrier()}, tmp_path / "evil.pt")
+    with pytest.raises(T.CheckpointError) as info:
+        T.load_checkpoint(tmp_path / "evil.pt")
+    assert "could run code" in str(info.value) and "weights_only=False" not in str(info.value)
+    assert "must never run" not in capsys.readouterr().out
+
+
+def test_save_is_durable_and_cleans_leftovers(tmp_path, monkeypatch):
+    import tmlib.utils as U
+
+    path = tmp_path / "run" / "checkpoint.pt"
+    path.parent.mkdir()
+    leftover = path.parent / ".checkpoint.pt.abc123.tmp"  # what a `kill -9` during a write leaves
+    leftover.write_bytes(b"x" * 1000)
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(U.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    from tmlib.checkpoint import remove_stale_temporaries
+    assert remove_stale_temporaries(path) == [leftover]
+    T.save_checkpoint(path, {"format": T.CHECKPOINT_FORMAT})
+    assert len(synced) >= 1  # the file (and the folder) are flushed before and after the rename
+    assert sorted(p.name for p in path.parent.iterdir()) == ["checkpoint.pt"]
+
+
+def test_full_disk_gives_a_clear_error_and_keeps_the_old_checkpoint(tmp_path, monkeypatch):
+    import errno
+
+    path = tmp_path / "checkpoint.pt"
+    T.save_checkpoint(path, {"format": T.CHECKPOINT_FORMAT, "step": 1})
+
+    def full(obj, f, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(T.CheckpointError, match="no space left on the device.*previous checkpoint is intact"):
+        T.save_checkpoint(path, {"format": T.CHECKPOINT_FORMAT, "step": 2, "w": torch.zeros(1000)})
+    monkeypatch.undo()
+    assert T.load_checkpoint(path)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
 
 
 # ------------------------------------------------------------------ the loop and exact resume
@@ -135,8 +194,9 @@ def _toy_examples(n=120, seed=0):
 def _trainer(tmp_path, name, **cfg):
     torch.manual_seed(0)
     model = make_model("tiny", 20, dropout=0.1)  # dropout on: resume must restore torch's RNG
-    config = T.TrainConfig(warmup_steps=5, lr_factor=2.0, max_tokens=96, seed=0, device="cpu", progress=False,
-                           checkpoint_every=None, grad_clip=1.0, threads=1, **cfg)
+    cfg = {"amp": "off", "log_every": 3, **cfg}
+    config = T.TrainConfig(model=model.config, warmup_steps=5, lr_factor=2.0, max_tokens=96, seed=0, device="cpu",
+                           progress=False, checkpoint_minutes=None, grad_clip=1.0, threads=1, **cfg)
     train = BatchIterator(_toy_examples(), max_tokens=96, seed=0)
     val = BatchIterator(_toy_examples(30, seed=1), max_tokens=96, shuffle=False)
     return T.Trainer(model, train, val, config, checkpoint_path=tmp_path / name / "checkpoint.pt")
@@ -174,8 +234,7 @@ def test_resume_is_exact(tmp_path):
 def test_mid_epoch_checkpoint_resume_is_exact(tmp_path):
     full = _trainer(tmp_path, "full", max_steps=20)
     full.fit()
-    cut = _trainer(tmp_path, "cut", max_steps=20)
-    cut.config.checkpoint_every = 7
+    cut = _trainer(tmp_path, "cut", max_steps=20, checkpoint_every=7)
     assert len(cut.train_batches) > 8  # step 7 is mid-epoch
 
     class Interrupt(Exception):
@@ -217,34 +276,232 @@ def test_budgets(tmp_path):
 
 @needs_data
 def test_run_training_load_or_train_and_cli(tmp_path):
-    config = T.TrainConfig(preset="tiny", vocab_size=500, max_tokens=512, max_steps=3, warmup_steps=2,
-                           device="cpu", progress=False, threads=1, model_overrides={"max_len": 128})
+    tiny = dataclasses.replace(T.SMOKE.model, vocab_size=500, max_len=128)
+    config = T.TrainConfig(model=tiny, max_tokens=512, max_steps=3, warmup_steps=2, device="cpu", progress=False,
+                           threads=1, amp="off")
     out = tmp_path / "run"
     trainer = T.run_training(config, out, data_dir=SHARED)
     assert trainer.step == 3 and len(trainer.history["loss"]) == 3
     assert {"checkpoint.pt", "history.json", "tokenizer.json", "config.json"} <= {p.name for p in out.iterdir()}
     with pytest.raises(FileExistsError, match="resume"):
         T.run_training(config, out, data_dir=SHARED)
-    model, tok, history, state = T.load_or_train(out, config, data_dir=SHARED, device="cpu")
-    assert state["loaded"] and state["step"] == 3 and tok.vocab_size == 500
-    for a, b in zip(trainer.model.state_dict().values(), model.state_dict().values()):
+    with pytest.raises(FileNotFoundError, match="no checkpoint to resume"):
+        T.run_training(config, tmp_path / "typo", resume=True, data_dir=SHARED)
+    trained = T.load_or_train(out, config, data_dir=SHARED, device="cpu")
+    assert trained.loaded and trained.step == 3 and trained.tokenizer.vocab_size == 500
+    assert trained.config.model.vocab_size == 500 and trained.model.config == trained.config.model
+    for a, b in zip(trainer.model.state_dict().values(), trained.model.state_dict().values()):
         assert torch.equal(a, b)
     # the CLI extends the same run by two steps (resume), keeping the stored config
     from tmlib.train import main
 
-    main(["--out", str(out), "--resume", "--max-steps", "5", "--data-dir", str(SHARED), "--device", "cpu", "--threads", "1",
-          "--no-progress"])
+    assert main(["--out", str(out), "--resume", "--max-steps", "5", "--data-dir", str(SHARED), "--device", "cpu",
+                 "--threads", "1", "--noprogress"]) == 0
     state = T.load_checkpoint(out / "checkpoint.pt")
-    assert state["step"] == 5 and state["config"]["preset"] == "tiny" and len(state["history"]["loss"]) == 5
+    assert state["step"] == 5 and state["config"]["model"]["d_model"] == 32 and len(state["history"]["loss"]) == 5
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_cpu_amp_only_where_bf16_is_native(tmp_path, monkeypatch, native):
-    monkeypatch.setattr(T, "cpu_has_native_bf16", lambda: native)
-    on = _trainer(tmp_path, f"amp{native}", cpu_amp=True)
-    off = _trainer(tmp_path, f"noamp{native}", cpu_amp=False)
-    with on._autocast():
+def test_amp_auto_uses_bf16_only_where_native(tmp_path, monkeypatch, native):
+    import tmlib.trainer as TR
+
+    monkeypatch.setattr(TR, "cpu_has_native_bf16", lambda: native)
+    on = _trainer(tmp_path, f"amp{native}", amp="auto")
+    off = _trainer(tmp_path, f"noamp{native}", amp="off")
+    with on.autocast():
         assert torch.is_autocast_enabled("cpu") is native
-    with off._autocast():
+    with off.autocast():
         assert torch.is_autocast_enabled("cpu") is False
-    assert T.TrainConfig.from_dict(on.config.to_dict()).cpu_amp is True
+    assert T.TrainConfig.from_dict(on.config.to_dict()) == on.config
+
+
+# ------------------------------------------------------------------ resume anywhere, Ctrl-C, accumulation, compile
+
+
+def test_resume_reads_the_checkpoint_on_the_cpu_whatever_the_device(tmp_path, monkeypatch):
+    """RNG states must be restored from CPU tensors: a checkpoint mapped to the training device (CUDA) broke
+    ``set_rng_state``. Here the trainer's device is "meta" (not the CPU): resume must still restore exactly."""
+    t = _trainer(tmp_path, "dev", max_steps=3)
+    t.fit()
+    again = _trainer(tmp_path, "dev", max_steps=3)
+    seen = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: (seen.append(k.get("map_location")), real_load(*a, **k))[1])
+    again.device = torch.device("meta")  # as if the run continued on another device
+    assert again.resume()
+    assert seen == ["cpu"]
+    assert again.step == 3 and torch.equal(next(again.model.parameters()), next(t.model.parameters()))
+
+
+@needs_data
+def test_resumed_run_takes_device_precision_and_budget_from_the_command_line(tmp_path):
+    tiny = dataclasses.replace(T.SMOKE.model, vocab_size=300, max_len=128)
+    config = T.TrainConfig(model=tiny, max_tokens=512, max_steps=2, warmup_steps=2, device="cpu", progress=False,
+                           threads=1, amp="off", lr_factor=0.5)
+    T.run_training(config, tmp_path / "run", data_dir=SHARED)
+    later = dataclasses.replace(config, max_steps=4, amp="bf16", lr_factor=9.0)  # lr_factor is not a runtime field
+    trainer = T.run_training(later, tmp_path / "run", resume=True, data_dir=SHARED)
+    assert trainer.step == 4 and trainer.config.amp == "bf16" and trainer.precision == torch.bfloat16
+    assert trainer.config.lr_factor == 0.5  # the run's recipe is kept
+
+
+def test_ctrl_c_finishes_the_step_saves_and_resumes_exactly(tmp_path):
+    import signal
+
+    full = _trainer(tmp_path, "full", max_steps=20)
+    full.fit()
+    cut = _trainer(tmp_path, "cut", max_steps=20)
+    real = cut.train_step
+    calls = []
+
+    def train_step(batch):  # Ctrl-C arrives in the middle of step 6
+        calls.append(1)
+        if len(calls) == 6:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(batch)
+
+    cut.train_step = train_step
+    with pytest.raises(KeyboardInterrupt):
+        cut.fit()
+    state = T.load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    assert state["step"] == 6 and not state["finished"]  # step 6 completed, then saved
+    again = _trainer(tmp_path, "cut", max_steps=20)
+    assert again.resume()
+    again.fit()
+    assert again.history["loss"] == full.history["loss"]
+    for a, b in zip(full.model.parameters(), again.model.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_gradient_accumulation_equals_one_batch_holding_all_tokens(tmp_path):
+    """Two batches accumulated in one step give the update of a single batch holding both (float64)."""
+    from tmlib.data import collate
+
+    ex = _toy_examples(16)
+    a_idx, b_idx = list(range(0, 6)), list(range(6, 16))
+    states = []
+    for mode in ("accumulate", "single"):
+        torch.manual_seed(0)
+        model = make_model("tiny", 20, dropout=0.0).double()
+        config = T.TrainConfig(model=model.config, warmup_steps=5, max_steps=1, device="cpu", amp="off",
+                               progress=False, accumulate=2 if mode == "accumulate" else 1, grad_clip=None)
+        trainer = T.Trainer(model, BatchIterator(ex, max_tokens=96), None, config)
+        if mode == "accumulate":
+            loss = trainer.train_step([collate([ex[i] for i in a_idx]), collate([ex[i] for i in b_idx])])
+        else:
+            loss = trainer.train_step(collate([ex[i] for i in a_idx + b_idx]))
+        states.append((float(loss), [p.grad.clone() for p in model.parameters()],
+                       [p.detach().clone() for p in model.parameters()]))
+    (loss_acc, g_acc, p_acc), (loss_one, g_one, p_one) = states
+    assert math.isclose(loss_acc, loss_one, rel_tol=1e-12)
+    assert max(float((a - b).abs().max()) for a, b in zip(g_acc, g_one)) < 1e-14  # the same gradient
+    # after Adam's division by √v + ε (ε = 1e-9), float64 rounding of near-zero gradients shows at ~1e-10
+    assert max(float((a - b).abs().max()) for a, b in zip(p_acc, p_one)) < 1e-9
+
+
+def test_compile_option_trains_the_same(tmp_path, monkeypatch):
+    """``compile=True`` runs the model through torch.compile with dynamic shapes (graph capture checked with the
+    quick "aot_eager" backend here; the default inductor backend is measured in benchmarks/throughput.py)."""
+    from tmlib.trainer import Trainer
+
+    monkeypatch.setattr(Trainer, "_compiled", staticmethod(lambda m: torch.compile(m, dynamic=True,
+                                                                                  backend="aot_eager")))
+    eager = _trainer(tmp_path, "eager", max_steps=4)
+    eager.fit()
+    compiled = _trainer(tmp_path, "compiled", max_steps=4, compile=True)
+    assert compiled.forward_model is not compiled.model
+    compiled.fit()
+    np.testing.assert_allclose(compiled.history["loss"], eager.history["loss"], rtol=1e-5)
+
+
+def test_train_config_checks_and_legacy_layout():
+    with pytest.raises(ValueError, match="max_minutes must be > 0.0, got -1.0"):
+        T.TrainConfig(max_minutes=-1)
+    with pytest.raises(ValueError, match="max_steps must be >= 1, got -5"):
+        T.TrainConfig(max_steps=-5)
+    with pytest.raises(ValueError, match="grad_clip must be > 0.*none for no clipping"):
+        T.TrainConfig(grad_clip=0.0)
+    with pytest.raises(ValueError, match="amp must be"):
+        T.TrainConfig(amp="yes")
+    legacy = {"preset": "small", "model_overrides": {"n_encoder_layers": 2, "n_decoder_layers": 2, "d_ff": 512},
+              "vocab_size": 8000, "max_len": 100, "warmup_steps": 200, "lr_factor": 0.3, "label_smoothing": 0.1,
+              "grad_clip": 1.0, "max_tokens": 2000, "max_steps": None, "max_epochs": None, "max_minutes": 15.0,
+              "seed": 0, "device": "auto", "threads": 2, "amp": True, "cpu_amp": True, "checkpoint_every": 500,
+              "val_every_epoch": True, "progress": True, "progress_interval": 10.0}
+    config = T.TrainConfig.from_dict(legacy)
+    assert config.model == PRESETS_CPU and config.max_sentence_len == 100 and config.amp == "auto"
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def _cli_error(capsys, argv):
+    from tmlib.train import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max-minutes", "-1"], "--max-minutes must be > 0.0, got -1.0"),
+    (["--max-steps", "-5"], "--max-steps must be >= 1, got -5"),
+    (["--max-steps", "x"], "invalid int value: 'x'"),
+    (["--grad-clip", "0"], "--grad-clip must be > 0"),
+    (["--max-minutes", "none"], "give at least one budget"),
+    (["--d-model", "30"], "d_model=30 is not divisible by n_heads=4"),
+    (["--preset", "huge"], "unknown preset 'huge'"),
+    (["--amp", "fp16", "--device", "cpu"], "fp16' needs a CUDA device"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_cli_user_errors_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, argv, message):
+    out = tmp_path / "run"
+    assert message in _cli_error(capsys, argv + ["--out", str(out)])
+    assert not out.exists()
+
+
+def test_cli_resume_errors(tmp_path, capsys):
+    assert "no checkpoint to resume" in _cli_error(capsys, ["--resume", "--out", str(tmp_path / "tpyo")])
+    run = tmp_path / "run"
+    run.mkdir()
+    config = dataclasses.replace(T.RECOMMENDED, model=dataclasses.replace(T.SMOKE.model, vocab_size=50))
+    T.save_checkpoint(run / "checkpoint.pt", {"format": T.CHECKPOINT_FORMAT, "config": config.to_dict()})
+    assert "already holds a run" in _cli_error(capsys, ["--out", str(run), "--max-steps", "3"])
+    msg = _cli_error(capsys, ["--out", str(run), "--resume", "--lr-factor", "1.0"])
+    assert "cannot change lr_factor (the run has 0.3, the command line gives 1.0)" in msg
+    assert "keeps its model" in _cli_error(capsys, ["--out", str(run), "--resume", "--preset", "base"])
+
+
+PRESETS_CPU = T.RECOMMENDED.model
+EXPECTED_PARAMETERS = {"base": 63_119_496, "big": 214_282_376, "small": 7_585_600, "cpu": 4_691_776,
+                       "tiny": 306_752}
+
+
+@pytest.mark.parametrize("preset", [None, *EXPECTED_PARAMETERS])
+def test_cli_builds_exactly_the_preset_it_names(preset):
+    """`--preset base` must build the paper's base model (not the recommended CPU model with base's name)."""
+    from tmlib.presets import PRESETS, count_parameters
+    from tmlib.train import parse_config
+
+    config, _ = parse_config(["--out", "/nonexistent/run"] + (["--preset", preset] if preset else []))
+    name = preset or "cpu"
+    assert config.model == PRESETS[name]
+    with torch.device("meta"):
+        model = make_model(config.model)
+    assert count_parameters(model) == EXPECTED_PARAMETERS[name]
+    c = config.model  # an independent count: embeddings (tied) + layers + generator bias
+    attn, ffn, ln = 4 * (c.d_model**2 + c.d_model), 2 * c.d_model * c.d_ff + c.d_ff + c.d_model, 2 * c.d_model
+    independent = (c.vocab_size * c.d_model + c.n_encoder_layers * (attn + ffn + 2 * ln)
+                   + c.n_decoder_layers * (2 * attn + ffn + 3 * ln) + c.vocab_size)
+    assert independent == EXPECTED_PARAMETERS[name]
+    if preset:  # the recipe stays the recommended one; only the model changes
+        assert dataclasses.replace(config, model=T.RECOMMENDED.model) == T.RECOMMENDED
+
+
+def test_cli_grad_clip_can_be_switched_off_and_model_fields_are_options():
+    from tmlib.train import parse_config
+
+    config, _ = parse_config(["--out", "/nonexistent/run", "--grad-clip", "none", "--n-encoder-layers", "3",
+                              "--preset", "small", "--amp", "off"])
+    assert config.grad_clip is None and config.model.n_encoder_layers == 3 and config.model.d_ff == 1024

@@ -2,8 +2,12 @@
 Transformer's ``make_model``.
 
 * ``"base"`` and ``"big"``: the paper's two models (Table 3; big uses P_drop 0.3 for EN-DE).
-* ``"small"``: a size that trains a Multi30k translator on a CPU in a stated time budget (notebook 09).
+* ``"cpu"``: the Multi30k translator of notebook 09, sized for a 15-minute CPU budget (2 + 2 layers,
+  d_model 256, d_ff 512); ``"small"``: its 3 + 3-layer parent (d_ff 1024).
 * ``"tiny"``: toy tasks (copying, reversing) that learn in seconds.
+
+Every configuration is a :class:`ModelConfig`, the one configuration type of the library, and
+:func:`make_model` is the one factory.
 """
 from __future__ import annotations
 
@@ -14,75 +18,151 @@ from types import MappingProxyType
 import torch
 from torch import nn
 
-__all__ = ["ModelConfig", "PRESETS", "make_model", "count_parameters", "copy_task_batch"]
+from .validation import check_float, check_int, check_token_id, optional_field
+
+__all__ = ["ModelConfig", "PRESETS", "get_preset", "make_model", "count_parameters", "copy_task_batch"]
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Hyper-parameters of an encoder-decoder :class:`~tmlib.transformer.Transformer` (paper Table 3 names).
+    """The model: the paper's hyper-parameters (Table 3 names) plus the vocabulary and the padding id.
 
-    d_model, n_heads (h), n_encoder_layers and n_decoder_layers (N), d_ff, dropout (P_drop), max_len,
-    norm_first (False = the paper's post-LN).
+    This one type is used by the presets (:data:`PRESETS`), the factory (:func:`make_model`), the training
+    configuration (:class:`tmlib.trainer.TrainConfig`), the checkpoints and the command line
+    (``python -m tmlib.train``). It is frozen: derive variants with ``dataclasses.replace(config, d_ff=512)``.
+
+    Raises:
+        ValueError: (on construction) a size that is not a positive integer, ``d_model`` not divisible by
+            ``n_heads`` or odd, ``dropout`` outside [0, 1), a ``pad_id`` outside the vocabulary, or
+            ``tie_embeddings=True`` with two different vocabulary sizes.
     """
 
     d_model: int
+    """model width d_model (paper: 512 base, 1024 big)"""
     n_heads: int
+    """attention heads h; must divide d_model"""
     n_encoder_layers: int
+    """encoder layers N (paper: 6)"""
     n_decoder_layers: int
+    """decoder layers N (paper: 6)"""
     d_ff: int
+    """inner width of the feed-forward network (paper: 2048 base, 4096 big)"""
     dropout: float
+    """P_drop, on every sub-layer output, the embeddings and the attention weights (paper: 0.1 base)"""
     max_len: int = 512
+    """longest sequence the model accepts, in tokens (rows of the positional-encoding table)"""
     norm_first: bool = False
+    """False: post-LN as in the paper; True: pre-LN (the modern layout)"""
+    vocab_size: int = 37000
+    """(source) vocabulary size V; the paper's EN-DE model shares about 37,000 BPE tokens"""
+    tgt_vocab_size: int | None = optional_field(None, int)
+    """target vocabulary size; none: the same as vocab_size (one shared vocabulary)"""
+    pad_id: int | None = optional_field(0, int)
+    """id of the padding token (masked in the source, ignored by the loss); none: no padding"""
+    tie_embeddings: bool | None = optional_field(None, bool)
+    """share one matrix between both embeddings and the pre-softmax layer (paper §3.4); none: tie when
+    the two vocabularies are the same"""
+
+    def __post_init__(self):
+        for name in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len", "vocab_size"):
+            check_int(getattr(self, name), name, minimum=1)
+        check_int(self.tgt_vocab_size, "tgt_vocab_size", minimum=1, allow_none=True)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.d_model % 2:
+            raise ValueError(f"d_model must be even for the sinusoidal positional encoding, got {self.d_model}")
+        check_float(self.dropout, "dropout", minimum=0.0, maximum=1.0, max_inclusive=False)
+        if self.pad_id is not None:
+            check_token_id(self.pad_id, "pad_id", min(self.vocab_size, self.target_vocab_size))
+        if self.tie_embeddings and self.target_vocab_size != self.vocab_size:
+            raise ValueError(f"tie_embeddings=True needs one shared vocabulary, got vocab_size={self.vocab_size} "
+                             f"and tgt_vocab_size={self.tgt_vocab_size}")
+
+    @property
+    def target_vocab_size(self) -> int:
+        """The target vocabulary size (``tgt_vocab_size``, or ``vocab_size`` when that is None)."""
+        return self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
+
+    def to_dict(self) -> dict:
+        """The fields as a plain dict (stored in checkpoints and ``config.json``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: an unknown field (e.g. a typo, or a checkpoint from a newer version of tmlib).
+        """
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown ModelConfig field(s) {sorted(unknown)}")
+        return cls(**d)
 
 
+#: The named configurations. ``base`` and ``big`` are the paper's (Table 3; big uses P_drop 0.3 as for
+#: EN-DE) with its shared 37,000-token vocabulary; ``cpu`` is the translator of chapter 9, sized for a
+#: 15-minute CPU budget on Multi30k; ``small`` is its 3 + 3-layer parent; ``tiny`` learns toy tasks in seconds.
 PRESETS: MappingProxyType = MappingProxyType({
     "base": ModelConfig(d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, dropout=0.1),
     "big": ModelConfig(d_model=1024, n_heads=16, n_encoder_layers=6, n_decoder_layers=6, d_ff=4096, dropout=0.3),
-    "small": ModelConfig(d_model=256, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024, dropout=0.1),
+    "small": ModelConfig(d_model=256, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024, dropout=0.1,
+                         vocab_size=8000),
+    "cpu": ModelConfig(d_model=256, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=512, dropout=0.1,
+                       vocab_size=8000),
     "tiny": ModelConfig(d_model=32, n_heads=2, n_encoder_layers=2, n_decoder_layers=2, d_ff=64, dropout=0.0,
-                        max_len=64),
+                        max_len=64, vocab_size=8000),
 })
+
+
+def get_preset(name: str) -> ModelConfig:
+    """The :class:`ModelConfig` called ``name`` in :data:`PRESETS`.
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones).
+    """
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    return PRESETS[name]
 
 
 def make_model(preset: str | ModelConfig = "base", src_vocab_size: int | None = None,
                tgt_vocab_size: int | None = None, **overrides):
-    """Build a :class:`~tmlib.transformer.Transformer` from a preset name or a :class:`ModelConfig`.
+    """The one factory: build a :class:`~tmlib.transformer.Transformer` from a :class:`ModelConfig` or the
+    name of a preset, in the spirit of the Annotated Transformer's ``make_model``.
 
     Args:
-        preset: a key of :data:`PRESETS` (``"base"``, ``"big"``, ``"small"``, ``"tiny"``) or a ``ModelConfig``.
-        src_vocab_size: source vocabulary size (required).
-        tgt_vocab_size: target vocabulary size; ``None`` = the same (one shared vocabulary, embeddings tied).
-        overrides: any ``ModelConfig`` field (e.g. ``dropout=0.0``) or ``Transformer`` keyword
-            (``pad_id``, ``tie_embeddings``).
+        preset: a :class:`ModelConfig`, or a key of :data:`PRESETS` (``"base"``, ``"big"``, ``"small"``,
+            ``"cpu"``, ``"tiny"``).
+        src_vocab_size: shorthand for ``vocab_size=...`` (the source, or shared, vocabulary).
+        tgt_vocab_size: the target vocabulary size when it differs (then the embeddings are not tied).
+        overrides: any :class:`ModelConfig` field, e.g. ``dropout=0.0`` or ``pad_id=None``.
 
     Returns:
-        A freshly initialised ``Transformer``.
+        A freshly initialised ``Transformer`` whose ``config`` attribute is the resulting ``ModelConfig``.
 
     Raises:
-        ValueError: unknown preset name or missing ``src_vocab_size``.
-        TypeError: unknown override keyword.
+        ValueError: an unknown preset name, or an invalid configuration (see :class:`ModelConfig`).
+        TypeError: ``preset`` is neither a name nor a ``ModelConfig``, or an unknown override keyword.
     """
     from .transformer import Transformer
 
     if isinstance(preset, str):
-        if preset not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
-        config = PRESETS[preset]
+        config = get_preset(preset)
     elif isinstance(preset, ModelConfig):
         config = preset
     else:
         raise TypeError(f"preset must be a name or a ModelConfig, got {type(preset).__name__}")
-    if src_vocab_size is None:
-        raise ValueError("make_model needs src_vocab_size")
     fields = {f.name for f in dataclasses.fields(ModelConfig)}
-    extra = {"pad_id", "tie_embeddings"}
-    unknown = set(overrides) - fields - extra
+    unknown = set(overrides) - fields
     if unknown:
-        raise TypeError(f"unknown override(s) {sorted(unknown)}; allowed: {sorted(fields | extra)}")
-    config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if k in fields})
-    kwargs = {k: v for k, v in overrides.items() if k in extra}
-    tgt_vocab_size = src_vocab_size if tgt_vocab_size is None else tgt_vocab_size
-    return Transformer(src_vocab_size, tgt_vocab_size, **dataclasses.asdict(config), **kwargs)
+        raise TypeError(f"unknown override(s) {sorted(unknown)}; allowed: {sorted(fields)}")
+    if src_vocab_size is not None:
+        overrides["vocab_size"] = src_vocab_size
+    if tgt_vocab_size is not None:
+        overrides["tgt_vocab_size"] = tgt_vocab_size
+    config = dataclasses.replace(config, **overrides)
+    return Transformer.from_config(config)
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:

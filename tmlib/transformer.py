@@ -23,6 +23,7 @@ from .attention import KVCache, MultiHeadAttention, causal_mask
 from .embeddings import Generator, TokenEmbedding
 from .feed_forward import PositionwiseFeedForward
 from .positional import PositionalEncoding
+from .presets import ModelConfig
 from .validation import check_sequence
 
 __all__ = [
@@ -290,6 +291,7 @@ class Transformer(nn.Module):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        tie_asked = tie_embeddings
         if tie_embeddings is None:
             tie_embeddings = src_vocab_size == tgt_vocab_size
         elif tie_embeddings and src_vocab_size != tgt_vocab_size:
@@ -297,6 +299,12 @@ class Transformer(nn.Module):
                 f"tie_embeddings=True needs one shared vocabulary, got src_vocab_size={src_vocab_size} "
                 f"and tgt_vocab_size={tgt_vocab_size}"
             )
+        #: the one configuration type of the library (:class:`tmlib.presets.ModelConfig`); checkpoints store it
+        self.config = ModelConfig(
+            d_model=d_model, n_heads=n_heads, n_encoder_layers=n_encoder_layers, n_decoder_layers=n_decoder_layers,
+            d_ff=d_ff, dropout=dropout, max_len=max_len, norm_first=norm_first, vocab_size=src_vocab_size,
+            tgt_vocab_size=None if tgt_vocab_size == src_vocab_size else tgt_vocab_size, pad_id=pad_id,
+            tie_embeddings=tie_asked)
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
         self.d_model, self.n_heads, self.max_len, self.pad_id = d_model, n_heads, max_len, pad_id
         self.norm_first, self.tie_embeddings = norm_first, bool(tie_embeddings)
@@ -311,6 +319,17 @@ class Transformer(nn.Module):
             self.tgt_embed.embedding.weight = self.src_embed.embedding.weight
             self.generator.proj.weight = self.src_embed.embedding.weight
         xavier_init_(self, (self.src_embed, self.tgt_embed))
+
+    @classmethod
+    def from_config(cls, config: ModelConfig) -> "Transformer":
+        """A freshly initialised model from a :class:`~tmlib.presets.ModelConfig` (what :func:`~tmlib.presets.make_model`
+        calls)."""
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"config must be a tmlib.presets.ModelConfig, got {type(config).__name__}")
+        return cls(config.vocab_size, config.target_vocab_size, d_model=config.d_model, n_heads=config.n_heads,
+                   n_encoder_layers=config.n_encoder_layers, n_decoder_layers=config.n_decoder_layers, d_ff=config.d_ff,
+                   dropout=config.dropout, max_len=config.max_len, pad_id=config.pad_id,
+                   tie_embeddings=config.tie_embeddings, norm_first=config.norm_first)
 
     def padding_mask(self, src: torch.Tensor) -> torch.Tensor | None:
         """Bool ``(batch, src_len)``, True = real token (``src != pad_id``); ``None`` when ``pad_id`` is None."""
@@ -332,7 +351,8 @@ class Transformer(nn.Module):
         mask = self.padding_mask(src)  # (batch, src_len)
         # A row of padding only has nothing to attend to. The check reads values, so it runs only on the CPU
         # (free there); on a GPU it would make the host wait for the device at every call.
-        if mask is not None and src.device.type == "cpu" and not bool(mask.any(dim=1).all()):
+        if (mask is not None and src.device.type == "cpu" and not torch.compiler.is_compiling()
+                and not bool(mask.any(dim=1).all())):
             row = int((~mask.any(dim=1)).nonzero()[0, 0])
             raise ValueError(f"src row {row} consists only of padding (pad_id={self.pad_id}): nothing to attend to")
         x = self.src_embed(src)  # (batch, src_len, d_model)

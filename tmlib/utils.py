@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["seed_everything", "get_device", "in_colab", "smoke_mode", "atomic_write"]
+__all__ = ["seed_everything", "get_device", "in_colab", "smoke_mode", "atomic_write", "remove_stale_temporaries"]
 
 
 def seed_everything(seed: int = 0) -> np.random.Generator:
@@ -80,11 +80,14 @@ def smoke_mode() -> bool:
 
 @contextlib.contextmanager
 def atomic_write(path, suffix: str = ".tmp"):
-    """Write a file atomically: yield a temporary path in the same folder, then ``os.replace`` it.
+    """Write a file atomically and durably: yield a temporary path in the same folder, then ``os.replace`` it.
 
     Usage: ``with atomic_write(target) as tmp: torch.save(state, tmp)``.  If the body raises
-    (an interruption, a failed check), the target keeps its previous content and the temporary file
-    is removed, so no reader ever sees a half-written file.  The folder is created if needed.
+    (an interruption, a full disk, a failed check), the target keeps its previous content and the temporary
+    file is removed, so no reader ever sees a half-written file.  Before the rename the temporary file is
+    flushed to the disk (``fsync``), and after it the folder, so that a power cut right after the rename
+    cannot leave an empty file behind.  A process killed with SIGKILL while writing leaves its temporary file
+    (``.<name>.<random><suffix>``); :func:`remove_stale_temporaries` deletes such leftovers.
 
     Args:
         path: the target file.
@@ -99,7 +102,48 @@ def atomic_write(path, suffix: str = ".tmp"):
     os.close(fd)
     try:
         yield Path(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open a folder
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temporaries(path, suffix: str = ".tmp") -> list[Path]:
+    """Delete the temporary files that :func:`atomic_write` left for ``path`` when its process was killed.
+
+    Call it only where no other process is writing ``path`` at the same time (e.g. a run folder owned by
+    one training process).
+
+    Args:
+        path: the target file whose leftovers to remove (``.<name>.*<suffix>`` in its folder).
+        suffix: the suffix used when writing.
+
+    Returns:
+        The paths removed.
+    """
+    path = Path(path)
+    removed = []
+    if path.parent.is_dir():
+        for leftover in path.parent.glob(f".{path.name}.*{suffix}"):
+            try:
+                leftover.unlink()
+                removed.append(leftover)
+            except OSError:
+                pass
+    return removed

@@ -13,10 +13,12 @@ torch is imported lazily: the NumPy-only parts of the course can use the number 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from numbers import Integral, Real
 
-__all__ = ["check_int", "check_float", "check_token_id", "check_token_ids", "check_sequence"]
+__all__ = ["check_int", "check_float", "check_token_id", "check_token_ids", "check_sequence", "parse_optional",
+           "parse_optional_bool", "optional_field"]
 
 
 def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None,
@@ -98,8 +100,9 @@ def check_token_ids(ids, vocab_size: int, name: str = "token ids") -> None:
     """Raise a clear error unless ``ids`` is an integer tensor with values in ``[0, vocab_size)``.
 
     The range check reads the values, which on a GPU would force the host to wait for the device at every
-    call. It is therefore done only for tensors on the CPU, where it is free; on a GPU, ids come from the data
-    pipeline, which built them on the CPU (and an id out of range there still stops the embedding lookup).
+    call. It is therefore done only for tensors on the CPU, where it is free, and not inside ``torch.compile``
+    (where reading a value splits the compiled graph); on a GPU, ids come from the data pipeline, which built
+    them on the CPU (and an id out of range still stops the embedding lookup).
 
     Args:
         ids: integer tensor of any shape, e.g. ``(batch, seq_len)``.
@@ -116,8 +119,8 @@ def check_token_ids(ids, vocab_size: int, name: str = "token ids") -> None:
         raise TypeError(f"{name} must be a torch.Tensor of integer ids, got {type(ids).__name__}")
     if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
         raise TypeError(f"{name} must have an integer dtype (e.g. torch.long), got {ids.dtype}")
-    if ids.numel() == 0 or ids.device.type != "cpu":
-        return
+    if ids.numel() == 0 or ids.device.type != "cpu" or torch.compiler.is_compiling():
+        return  # reading values would stall a GPU, or break a torch.compile graph
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
@@ -149,3 +152,46 @@ def check_sequence(ids, name: str, max_len: int) -> None:
         )
     if ids.shape[1] > max_len:
         raise ValueError(f"{name} has length {ids.shape[1]}, more than max_len={max_len}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Optional values on the command line
+# --------------------------------------------------------------------------------------------------
+
+def parse_optional(kind):
+    """A command-line parser for an optional number: ``"none"`` (or ``"off"``) gives ``None``, anything else
+    ``kind(text)`` (which raises ValueError for bad text, turned by argparse into a clear error)."""
+    def parse(text: str):
+        if text.strip().lower() in ("none", "off"):
+            return None
+        return kind(text)
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages: "invalid int value: 'x'"
+    return parse
+
+
+def parse_optional_bool(text: str) -> bool | None:
+    """``"true"/"yes"/"1"`` → True, ``"false"/"no"/"0"`` → False, ``"none"`` → None.
+
+    Raises:
+        ValueError: any other text.
+    """
+    value = text.strip().lower()
+    if value in ("none", "auto"):
+        return None
+    if value in ("true", "yes", "1"):
+        return True
+    if value in ("false", "no", "0"):
+        return False
+    raise ValueError(f"expected true, false or none, got {text!r}")
+
+
+parse_optional_bool.__name__ = "bool"
+
+
+def optional_field(default, kind):
+    """A dataclass field whose command-line option (``python -m tmlib.train``, which derives its options from
+    the configuration dataclasses with ``simple_parsing``) also accepts ``none``. ``kind`` is ``int``,
+    ``float`` or ``bool``."""
+    parser = parse_optional_bool if kind is bool else parse_optional(kind)
+    return dataclasses.field(default=default, metadata={"custom_args": {"type": parser}})

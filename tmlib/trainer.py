@@ -1,0 +1,696 @@
+"""The training loop: a readable trainer with budgets, evaluation, progress and exact resume.
+
+:class:`TrainConfig` holds everything that defines a run (the model's :class:`~tmlib.presets.ModelConfig`,
+the data sizes, the paper's recipe, the budgets and the runtime settings); :class:`Trainer` runs it:
+
+* one optimizer step = forward, label-smoothed loss, backward, gradient clipping, Adam step, schedule step
+  (the recipe of :mod:`tmlib.recipe`; chapter 9 writes the same step by hand and checks that both agree);
+* budgets in steps, epochs and wall-clock minutes (the first one reached stops training);
+* the validation loss after every epoch and at the end;
+* a ``tqdm`` bar with the loss, the learning rate and target tokens per second, measured over whole logging
+  windows including the time spent waiting for data;
+* checkpoints every few minutes, at the end and on Ctrl-C, holding everything needed to continue *exactly*
+  (model, optimizer, scheduler, gradient scaler, position in the epoch, RNG states, tokenizer, configuration,
+  history): a run stopped anywhere and resumed produces the same losses and parameters, bit for bit, as one
+  that never stopped (same device and thread count);
+* mixed precision: bf16 autocast on CUDA (fp16 with a gradient scaler on GPUs without bf16) and on CPUs that
+  compute bf16 natively; TF32 matrix products for float32 runs on CUDA; optional ``torch.compile``;
+* gradient accumulation (several batches per optimizer step), with the loss normalised by the tokens of the
+  whole step so that the update equals the one of a single batch holding all of them.
+
+The step does not read any value back from the device (no ``loss.item()``): losses stay on the device and are
+copied to the history every ``log_every`` steps, so a GPU is never made to wait by the host.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal
+
+import torch
+
+with warnings.catch_warnings():  # without ipywidgets, tqdm.auto warns once and falls back to a text bar
+    warnings.simplefilter("ignore")
+    from tqdm.auto import tqdm
+
+from .checkpoint import (CHECKPOINT_FORMAT, get_rng_state, load_checkpoint, remove_stale_temporaries,
+                         save_checkpoint, set_rng_state)
+from .presets import PRESETS, ModelConfig
+from .recipe import make_optimizer, make_scheduler, translation_loss
+from .utils import atomic_write
+from .validation import check_float, check_int, optional_field
+
+__all__ = ["TrainConfig", "Trainer", "RUNTIME_FIELDS", "cpu_has_native_bf16", "resolve_precision",
+           "translation_forward"]
+
+Precision = Literal["auto", "bf16", "fp16", "off"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a training run (stored in every checkpoint): the model, the data sizes, the
+    recipe, the budgets and the runtime settings.
+
+    The defaults are the paper's recipe (§5) for the base model; ``tmlib.experiment.RECOMMENDED`` is the
+    configuration for a CPU budget. Frozen: derive variants with ``dataclasses.replace(config, ...)``.
+    The budgets, device, precision, threads, logging and checkpoint cadence (``RUNTIME_FIELDS``) may change
+    when a run is resumed; the other fields define the run and may not.
+
+    Raises:
+        ValueError: (on construction) an invalid value, e.g. a negative budget, ``grad_clip <= 0`` (use
+            ``None`` for no clipping), ``label_smoothing`` outside [0, 1), an unknown precision.
+    """
+
+    model: ModelConfig = PRESETS["base"]
+    """the model (paper Table 3 hyper-parameters, vocabulary size and padding id)"""
+    max_sentence_len: int = 100
+    """training pairs with a side longer than this many tokens are left out"""
+    max_tokens: int = 25000
+    """padded tokens per batch (the paper: about 25,000 source and 25,000 target tokens, §5.1)"""
+    warmup_steps: int = 4000
+    """linear warm-up of the learning rate, in optimizer steps (§5.3)"""
+    lr_factor: float = 1.0
+    """multiplier of the paper's schedule d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)"""
+    label_smoothing: float = 0.1
+    """ε_ls of the loss (§5.4)"""
+    grad_clip: float | None = optional_field(None, float)
+    """largest global gradient norm; none: no clipping (as in the paper)"""
+    accumulate: int = 1
+    """batches per optimizer step (gradient accumulation)"""
+    max_steps: int | None = optional_field(None, int)
+    """budget: optimizer steps"""
+    max_epochs: int | None = optional_field(None, int)
+    """budget: passes over the training set"""
+    max_minutes: float | None = optional_field(None, float)
+    """budget: wall-clock minutes of training, validation included, summed over resumed runs"""
+    seed: int = 0
+    """seed of the initialisation, the dropout masks and the batch order"""
+    device: str = "auto"
+    """auto (CUDA if available), cpu or cuda"""
+    threads: int | None = optional_field(None, int)
+    """CPU threads for torch (none: torch's default)"""
+    amp: Precision = "auto"
+    """mixed precision: auto (bf16 on CUDA, or fp16 where the GPU lacks bf16; bf16 on a CPU that computes it
+    natively; float32 elsewhere), bf16, fp16 (CUDA only) or off"""
+    compile: bool = False
+    """run the model through torch.compile (dynamic shapes); the compile time counts in the budget"""
+    checkpoint_minutes: float | None = optional_field(5.0, float)
+    """minutes of training between checkpoints (besides the end and Ctrl-C); none: only those"""
+    checkpoint_every: int | None = optional_field(None, int)
+    """optimizer steps between checkpoints (besides checkpoint_minutes); none: not by steps"""
+    val_every_epoch: bool = True
+    """compute the validation loss after every epoch (and always at the end)"""
+    log_every: int = 10
+    """steps between copies of the losses from the device (the progress bar and history are updated then)"""
+    progress: bool = True
+    """show a tqdm progress bar"""
+    progress_interval: float = 1.0
+    """seconds between progress-bar refreshes"""
+    num_workers: int = 0
+    """data-loader worker processes that build the padded batches (0: in the training process)"""
+
+    def __post_init__(self):
+        if not isinstance(self.model, ModelConfig):
+            raise TypeError(f"model must be a tmlib.presets.ModelConfig, got {type(self.model).__name__}")
+        check_int(self.max_sentence_len, "max_sentence_len", minimum=1)
+        check_int(self.max_tokens, "max_tokens", minimum=1)
+        check_int(self.warmup_steps, "warmup_steps", minimum=1)
+        check_float(self.lr_factor, "lr_factor", minimum=0.0, min_inclusive=False)
+        check_float(self.label_smoothing, "label_smoothing", minimum=0.0, maximum=1.0, max_inclusive=False)
+        if self.grad_clip is not None and check_float(self.grad_clip, "grad_clip") <= 0:
+            raise ValueError(f"grad_clip must be > 0, got {self.grad_clip} (use none for no clipping: a norm of 0 "
+                             "would zero every gradient)")
+        check_int(self.accumulate, "accumulate", minimum=1)
+        check_int(self.max_steps, "max_steps", minimum=1, allow_none=True)
+        check_int(self.max_epochs, "max_epochs", minimum=1, allow_none=True)
+        check_float(self.max_minutes, "max_minutes", minimum=0.0, min_inclusive=False, allow_none=True)
+        check_int(self.seed, "seed", minimum=0)
+        if not (self.device in ("auto", "cpu", "cuda", "mps") or str(self.device).startswith("cuda:")):
+            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        check_int(self.threads, "threads", minimum=1, allow_none=True)
+        if self.amp not in ("auto", "bf16", "fp16", "off"):
+            raise ValueError(f"amp must be auto, bf16, fp16 or off, got {self.amp!r}")
+        check_float(self.checkpoint_minutes, "checkpoint_minutes", minimum=0.0, min_inclusive=False, allow_none=True)
+        check_int(self.checkpoint_every, "checkpoint_every", minimum=1, allow_none=True)
+        check_int(self.log_every, "log_every", minimum=1)
+        check_float(self.progress_interval, "progress_interval", minimum=0.0)
+        check_int(self.num_workers, "num_workers", minimum=0)
+
+    def has_budget(self) -> bool:
+        """True when at least one of max_steps, max_epochs, max_minutes is set."""
+        return any(v is not None for v in (self.max_steps, self.max_epochs, self.max_minutes))
+
+    def to_dict(self) -> dict:
+        """Plain dict (the model as a nested dict), for checkpoints and ``config.json``."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        """Inverse of :meth:`to_dict`; also reads the configuration of checkpoints written by tmlib 0.1
+        (``preset`` + ``model_overrides`` + ``vocab_size``, ``amp``/``cpu_amp`` booleans).
+
+        Raises:
+            ValueError: an unknown field.
+        """
+        d = dict(d)
+        if "preset" in d:  # tmlib 0.1 layout
+            from .presets import get_preset
+
+            overrides = dict(d.pop("model_overrides", {}) or {})
+            overrides.pop("pad_id", None)
+            model = dataclasses.replace(get_preset(d.pop("preset")), vocab_size=d.pop("vocab_size", 8000), **overrides)
+            d["model"] = model
+            if "max_len" in d:
+                d["max_sentence_len"] = d.pop("max_len")
+            amp, cpu_amp = d.pop("amp", True), d.pop("cpu_amp", False)
+            d["amp"] = "auto" if (amp and cpu_amp) else ("off" if not amp and not cpu_amp else "auto")
+            d.setdefault("checkpoint_every", None)
+        elif isinstance(d.get("model"), dict):
+            d["model"] = ModelConfig.from_dict(d["model"])
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s) {sorted(unknown)}")
+        return cls(**d)
+
+
+#: Fields that may differ between a run and its continuation (``--resume``).
+RUNTIME_FIELDS = ("max_steps", "max_epochs", "max_minutes", "device", "threads", "amp", "compile", "checkpoint_minutes",
+                  "checkpoint_every", "val_every_epoch", "log_every", "progress", "progress_interval", "num_workers")
+
+
+# --------------------------------------------------------------------------------------------------
+# Devices and precision
+# --------------------------------------------------------------------------------------------------
+
+def cpu_has_native_bf16() -> bool:
+    """True when oneDNN computes bf16 matrix products natively on this CPU (AVX512-BF16 or AMX).
+
+    Without native support bf16 is emulated and slower than float32, so ``amp="auto"`` keeps float32 there.
+    """
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def resolve_precision(amp: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``amp`` on ``device``, or ``None`` for float32.
+
+    ``"auto"``: bf16 on a CUDA GPU that supports it, fp16 on an older GPU (with a gradient scaler), bf16 on a
+    CPU with native bf16, float32 elsewhere. ``"bf16"``/``"fp16"`` force the type (fp16 only on CUDA);
+    ``"off"`` is float32.
+
+    Raises:
+        ValueError: ``"fp16"`` on a CPU, or an unknown value.
+    """
+    device = torch.device(device)
+    if amp == "off":
+        return None
+    if amp == "bf16":
+        return torch.bfloat16
+    if amp == "fp16":
+        if device.type != "cuda":
+            raise ValueError("amp='fp16' needs a CUDA device (use bf16 or off on a CPU)")
+        return torch.float16
+    if amp != "auto":
+        raise ValueError(f"amp must be auto, bf16, fp16 or off, got {amp!r}")
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "cpu" and cpu_has_native_bf16():
+        return torch.bfloat16
+    return None
+
+
+def _resolve_device(name: str) -> torch.device:
+    from .utils import get_device
+
+    return get_device(None if name in (None, "auto") else name)
+
+
+def translation_forward(model, batch) -> torch.Tensor:
+    """The default forward of :class:`Trainer`: ``model(batch.src, batch.tgt_in)`` → logits
+    ``(batch, tgt_len, V)``, aligned with ``batch.tgt_out`` (teacher forcing, paper §3)."""
+    return model(batch.src, batch.tgt_in)
+
+
+class _DeferredInterrupt:
+    """Inside ``with``, the first SIGINT (Ctrl-C) only sets ``requested``, so that the loop can finish the current
+    optimizer step and save a consistent checkpoint; a second SIGINT interrupts at once. Outside the main
+    thread (where handlers cannot be installed) it does nothing."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        if self.requested:  # second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self._previous = signal.signal(signal.SIGINT, self._handler)
+            except (ValueError, OSError):
+                self._previous = None
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
+
+
+class _BatchList(torch.utils.data.Dataset):
+    """Items are padded batches: item ``i`` collates the examples ``index_lists[i]`` (for a DataLoader's
+    workers; the order is fixed by the list, so resuming stays exact)."""
+
+    def __init__(self, batches, index_lists):
+        self.batches, self.index_lists = batches, index_lists
+
+    def __len__(self):
+        return len(self.index_lists)
+
+    def __getitem__(self, i):
+        return self.batches.collate_indices(self.index_lists[i])
+
+
+def _new_history() -> dict:
+    return {"step": [], "epoch": [], "lr": [], "loss": [], "tokens_per_s": [], "elapsed_s": [],
+            "val_step": [], "val_epoch": [], "val_loss": [], "val_nll": [], "val_elapsed_s": []}
+
+
+class Trainer:
+    """Train a model on token batches with the paper's recipe; checkpoint and resume exactly.
+
+    Args:
+        model: a :class:`tmlib.transformer.Transformer` (or any module with a ``d_model`` attribute that
+            ``forward_fn`` can call).
+        train_batches: :class:`tmlib.batching.BatchIterator` with ``shuffle=True``; epoch ``e`` has a fixed
+            batch order given its seed, which is what makes resuming exact.
+        val_batches: a ``BatchIterator`` for the validation loss, or ``None``.
+        config: :class:`TrainConfig` (recipe, budgets, runtime); its ``model`` field is informational here
+            (the model is built by the caller, e.g. :func:`tmlib.experiment.run_training`).
+        tokenizer: stored (as JSON) in the checkpoints, so that a checkpoint is all a translator needs.
+        checkpoint_path: where to write checkpoints (``None``: never).
+        forward_fn: ``forward_fn(model, batch) -> logits (batch, tgt_len, V)`` aligned with
+            ``batch.tgt_out``; default :func:`translation_forward`. A decoder-only language model passes
+            ``lambda m, b: m(b.tgt_in)``.
+
+    State: ``step`` (optimizer steps done), ``epoch`` and ``batch_in_epoch`` (the next batch of the epoch's
+    order to train on), ``elapsed_s`` (training wall time so far), ``finished``, ``history`` (lists: per step
+    ``step``, ``epoch``, ``lr`` (the rate that step used), ``loss`` (label-smoothed, nats per target token),
+    ``tokens_per_s`` (target tokens per second over the logging window the step belongs to, data loading
+    included), ``elapsed_s``; per validation ``val_step``, ``val_epoch``, ``val_loss`` (label-smoothed),
+    ``val_nll`` (plain cross-entropy; perplexity = exp), ``val_elapsed_s``).
+
+    Raises:
+        ValueError: an invalid configuration or device.
+    """
+
+    def __init__(self, model, train_batches, val_batches=None, config: TrainConfig | None = None, tokenizer=None,
+                 checkpoint_path: str | os.PathLike | None = None, *, forward_fn: Callable | None = None):
+        self.config = config or TrainConfig()
+        self.device = _resolve_device(self.config.device)
+        self.precision = resolve_precision(self.config.amp, self.device)
+        self.model = model.to(self.device)
+        self.forward_fn = forward_fn or translation_forward
+        self.train_batches, self.val_batches = train_batches, val_batches
+        self.tokenizer = tokenizer
+        self.checkpoint_path = Path(checkpoint_path) if checkpoint_path is not None else None
+        self.pad_id = train_batches.pad_id
+        self.optimizer = make_optimizer(self.model)
+        self.scheduler = make_scheduler(self.optimizer, model.d_model, self.config.warmup_steps, self.config.lr_factor)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == torch.float16)
+        self.forward_model = self._compiled(self.model) if self.config.compile else self.model
+        self.rank, self.world_size = 0, 1
+        self.step = self.epoch = self.batch_in_epoch = 0
+        self.elapsed_s = 0.0
+        self.finished = False
+        self.history = _new_history()
+        self._pending: list = []  # (step, epoch, lr, loss tensor, elapsed_s) not yet copied from the device
+        self._t_last = time.perf_counter()
+
+    @staticmethod
+    def _compiled(model):
+        return torch.compile(model, dynamic=True)
+
+    # ---------------------------------------------------------------- configuration on resume
+    def apply_runtime(self, config: TrainConfig) -> None:
+        """Take the runtime fields (:data:`RUNTIME_FIELDS`: budgets, device, precision, threads, logging,
+        checkpoint cadence) from ``config``, keeping this run's other fields. Used when a run is continued
+        with different budgets or on another device."""
+        changes = {k: getattr(config, k) for k in RUNTIME_FIELDS}
+        new = dataclasses.replace(self.config, **changes)
+        if new.device != self.config.device or new.amp != self.config.amp or new.compile != self.config.compile:
+            self.device = _resolve_device(new.device)
+            self.precision = resolve_precision(new.amp, self.device)
+            self.model.to(self.device)
+            self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == torch.float16)
+            self.forward_model = self._compiled(self.model) if new.compile else self.model
+        self.config = new
+
+    # ---------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict:
+        """Everything needed to continue exactly, as tensors and plain containers."""
+        from .machine import machine_info
+
+        self._flush()
+        model_config = getattr(self.model, "config", None)
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
+            "elapsed_s": self.elapsed_s, "finished": self.finished,
+            "config": self.config.to_dict(),
+            "model_config": model_config.to_dict() if isinstance(model_config, ModelConfig) else None,
+            "tokenizer": self.tokenizer.to_json() if self.tokenizer is not None else None,
+            "history": self.history,
+            "rng": get_rng_state(),
+            "torch_version": str(torch.__version__),
+            "machine": machine_info(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a :meth:`state_dict` (model, optimizer, scheduler, scaler, position, history, RNG states).
+        Tensors may come mapped to any device: the model and optimizer copy them to theirs, and the RNG states
+        are read on the CPU."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])  # moves the moments to the parameters' device
+        self.scheduler.load_state_dict(state["scheduler"])
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
+        self.elapsed_s, self.finished = state["elapsed_s"], state["finished"]
+        self.history = {k: list(v) for k, v in state["history"].items()}
+        self._pending = []
+        set_rng_state(state["rng"])
+
+    def save(self) -> None:
+        """Write the checkpoint (atomically, durably) and ``history.json`` beside it; remove the temporary
+        files that a killed earlier write may have left."""
+        if self.checkpoint_path is None or self.rank != 0:
+            return
+        remove_stale_temporaries(self.checkpoint_path)
+        save_checkpoint(self.checkpoint_path, self.state_dict())
+        with atomic_write(self.checkpoint_path.with_name("history.json")) as tmp:
+            tmp.write_text(json.dumps(self.history, indent=1))
+        self._last_save = time.perf_counter()
+
+    def resume(self, path: str | os.PathLike | None = None) -> bool:
+        """Load the checkpoint at ``path`` (default: ``checkpoint_path``) if it exists; True if loaded.
+
+        The file is always read onto the CPU (``map_location="cpu"``): the RNG states must be CPU tensors, and
+        the model and optimizer move their parts to ``self.device`` themselves."""
+        path = Path(path) if path is not None else self.checkpoint_path
+        if path is None or not path.is_file():
+            return False
+        self.load_state_dict(load_checkpoint(path, map_location="cpu"))
+        return True
+
+    # ---------------------------------------------------------------- evaluation
+    def autocast(self):
+        """The autocast context of this run's precision (a no-op for float32)."""
+        if self.precision is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.precision)
+
+    _autocast = autocast  # the name of tmlib 0.1
+
+    @torch.no_grad()
+    def evaluate(self, batches=None) -> tuple[float, float]:
+        """``(label-smoothed loss, plain cross-entropy)`` in nats per target token over ``batches``
+        (default: the validation batches), in eval mode (no dropout). Uses no random numbers; reads the
+        result from the device once."""
+        batches = batches or self.val_batches
+        was_training = self.model.training
+        self.model.eval()
+        totals = torch.zeros(2, dtype=torch.float64, device=self.device)
+        n = 0
+        for batch in batches.epoch(0):
+            batch = batch.to(self.device)
+            with self.autocast():
+                logits = self.forward_fn(self.forward_model, batch)
+            totals[0] += translation_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing, "sum")
+            totals[1] += translation_loss(logits, batch.tgt_out, self.pad_id, 0.0, "sum")
+            n += batch.n_tokens
+        self.model.train(was_training)
+        ls, nll = (totals / max(n, 1)).tolist()
+        return ls, nll
+
+    def _validate(self) -> None:
+        if self.val_batches is None:
+            return
+        val_loss, val_nll = self.evaluate()
+        self._tick()
+        h = self.history
+        h["val_step"].append(self.step)
+        h["val_epoch"].append(self.epoch)
+        h["val_loss"].append(val_loss)
+        h["val_nll"].append(val_nll)
+        h["val_elapsed_s"].append(self.elapsed_s)
+
+    # ---------------------------------------------------------------- training
+    def _tick(self) -> None:
+        """Add the wall time since the last tick to ``elapsed_s`` (steps, validation and saving count)."""
+        now = time.perf_counter()
+        self.elapsed_s += now - self._t_last
+        self._t_last = now
+
+    def _out_of_budget(self) -> bool:
+        c = self.config
+        return ((c.max_steps is not None and self.step >= c.max_steps)
+                or (c.max_epochs is not None and self.epoch >= c.max_epochs)
+                or (c.max_minutes is not None and self.elapsed_s >= 60 * c.max_minutes))
+
+    def batches_per_step(self) -> int:
+        """Batches consumed by one optimizer step across all processes (``accumulate × world_size``)."""
+        return self.config.accumulate * self.world_size
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        """Optimizer steps in ``epoch`` (the last incomplete group of batches is left out)."""
+        return len(self.train_batches.batches(epoch)) // self.batches_per_step()
+
+    def _my_batches(self, group: list) -> list:
+        """This process's share of one step's batches (all of them in a single process)."""
+        a = self.config.accumulate
+        return group[self.rank * a:(self.rank + 1) * a]
+
+    def train_step(self, batches) -> torch.Tensor:
+        """One optimizer step; returns the loss (label-smoothed, nats per target token) as a 0-dim tensor
+        on the device (no host synchronisation).
+
+        Args:
+            batches: one :class:`~tmlib.batching.Batch`, or this process's list of batches of the step
+                (gradient accumulation). With several, the summed token losses are divided by the number of
+                target tokens of the whole step, so the gradient is the one of a single batch holding them all.
+        """
+        micro = [batches] if not isinstance(batches, (list, tuple)) else list(batches)
+        step_tokens = getattr(self, "_step_tokens", None) or sum(b.n_tokens for b in micro)
+        single = len(micro) == 1 and self.world_size == 1
+        self.optimizer.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=self.device)
+        for batch in micro:
+            batch = batch.to(self.device)
+            with self.autocast():
+                logits = self.forward_fn(self.forward_model, batch)  # (batch, tgt_len, V)
+            if single:  # the plain mean over the batch's target tokens, as chapter 9 writes it
+                loss = translation_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing)
+                total = loss.detach()
+            else:
+                loss_sum = translation_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing, "sum")
+                loss = loss_sum * (self.world_size / step_tokens)  # data parallelism averages over processes
+                total = total + loss_sum.detach() / step_tokens
+            self.scaler.scale(loss).backward()
+        if self.config.grad_clip is not None:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        return total
+
+    def _flush(self, rate: float | None = None) -> None:
+        """Copy the pending losses from the device into the history (one synchronisation for many steps)."""
+        if not self._pending:
+            return
+        losses = torch.stack([p[3] for p in self._pending]).float().cpu().tolist()
+        h = self.history
+        for (step, epoch, lr, _, elapsed), loss in zip(self._pending, losses):
+            if not math.isfinite(loss):
+                self._pending = []
+                raise FloatingPointError(f"the loss became {loss} at step {step}: lower lr_factor, raise "
+                                         "warmup_steps, or set grad_clip")
+            for k, v in (("step", step), ("epoch", epoch), ("lr", lr), ("loss", loss),
+                         ("tokens_per_s", rate if rate is not None else float("nan")), ("elapsed_s", elapsed)):
+                h[k].append(v)
+        self._pending = []
+
+    def _loader(self, epoch: int, start: int):
+        """Batches of this process for the steps of ``epoch`` from batch index ``start`` on, as lists of
+        ``accumulate`` batches; built by ``num_workers`` worker processes when asked."""
+        order = self.train_batches.batches(epoch)
+        per_step = self.batches_per_step()
+        end = self.steps_in_epoch(epoch) * per_step
+        groups = [self._my_batches(order[i:i + per_step]) for i in range(start, end, per_step)]
+        flat = [idx for g in groups for idx in g]
+        c = self.config
+        from .data import Batch
+
+        pin = self.device.type == "cuda" and hasattr(Batch, "pin_memory")  # page-locked: the copy can overlap
+        loader = torch.utils.data.DataLoader(
+            _BatchList(self.train_batches, flat), batch_size=None, shuffle=False, num_workers=c.num_workers,
+            pin_memory=pin,
+            prefetch_factor=2 if c.num_workers else None, persistent_workers=False,
+            generator=torch.Generator().manual_seed(0))  # its own generator: the global RNG (dropout) stays untouched
+        it = iter(loader)
+        for g in groups:
+            yield [next(it) for _ in g]
+
+    def fit(self) -> dict:
+        """Train until a budget runs out; returns the history.
+
+        Checkpoints (if ``checkpoint_path``) every ``checkpoint_minutes`` / ``checkpoint_every`` steps and at the
+        end. Ctrl-C (SIGINT) lets the current step finish, writes a checkpoint and raises ``KeyboardInterrupt``
+        (a second Ctrl-C stops at once, without saving). A run stopped at any point and resumed with
+        :meth:`resume` produces the same losses and parameters as one that was never interrupted (same device
+        and thread count).
+
+        Raises:
+            ValueError: no budget is set (``max_steps``, ``max_epochs`` or ``max_minutes``), or an epoch holds
+                fewer batches than one step needs.
+            FloatingPointError: the loss became NaN or infinite.
+            KeyboardInterrupt: after saving, when interrupted.
+        """
+        c = self.config
+        if not c.has_budget():
+            raise ValueError("give at least one budget: max_steps, max_epochs or max_minutes")
+        if self.steps_in_epoch(0) < 1:
+            raise ValueError(f"an epoch has {len(self.train_batches.batches(0))} batches, fewer than the "
+                             f"{self.batches_per_step()} one optimizer step needs (accumulate × processes)")
+        threads_before = torch.get_num_threads()
+        if c.threads:
+            torch.set_num_threads(c.threads)
+        tf32_before = torch.get_float32_matmul_precision()
+        if self.device.type == "cuda" and self.precision is None:
+            torch.set_float32_matmul_precision("high")  # TF32 tensor cores for float32 matrix products
+        self.model.train()
+        total = c.max_steps
+        if total is None and c.max_epochs is not None:
+            total = c.max_epochs * self.steps_in_epoch(0)
+        bar = tqdm(total=total, initial=self.step, disable=not c.progress or self.rank != 0, unit="step",
+                   mininterval=c.progress_interval, dynamic_ncols=True)
+        self._t_last = self._last_save = time.perf_counter()
+        window = self._new_window()
+        try:
+            with _DeferredInterrupt() as interrupt:
+                while not self._out_of_budget() and not interrupt.requested:
+                    if self.batch_in_epoch >= self.steps_in_epoch(self.epoch) * self.batches_per_step():
+                        self._flush(self._close_window(window))
+                        self._end_epoch(bar)
+                        window = self._new_window()
+                        continue
+                    for micro in self._loader(self.epoch, self.batch_in_epoch):
+                        lr = self.scheduler.get_last_lr()[0]
+                        self._step_tokens = self._global_tokens(micro)
+                        loss = self.train_step(micro)  # (0-dim tensor on the device: no synchronisation)
+                        self.step += 1
+                        self.batch_in_epoch += self.batches_per_step()
+                        self._tick()
+                        self._pending.append((self.step, self.epoch, lr, loss, self.elapsed_s))
+                        window["tokens"] += self._step_tokens
+                        bar.update(1)
+                        if len(self._pending) >= c.log_every:
+                            rate = self._close_window(window)
+                            self._flush(rate)
+                            bar.set_postfix(loss=f"{self.history['loss'][-1]:.3f}", lr=f"{lr:.2e}",
+                                            tok_s=f"{rate:,.0f}", refresh=False)
+                            window = self._new_window()
+                        if self._checkpoint_due():
+                            self._flush(self._close_window(window))
+                            self.save()
+                            self._tick()
+                            window = self._new_window()
+                        if self._out_of_budget() or interrupt.requested:
+                            break
+                    self._step_tokens = None
+                self._flush(self._close_window(window))
+                if interrupt.requested:
+                    self.save()
+                    raise KeyboardInterrupt(f"interrupted at step {self.step}; checkpoint saved")
+            if not self.history["val_step"] or self.history["val_step"][-1] != self.step:
+                self._validate()  # the validation loss of the final parameters
+            self.finished = True
+            self.save()
+            self._tick()
+        finally:
+            self._step_tokens = None
+            bar.close()
+            torch.set_num_threads(threads_before)
+            torch.set_float32_matmul_precision(tf32_before)
+        return self.history
+
+    # ---------------------------------------------------------------- helpers of fit
+    def _end_epoch(self, bar) -> None:
+        self._flush(float("nan"))
+        self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+        if self.config.val_every_epoch and self.val_batches is not None:
+            self._validate()
+            h = self.history
+            bar.write(f"epoch {self.epoch}: step {self.step}, val loss {h['val_loss'][-1]:.3f} "
+                      f"(NLL {h['val_nll'][-1]:.3f}), {self.elapsed_s / 60:.1f} min")
+        self._tick()
+
+    def _global_tokens(self, micro) -> int:
+        """Target tokens of the whole step (all processes; the batch plan is known to every process)."""
+        return sum(b.n_tokens for b in micro) * self.world_size if self.world_size == 1 else self._plan_tokens()
+
+    def _plan_tokens(self) -> int:
+        order = self.train_batches.batches(self.epoch)
+        per_step = self.batches_per_step()
+        group = order[self.batch_in_epoch:self.batch_in_epoch + per_step]
+        return sum(self.train_batches.n_tokens_of(idx) for idx in group)
+
+    def _checkpoint_due(self) -> bool:
+        c = self.config
+        if c.checkpoint_every and self.step % c.checkpoint_every == 0:
+            return True
+        return (c.checkpoint_minutes is not None
+                and time.perf_counter() - self._last_save >= 60 * c.checkpoint_minutes)
+
+    def _new_window(self) -> dict:
+        w = {"tokens": 0, "t0": time.perf_counter(), "event": None}
+        if self.device.type == "cuda":
+            w["event"] = torch.cuda.Event(enable_timing=True)
+            w["event"].record()
+        return w
+
+    def _close_window(self, w: dict) -> float:
+        """Target tokens per second over the window: the steps and the time spent waiting for their data.
+        On CUDA the window is timed with CUDA events (the GPU's own clock), synchronising once."""
+        if w["tokens"] == 0:
+            return float("nan")
+        if w["event"] is not None:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            end.synchronize()
+            seconds = w["event"].elapsed_time(end) / 1000.0
+        else:
+            seconds = time.perf_counter() - w["t0"]
+        return w["tokens"] / max(seconds, 1e-9)
