@@ -96,13 +96,10 @@ def _gather(flat: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> tuple[np.
     return flat[positions], lengths
 
 
-def _pad(flat: np.ndarray, lengths: np.ndarray, width: int, pad_id: int, shift: int = 0,
-         out: np.ndarray | None = None) -> np.ndarray:
-    """Rows ``(len(lengths), width)`` int64: row i holds its ids from column ``shift`` on, then ``pad_id``."""
-    if out is None:
-        out = np.full((len(lengths), width), pad_id, dtype=np.int64)
-    mask = np.arange(width - shift) < lengths[:, None]  # (batch, width - shift): True where an id goes
-    out[:, shift:][mask] = flat  # row-major order of the mask = the order of the ids
+def _pad(flat: np.ndarray, lengths: np.ndarray, width: int, pad_id: int) -> np.ndarray:
+    """Rows ``(len(lengths), width)`` int64: row i holds its ``lengths[i]`` ids, then ``pad_id``."""
+    out = np.full((len(lengths), width), pad_id, dtype=np.int64)
+    out[np.arange(width) < lengths[:, None]] = flat  # the mask's row-major order is the order of the ids
     return out
 
 
@@ -128,14 +125,15 @@ def _collate_flat(src_flat, src_len, tgt_flat, tgt_len, pad_id: int, bos_id: int
     """The :class:`Batch` of packed examples (see :func:`collate`)."""
     import torch
 
-    b = len(src_len)
-    t_width = int(tgt_len.max()) + 1
+    b, t_max = len(src_len), int(tgt_len.max())
     src = _pad(src_flat, src_len, int(src_len.max()), pad_id)  # (batch, src_len)
-    tgt_out = _pad(tgt_flat, tgt_len, t_width, pad_id)  # (batch, tgt_len): y_1 … y_m, then <eos> below
+    words = np.arange(t_max) < tgt_len[:, None]  # (batch, tgt_len - 1): where y_1 … y_m go
+    tgt_out = np.full((b, t_max + 1), pad_id, dtype=np.int64)  # (batch, tgt_len): y_1 … y_m <eos>
+    tgt_out[:, :t_max][words] = tgt_flat
     tgt_out[np.arange(b), tgt_len] = eos_id
-    tgt_in = np.full((b, t_width), pad_id, dtype=np.int64)
+    tgt_in = np.full((b, t_max + 1), pad_id, dtype=np.int64)  # (batch, tgt_len): <bos> y_1 … y_m
     tgt_in[:, 0] = bos_id
-    _pad(tgt_flat, tgt_len, t_width, pad_id, shift=1, out=tgt_in)  # (batch, tgt_len): <bos> y_1 … y_m
+    tgt_in[:, 1:][words] = tgt_flat
     n_tokens = int(tgt_len.sum()) + b
     return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), n_tokens)
 
