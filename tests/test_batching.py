@@ -208,6 +208,7 @@ def test_batch_iterator_batches_equal_reference_collate():
     assert it.examples == ex and it.num_examples == 400
     assert it.lengths.tolist() == [[len(s), len(t)] for s, t in ex]
     assert it.src_flat.dtype == np.int32
+    assert B.BatchIterator(iter(ex), max_tokens=200, seed=1).batches(2) == it.batches(2)  # any iterable
 
 
 def test_batch_iterator_epoch_and_resume():

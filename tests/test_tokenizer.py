@@ -117,3 +117,5 @@ def test_encode_refuses_non_text(small):
         small.encode(3)
     with pytest.raises(TypeError, match="got bytes"):
         small.encode_batch(["ok", b"bytes"])
+    with pytest.raises(TypeError, match="single str"):
+        small.encode_batch("Ein Hund.")

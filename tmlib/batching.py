@@ -20,6 +20,7 @@ batches in the same order (``numpy.random.default_rng([s, e])``), which exact re
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -340,7 +341,9 @@ class BatchIterator:
     def __init__(self, examples, max_tokens: int = 4096, *, shuffle: bool = True, seed: int = 0,
                  pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, chunk_size: int = 100,
                  vocab_size: int | None = None):
-        if not len(examples):
+        if not isinstance(examples, SequenceABC):
+            examples = list(examples)
+        if not examples:
             raise ValueError("BatchIterator needs at least one example")
         self.max_tokens = check_int(max_tokens, "max_tokens", minimum=1)
         self.chunk_size = check_int(chunk_size, "chunk_size", minimum=1)

@@ -83,8 +83,10 @@ class BPETokenizer:
         """:meth:`encode` for many texts (parallel in Rust).
 
         Raises:
-            TypeError: an element is not a ``str``.
+            TypeError: ``texts`` is a single ``str``, or an element is not a ``str``.
         """
+        if isinstance(texts, str):
+            raise TypeError("encode_batch takes a list of texts, got a single str (use encode)")
         texts = [_clean(t) for t in texts]
         encodings = self.tokenizer.encode_batch(texts)
         return [e.ids if t.strip() else [] for t, e in zip(texts, encodings)]
