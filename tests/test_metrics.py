@@ -1,15 +1,19 @@
-"""Tests of tmlib.metrics: sacreBLEU scores against hand computations, and corpus translation.
+"""Tests of tmlib.metrics: sacreBLEU scores against hand computations, and corpus translation
+(tmlib.decoding.translate_corpus, re-exported by tmlib.metrics).
 
 BLEU by hand: BLEU = BP · exp(¼ Σ log p_n), BP = exp(1 − r/c) when the hypothesis length c is
 shorter than the reference length r, else 1 (Papineni et al. 2002).
 """
 import math
+import warnings
 
 import pytest
 import torch
 from torch import nn
 
-from tmlib.metrics import _length_batches, bleu_scores, translate_corpus
+import tmlib.decoding
+from tmlib.batching import length_batches
+from tmlib.metrics import bleu_scores, translate_corpus
 
 
 def test_identical_corpus_scores_100():
@@ -64,9 +68,15 @@ def test_bad_inputs():
         bleu_scores(["a", "b"], ["a", 3])
 
 
-def test_length_batches_cover_everything_within_budget():
+def test_translate_corpus_is_the_decoding_function():
+    assert translate_corpus is tmlib.decoding.translate_corpus
+
+
+def test_translation_batches_cover_everything_within_budget():
+    """translate_corpus batches sentences with the shared helper: sorted by source length, within budget."""
     lengths = [5, 1, 9, 3, 3, 7, 2, 8]
-    batches = _length_batches(lengths, batch_tokens=12)
+    batches = length_batches(lengths, 12)
+    assert batches == [[1, 6, 3, 4], [0], [5], [7], [2]]
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     for b in batches:
         assert max(lengths[i] for i in b) * len(b) <= 12 or len(b) == 1
@@ -123,6 +133,57 @@ def test_translate_corpus_restores_order_and_detokenizes(tokenizer, beam_size):
     sentences = ["a man rides a bike .", "two dogs play in the snow .", "", "a book .", "a woman reads a book ."]
     out = translate_corpus(model, tokenizer, sentences, beam_size=beam_size, batch_tokens=12, progress=False)
     assert out == sentences  # many small length-sorted batches, back in the original order
+
+
+class RecordingCopyModel(CopyModel):
+    """CopyModel that records every source batch it is asked to encode."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = []
+
+    def encode(self, src):
+        self.seen.append(src.tolist())
+        return super().encode(src)
+
+
+def test_translate_corpus_blank_sentences_give_empty_lines(tokenizer):
+    model = RecordingCopyModel(tokenizer.vocab_size, tokenizer.pad_id, tokenizer.eos_id)
+    sentences = ["a book .", "   ", "\t", "", "\ufeffa book .", "\u3000"]
+    out = translate_corpus(model, tokenizer, sentences, batch_tokens=100, progress=False)
+    assert out == ["a book .", "", "", "", "a book .", ""]  # nothing invented for blank lines; the BOM is dropped
+    rows = [row for batch in model.seen for row in batch]
+    assert rows == [tokenizer.encode("a book .")] * 2  # only the two real sentences reached the model
+
+
+def test_translate_corpus_warns_about_unknown_script(tokenizer):
+    model = RecordingCopyModel(tokenizer.vocab_size, tokenizer.pad_id, tokenizer.eos_id)
+    sentences = ["a book .", "Привет мир", "a dog .", "日本語"]
+    assert tokenizer.is_all_unknown("Привет мир") and tokenizer.is_all_unknown("日本語")
+    with pytest.warns(UserWarning, match=r"2 source sentence\(s\) consist only of unknown tokens.*sentences 1, 3"):
+        out = translate_corpus(model, tokenizer, sentences, progress=False)
+    assert out[1] == out[3] == "" and out[0] == "a book ."
+    assert all(tokenizer.unk_id not in row for batch in model.seen for row in batch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a sentence with some known pieces is translated, without a warning
+        assert translate_corpus(model, tokenizer, ["a 日本 book ."], progress=False)[0] != ""
+
+
+def test_translate_corpus_truncates_long_sources_with_a_warning(tokenizer):
+    model = CopyModel(tokenizer.vocab_size, tokenizer.pad_id, tokenizer.eos_id, max_len=4)
+    long = "two dogs play in the snow ."
+    with pytest.warns(UserWarning, match=r"1 source sentence\(s\) longer than model.max_len=4 tokens were truncated"):
+        out = translate_corpus(model, tokenizer, [long, "a book"], device="cpu", progress=False)
+    assert out == [tokenizer.decode(tokenizer.encode(long)[:4]), "a book"]
+
+
+def test_translate_corpus_device_handling(tokenizer, monkeypatch):
+    model = CopyModel(tokenizer.vocab_size, tokenizer.pad_id, tokenizer.eos_id)
+    monkeypatch.setenv("TMLIB_DEVICE", "cpu")  # "auto" = tmlib.utils.get_device(), which this variable overrides
+    for device in (None, "cpu", torch.device("cpu"), "auto"):
+        assert translate_corpus(model, tokenizer, ["a dog ."], device=device, progress=False) == ["a dog ."]
+        assert model.dummy.device.type == "cpu"
+    assert translate_corpus(model, tokenizer, [], progress=False) == []
 
 
 def test_translate_corpus_bad_inputs(tokenizer):
