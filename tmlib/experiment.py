@@ -110,7 +110,8 @@ class TranslationData:
             tokenizer = train_tokenizer(train_pairs, config.model.vocab_size)
         train_ex = filter_by_length(encode_pairs(train_pairs, tokenizer), config.max_sentence_len)
         val_ex = encode_pairs(val_pairs, tokenizer)
-        ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
+        ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id,
+                   vocab_size=tokenizer.vocab_size)  # ids are checked here, on the host
         return cls(tokenizer, BatchIterator(train_ex, config.max_tokens, shuffle=True, seed=config.seed, **ids),
                    BatchIterator(val_ex, config.max_tokens, shuffle=False, **ids))
 

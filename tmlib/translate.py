@@ -108,7 +108,7 @@ def main(argv=None) -> int:
         return 2
 
     from .checkpoint import CheckpointError
-    from .metrics import translate_corpus  # (moves next to decoding)
+    from .decoding import translate_corpus
     from .experiment import load_trained
     from .utils import get_device
 
