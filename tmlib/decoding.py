@@ -40,7 +40,7 @@ from torch import Tensor
 
 from .validation import check_float, check_int, check_token_id
 
-__all__ = ["greedy_decode", "beam_search", "length_penalty_gnmt", "default_max_lengths", "translate_corpus"]
+__all__ = ["greedy_decode", "beam_search", "length_penalty_gnmt", "default_max_lengths", "TableModel", "translate_corpus"]
 
 
 # --------------------------------------------------------------------------- checks and helpers
@@ -126,6 +126,9 @@ def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, max_len: int | N
                   use_cache: bool = True) -> list[list[int]]:
     """Greedy decoding: at each step append the most probable next token.
 
+    The loop keeps its state in tensors on the model's device and reads one value back per step (whether
+    every sentence has finished), so a GPU is not made to wait more than that.
+
     Args:
         model: an encoder-decoder with ``encode``/``decode``/``new_cache`` (module docstring).
         src: ``(batch, src_len)`` integer source ids, padded with ``model.pad_id``.
@@ -147,55 +150,57 @@ def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, max_len: int | N
     src = _check_src(src)
     bos_id, eos_id = check_token_id(bos_id, "bos_id"), check_token_id(eos_id, "eos_id")
     limits = default_max_lengths(model, src, max_len)
-    batch = src.shape[0]
+    batch, device = src.shape[0], src.device
+    limit = torch.tensor(limits, device=device)  # (batch,)
     with _EvalMode(model):
         memory = model.encode(src)  # (batch, src_len, d_model)
         cache = model.new_cache() if use_cache else None
-        tokens = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (batch, 1)
-        outputs: list[list[int]] = [[] for _ in range(batch)]
-        finished = [False] * batch
-        for step in range(max(limits)):
+        tokens = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)  # (batch, 1)
+        finished = torch.zeros(batch, dtype=torch.bool, device=device)  # (batch,)
+        length = torch.zeros(batch, dtype=torch.long, device=device)  # generated tokens, <eos> excluded
+        for _ in range(max(limits)):
             log_probs = _next_log_probs(model, tokens, memory, src, cache)  # (batch, vocab)
-            next_tokens = log_probs.argmax(dim=-1)  # (batch,)
-            for b, token in enumerate(next_tokens.tolist()):
-                if finished[b]:
-                    continue
-                if token == eos_id:
-                    finished[b] = True
-                else:
-                    outputs[b].append(token)
-                    finished[b] = len(outputs[b]) >= limits[b]
-            if all(finished):
-                break
-            # finished rows keep being fed <eos>; rows are independent, so this changes nothing else
-            next_tokens = next_tokens.masked_fill(torch.tensor(finished, device=src.device), eos_id)
+            next_tokens = log_probs.argmax(dim=-1).masked_fill(finished, eos_id)  # finished rows are fed <eos>
+            length += ~finished & (next_tokens != eos_id)
+            finished = finished | (next_tokens == eos_id) | (length >= limit)
             tokens = torch.cat([tokens, next_tokens[:, None]], dim=1)  # (batch, step + 2)
-    return outputs
+            if bool(finished.all()):  # the one value read back per step
+                break
+    rows, lengths = tokens[:, 1:].tolist(), length.tolist()
+    return [row[:n] for row, n in zip(rows, lengths)]
 
 
 # --------------------------------------------------------------------------- beam search
+def _gather_rows(x: Tensor, index: Tensor) -> Tensor:
+    """``x`` ``(batch, k, ...)`` → ``(batch, len(index[b]), ...)``: for each sentence the rows ``index[b]``."""
+    shape = index.shape + x.shape[2:]
+    return x.gather(1, index.reshape(*index.shape, *([1] * (x.dim() - 2))).expand(shape))
+
+
 @torch.no_grad()
 def beam_search(model, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4, length_penalty: float = 0.6,
                 max_len: int | None = None, use_cache: bool = True) -> list[list[int]]:
     """Beam search with GNMT's length penalty, the paper's decoder (§6.1: beam 4, α = 0.6).
 
-    All ``batch × beam_size`` hypotheses are decoded together as one flattened batch (row
-    ``b * beam_size + k`` is hypothesis k of sentence b). At each step every hypothesis is
-    extended by every token, and per sentence the ``2 × beam_size`` best extensions (by total
-    log-probability) are examined in order:
+    Every sentence keeps ``beam_size`` *alive* hypotheses (not ended) and the ``beam_size`` best *finished*
+    ones (ended by ``<eos>``). All ``batch × beam_size`` alive hypotheses are decoded together as one
+    flattened batch (row ``b * beam_size + k`` is hypothesis k of sentence b). At each step:
 
-    * an extension ending in ``<eos>`` that ranks among the best ``beam_size`` is a *finished*
-      hypothesis, scored ``log P / lp(length)`` and kept in that sentence's list;
-    * the first ``beam_size`` extensions not ending in ``<eos>`` stay *alive*; the cache follows
-      them with ``cache.reorder(rows)``.
+    1. every alive hypothesis is extended by every token; per sentence the ``2 × beam_size`` best
+       extensions by total log-probability are kept (at most one extension per hypothesis is ``<eos>``, so
+       at least ``beam_size`` of them are not);
+    2. the ``beam_size`` best of those that do not end in ``<eos>`` become the new alive hypotheses (the
+       cache follows them with ``cache.reorder(rows)``);
+    3. those that end in ``<eos>`` and rank among the best ``beam_size`` are finished, scored
+       ``log P / lp(length)`` with ``lp(n) = ((5 + n) / 6) ** α``, and merged into the finished list;
+    4. a sentence is done when no alive hypothesis can still beat its best finished one (an alive
+       log-probability only decreases with more tokens and the penalty is at most ``lp(limit)``, so
+       ``best_alive / lp(limit) <= best_finished`` is a safe test: the "terminate early when possible" of
+       §6.1, tensor2tensor's rule), or at its length limit, where the alive hypotheses are finished as
+       they are.
 
-    (Taking ``2 × beam_size`` candidates guarantees ``beam_size`` alive ones, since at most one
-    extension per hypothesis is ``<eos>``.) A sentence is done when no alive hypothesis can still
-    beat its best finished one: an alive log-probability only decreases with more tokens and the
-    penalty is at most ``lp(limit)``, so ``best_alive / lp(limit) <= best_finished`` is a safe
-    test (the "terminate early when possible" of §6.1; tensor2tensor's rule). At the length
-    limit the alive hypotheses are finished as they are. With ``beam_size=1`` and
-    ``length_penalty=0`` this is exactly greedy decoding.
+    The state lives in tensors on the model's device; one value is read back per step (whether every sentence
+    is done). With ``beam_size=1`` and ``length_penalty=0`` this is exactly greedy decoding.
 
     Args:
         model: an encoder-decoder with ``encode``/``decode``/``new_cache`` (module docstring).
@@ -225,72 +230,124 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4
     batch, beam, alpha = src.shape[0], int(beam_size), float(length_penalty)
     device = src.device
     neg_inf = float("-inf")
+    limit = torch.tensor(limits, device=device)  # (batch,)
+    lp_limit = ((5.0 + limit.double()) / 6.0) ** alpha  # (batch,) the largest penalty a hypothesis can get
+    first_row = torch.arange(batch, device=device)[:, None] * beam  # (batch, 1)
 
     with _EvalMode(model):
-        memory = model.encode(src)  # (batch, src_len, d_model)
-        memory = memory.repeat_interleave(beam, dim=0)  # (batch * beam, src_len, d_model)
+        memory = model.encode(src).repeat_interleave(beam, dim=0)  # (batch * beam, src_len, d_model)
         src_rows = src.repeat_interleave(beam, dim=0)  # (batch * beam, src_len)
         cache = model.new_cache() if use_cache else None
-        tokens = torch.full((batch * beam, 1), bos_id, dtype=torch.long, device=device)  # (batch*beam, 1)
-        # total log-probability of each alive hypothesis; at the start only hypothesis 0 exists
-        scores = torch.full((batch, beam), neg_inf, device=device)  # (batch, beam)
-        scores[:, 0] = 0.0
-        finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]  # (score, tokens)
-        done = [False] * batch
+        alive = torch.full((batch, beam, 1), bos_id, dtype=torch.long, device=device)  # (batch, beam, t)
+        alive_logp = torch.full((batch, beam), neg_inf, device=device)  # total log-probability
+        alive_logp[:, 0] = 0.0  # at the start only hypothesis 0 exists
+        finished = torch.full((batch, beam, 1), eos_id, dtype=torch.long, device=device)  # (batch, beam, t)
+        finished_score = torch.full((batch, beam), neg_inf, device=device)  # log P / lp(length)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)  # (batch,)
 
         for step in range(max(limits)):
             length = step + 1  # generated tokens after this step
-            log_probs = _next_log_probs(model, tokens, memory, src_rows, cache)  # (batch*beam, vocab)
+            log_probs = _next_log_probs(model, alive.view(batch * beam, -1), memory, src_rows, cache)
             vocab = log_probs.shape[-1]
             if vocab < 2:
                 raise ValueError(f"beam search needs a vocabulary of at least 2 tokens, got {vocab}")
-            candidates = scores[:, :, None] + log_probs.view(batch, beam, vocab)  # (batch, beam, vocab)
-            top_scores, top_index = candidates.view(batch, beam * vocab).topk(2 * beam, dim=1)  # (batch, 2*beam)
-            top_beam = (top_index // vocab).tolist()  # which hypothesis each candidate extends
-            top_token = (top_index % vocab).tolist()  # by which token
-            top_scores_list = top_scores.tolist()
+            # 1. extend every alive hypothesis by every token; keep the 2·beam best per sentence
+            candidates = alive_logp[:, :, None] + log_probs.view(batch, beam, vocab)  # (batch, beam, vocab)
+            top_logp, top_index = candidates.view(batch, beam * vocab).topk(2 * beam, dim=1)  # (batch, 2·beam)
+            top_from, top_token = top_index // vocab, top_index % vocab  # which hypothesis, which token
+            top_seq = torch.cat([_gather_rows(alive, top_from), top_token[:, :, None]], dim=2)  # (batch, 2·beam, t+1)
+            ends = top_token == eos_id  # (batch, 2·beam)
 
-            rows, new_tokens = [], []  # for each new hypothesis: the row it extends, its new token
-            new_scores = torch.full((batch, beam), neg_inf, device=device)  # (batch, beam)
-            for b in range(batch):
-                if done[b]:  # keep the rows in place, fed <eos>, never selected again
-                    rows += [b * beam + k for k in range(beam)]
-                    new_tokens += [eos_id] * beam
-                    continue
-                alive: list[tuple[float, int, int]] = []  # (score, row, token)
-                for rank in range(2 * beam):
-                    score, k, token = top_scores_list[b][rank], top_beam[b][rank], top_token[b][rank]
-                    if token == eos_id:
-                        if rank < beam and score > neg_inf:
-                            prefix = tokens[b * beam + k, 1:].tolist()
-                            finished[b].append((score / length_penalty_gnmt(length, alpha), prefix))
-                    elif len(alive) < beam:
-                        alive.append((score, b * beam + k, token))
-                rows += [row for _, row, _ in alive]
-                new_tokens += [token for _, _, token in alive]
-                new_scores[b] = torch.tensor([score for score, _, _ in alive], device=device)
+            # 2. the new alive hypotheses: the best beam that do not end in <eos>
+            alive_logp, keep = top_logp.masked_fill(ends, neg_inf).topk(beam, dim=1)  # (batch, beam)
+            alive = _gather_rows(top_seq, keep)  # (batch, beam, t+1)
+            alive_from = _gather_rows(top_from, keep)  # (batch, beam): the hypotheses they extend
 
-                best_alive = alive[0][0]
-                if length >= limits[b]:  # the limit: alive hypotheses are finished as they are
-                    for score, row, token in alive:
-                        if score > neg_inf:
-                            prefix = tokens[row, 1:].tolist() + [token]
-                            finished[b].append((score / length_penalty_gnmt(length, alpha), prefix))
-                    done[b] = True
-                elif finished[b] and max(s for s, _ in finished[b]) >= \
-                        best_alive / length_penalty_gnmt(limits[b], alpha):
-                    done[b] = True  # no alive hypothesis can overtake the best finished one
+            # 3. finished candidates: <eos> among the best beam, or every alive one at the length limit
+            penalty = ((5.0 + length) / 6.0) ** alpha
+            in_top = torch.arange(2 * beam, device=device) < beam
+            new_score = torch.where(ends & in_top, top_logp / penalty, neg_inf)  # (batch, 2·beam)
+            new_seq = top_seq
+            at_limit = (length >= limit) & ~done  # (batch,)
+            new_score = torch.cat([new_score, torch.where(at_limit[:, None], alive_logp / penalty, neg_inf)], dim=1)
+            new_seq = torch.cat([new_seq, alive], dim=1)  # (batch, 3·beam, t+1)
+            new_score = new_score.masked_fill(done[:, None], neg_inf)  # a done sentence takes nothing new
+            pool_score = torch.cat([finished_score, new_score], dim=1)  # (batch, 4·beam)
+            pool_seq = torch.cat([torch.cat([finished, torch.full_like(finished[:, :, :1], eos_id)], dim=2),
+                                  new_seq], dim=1)  # (batch, 4·beam, t+1): older ones padded with <eos>
+            finished_score, best = pool_score.topk(beam, dim=1)
+            finished = _gather_rows(pool_seq, best)  # (batch, beam, t+1)
 
-            if all(done):
+            # 4. which sentences are done
+            can_improve = alive_logp[:, 0].double() / lp_limit > finished_score[:, 0].double()
+            done = done | at_limit | ~can_improve
+            alive_logp = alive_logp.masked_fill(done[:, None], neg_inf)
+            if bool(done.all()):  # the one value read back per step
                 break
-            index = torch.tensor(rows, dtype=torch.long, device=device)  # (batch*beam,)
             if cache is not None:
-                cache.reorder(index)  # the kept hypotheses' keys/values follow them
-            step_tokens = torch.tensor(new_tokens, dtype=torch.long, device=device)  # (batch*beam,)
-            tokens = torch.cat([tokens.index_select(0, index), step_tokens[:, None]], dim=1)  # (batch*beam, t+1)
-            scores = new_scores
+                cache.reorder((first_row + alive_from).view(-1))  # the kept hypotheses' keys/values follow them
 
-    return [max(hyps, key=lambda h: h[0])[1] if hyps else [] for hyps in finished]
+    best_rows = finished[:, 0, 1:].tolist()  # the best finished hypothesis of each sentence, after <bos>
+    found = (finished_score[:, 0] > neg_inf).tolist()
+    return [row[:row.index(eos_id)] if eos_id in row else row if ok else [] for row, ok in zip(best_rows, found)]
+
+
+class TableModel(torch.nn.Module):
+    """A toy "model" that reads its next-token probabilities from a table, for worked examples of decoding.
+
+    ``table`` maps a prefix (the tuple of token ids generated so far, after ``<bos>``) to a dict
+    ``{token id: probability}``; a prefix missing from the table gives ``<eos>`` with probability 1. The
+    source is ignored. It offers the interface of :class:`tmlib.transformer.Transformer` that
+    :func:`greedy_decode` and :func:`beam_search` use (``encode``, ``decode``, ``new_cache``, ``pad_id``,
+    ``max_len``), so the real decoders can be run on a table small enough to check by hand (chapter 9).
+
+    Args:
+        table: ``{prefix tuple: {token: probability}}``; probabilities of a prefix should sum to 1.
+        vocab_size: number of token ids.
+        eos_id: id of ``<eos>``.
+        pad_id: id of padding.
+
+    Raises:
+        ValueError: a token id outside ``[0, vocab_size)`` or a probability outside ``(0, 1]``.
+    """
+
+    max_len = 64
+
+    class _PrefixCache:
+        def __init__(self):
+            self.tokens = None
+
+        def __len__(self):
+            return 0 if self.tokens is None else self.tokens.shape[1]
+
+        def reorder(self, index):
+            if self.tokens is not None:
+                self.tokens = self.tokens.index_select(0, index.to(self.tokens.device))
+
+    def __init__(self, table: dict, vocab_size: int, eos_id: int = 2, pad_id: int = 0):
+        super().__init__()
+        for prefix, dist in table.items():
+            for token, p in dist.items():
+                check_token_id(token, f"token of prefix {prefix}", vocab_size)
+                if not 0.0 < p <= 1.0:
+                    raise ValueError(f"probability of token {token} after {prefix} must be in (0, 1], got {p}")
+        self.table, self.vocab_size, self.eos_id, self.pad_id = dict(table), vocab_size, eos_id, pad_id
+
+    def new_cache(self):
+        return self._PrefixCache()
+
+    def encode(self, src: Tensor) -> Tensor:
+        return torch.zeros(src.shape[0], src.shape[1], 1)  # (batch, src_len, 1): the source plays no role
+
+    def decode(self, tgt: Tensor, memory: Tensor, src: Tensor, cache=None) -> Tensor:
+        if cache is not None:
+            cache.tokens = tgt if cache.tokens is None else torch.cat([cache.tokens, tgt], dim=1)
+            tgt = cache.tokens
+        probs = torch.full((tgt.shape[0], self.vocab_size), 1e-30)  # (rows, vocab)
+        for row, prefix in enumerate(tgt[:, 1:].tolist()):
+            for token, p in self.table.get(tuple(prefix), {self.eos_id: 1.0}).items():
+                probs[row, token] = p
+        return probs.log()[:, None, :]  # (rows, 1, vocab): the next-token log-probabilities
 
 
 # --------------------------------------------------------------------------- a whole corpus
