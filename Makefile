@@ -19,8 +19,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 venv: $(VENV)/.installed
 
-## book: execute notebooks (jupyter-cache) and build the HTML site into _build/html
+## book: train the chapter 9 model in the terminal (progress bar, resumable), then execute the notebooks
+## (jupyter-cache) and build the HTML site into _build/html
 book: venv
+	@$(BIN)/python tools/prepare_book.py
+	@echo "make book: step 2/2, building the site (executes the notebooks that changed; a few minutes)"
 	@start=$$(date +%s); \
 	$(BIN)/jupyter-book build . --keep-going && \
 	echo "Built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"

@@ -49,7 +49,8 @@ RECOMMENDED = TrainConfig(model=PRESETS["cpu"], max_tokens=2000, warmup_steps=20
                           max_minutes=15.0, progress_interval=10.0)
 
 #: A smoke run for CI (``TMLIB_SMOKE=1``): the "tiny" model for 30 steps on one thread, a few seconds.
-SMOKE = dataclasses.replace(RECOMMENDED, model=dataclasses.replace(PRESETS["tiny"], max_len=256), max_tokens=1000,
+SMOKE = dataclasses.replace(RECOMMENDED, model=dataclasses.replace(PRESETS["tiny"], max_len=256,
+                                                                 vocab_size=RECOMMENDED.model.vocab_size), max_tokens=1000,
                             warmup_steps=30, max_minutes=None, max_steps=30, threads=1)
 
 #: Environment variable that points chapters 9 and 10 at another run folder.

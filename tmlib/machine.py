@@ -104,7 +104,7 @@ def describe_machine(info: dict | None = None) -> str:
     bf16_text = "" if bf16 is None else f"; native bf16: {'yes' if bf16 else 'no'}"
     gpu = info.get("gpu")
     gpu_text = "no GPU" if not gpu else f"GPU {gpu['name']} ({gpu['memory_gib']} GiB)"
-    torch_text = (f"torch {info['torch_version']} with {info['torch_threads']} threads"
+    torch_text = (f"torch {info['torch_version']} with {info['torch_threads']} thread{'' if info['torch_threads'] == 1 else 's'}"
                   if info.get("torch_version") else "no torch")
     return (f"{info['cpu_model']}, {info['cpu_count']} CPUs ({flags or 'no AVX2'}{bf16_text}), "
             f"{torch_text}, {gpu_text}")
