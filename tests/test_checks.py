@@ -27,7 +27,7 @@ def test_decimals_accepts_a_correct_hand_rounding_and_names_it():
     msg = check_close(2.2512, exact, "output", decimals=4)
     assert msg.startswith("correct: output") and "correct to 4 decimals" in msg
     # the course's old slip, 2.2513, is not a correct rounding of 2.25122
-    with pytest.raises(AssertionError, match=r"got 2.2513, expected 2.25122\d*, off by 7.78e-05 .*4 decimals"):
+    with pytest.raises(AssertionError, match=r"got 2.2513, expected 2.25122\d*, off by 7.7e-05 .*4 decimals"):
         check_close(2.2513, exact, "output", decimals=4)
     # boundary: exactly half a unit in the last place is accepted despite binary rounding
     assert check_close(0.1235, 0.12345, decimals=4).startswith("correct")
