@@ -53,9 +53,21 @@ lock: venv
 clean:
 	rm -rf _build .jupyter_cache
 
-## book-student: the site without exercise solutions (committed outputs, no execution) in _build/student/_build/html
+## book-student: the site without exercise solutions (committed outputs, no execution) in _build/student/_build/html;
+## exercises keep their stubs and public checks (tools/assignments.py's transformation)
 .PHONY: book-student
 book-student: venv
 	$(BIN)/python tools/student_edition.py _build/student_src
 	$(BIN)/jupyter-book build _build/student_src --path-output _build/student --keep-going
 	@echo "Student edition: file://$(CURDIR)/_build/student/_build/html/index.html"
+
+## assignments: per chapter, the student notebook (stubs, public checks) and the Otter autograder (hidden tests)
+## in _build/assignments/NN_name/{student,autograder}
+.PHONY: assignments grade
+assignments: venv
+	$(BIN)/python tools/assignments.py build --out _build/assignments
+
+## grade: make grade SUBMISSIONS=folder  grades every .ipynb under the folder (no Docker) into folder/gradebook.csv
+grade: assignments
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-submitted-notebooks"; exit 2; }
+	$(BIN)/python tools/assignments.py grade "$(SUBMISSIONS)" --assignments _build/assignments

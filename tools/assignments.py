@@ -241,14 +241,8 @@ def student_notebook(nb, *, path: str = "notebook", clear_outputs: bool = True):
     out = copy.deepcopy(nb)
     out.cells, exercises = transform(out, path=path)
     for cell in out.cells:
-        if cell.cell_type == "code":
-            if clear_outputs:
-                cell.outputs, cell.execution_count = [], None
-            tags = [t for t in cell.metadata.get("tags", []) if t != "remove-cell"]
-            if tags:
-                cell.metadata["tags"] = tags
-            else:
-                cell.metadata.pop("tags", None)
+        if cell.cell_type == "code" and clear_outputs:
+            cell.outputs, cell.execution_count = [], None
     for i, cell in enumerate(out.cells):  # fresh, unique cell ids
         cell["id"] = f"c{i:03d}"
     return out, exercises
