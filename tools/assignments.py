@@ -380,10 +380,14 @@ def grade(submissions: Path, assignments: Path, out_csv: Path, *, quiet: bool = 
         if len(zips) != 1:
             raise SystemExit(f"{path}: no autograder for {meta['notebook']} in {assignments} (run the build first)")
         sid = student_id(path, submissions)
-        results = grade_submission(str(path), str(zips[0]), quiet=quiet)
+        try:
+            results = grade_submission(str(path), str(zips[0]), quiet=quiet).results
+        except Exception as err:  # a broken submission scores 0 and does not stop the others
+            print(f"{sid}: grading {path.name} failed ({type(err).__name__}: {err}); scored 0", file=sys.stderr)
+            results = {}
         total = possible = 0.0
         for q, max_points in meta["exercises"].items():
-            res = results.results.get(q)
+            res = results.get(q)
             score = float(res.score) if res is not None else 0.0
             rows.append({"student": sid, "chapter": meta["chapter"], "exercise": q,
                          "points": round(score, 4), "max_points": max_points})
