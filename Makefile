@@ -9,7 +9,7 @@ export PATH := $(BIN):$(PATH)
 export TMLIB_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test venv unit nbval site-strict lock clean execute
+.PHONY: book test venv unit nbval site-strict site-html lock clean execute
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,9 +25,13 @@ book: venv
 	$(BIN)/jupyter-book build . --keep-going && \
 	echo "Built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
-## test: unit tests, nbval over every notebook (training notebooks in smoke mode, TMLIB_SMOKE=1), and a strict site build from the stored outputs
-test: unit nbval site-strict
+## test: unit tests, nbval over every notebook (training notebooks in smoke mode, TMLIB_SMOKE=1), a strict site build
+## from the stored outputs, then the checks of the built HTML (they skip in `unit` when no site exists yet)
+test: unit nbval site-strict site-html
 	@echo "All checks passed."
+
+site-html: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_site.py tests/test_quiz.py
 
 unit: venv
 	$(BIN)/python -m pytest tests -q
