@@ -9,7 +9,7 @@ export PATH := $(BIN):$(PATH)
 export TMLIB_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test venv unit nbval site-strict lock clean execute
+.PHONY: book test venv unit nbval site-strict site-html lock clean execute
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,9 +28,13 @@ book: venv
 	$(BIN)/jupyter-book build . --keep-going && \
 	echo "Built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
-## test: unit tests, nbval over every notebook (training notebooks in smoke mode, TMLIB_SMOKE=1), and a strict site build from the stored outputs
-test: unit nbval site-strict
+## test: unit tests, nbval over every notebook (training notebooks in smoke mode, TMLIB_SMOKE=1), a strict site build
+## from the stored outputs, then the checks of the built HTML (they skip in `unit` when no site exists yet)
+test: unit nbval site-strict site-html
 	@echo "All checks passed."
+
+site-html: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_site.py tests/test_quiz.py
 
 unit: venv
 	$(BIN)/python -m pytest tests -q
@@ -56,9 +60,21 @@ lock: venv
 clean:
 	rm -rf _build .jupyter_cache
 
-## book-student: the site without exercise solutions (committed outputs, no execution) in _build/student/_build/html
+## book-student: the site without exercise solutions (committed outputs, no execution) in _build/student/_build/html;
+## exercises keep their stubs and public checks (tools/assignments.py's transformation)
 .PHONY: book-student
 book-student: venv
 	$(BIN)/python tools/student_edition.py _build/student_src
 	$(BIN)/jupyter-book build _build/student_src --path-output _build/student --keep-going
 	@echo "Student edition: file://$(CURDIR)/_build/student/_build/html/index.html"
+
+## assignments: per chapter, the student notebook (stubs, public checks) and the Otter autograder (hidden tests)
+## in _build/assignments/NN_name/{student,autograder}
+.PHONY: assignments grade
+assignments: venv
+	$(BIN)/python tools/assignments.py build --out _build/assignments
+
+## grade: make grade SUBMISSIONS=folder  grades every .ipynb under the folder (no Docker) into folder/gradebook.csv
+grade: assignments
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-submitted-notebooks"; exit 2; }
+	$(BIN)/python tools/assignments.py grade "$(SUBMISSIONS)" --assignments _build/assignments

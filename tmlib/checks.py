@@ -2,13 +2,17 @@
 
 In the spirit of d2l.ai's ``check_shape``: where a shape or a value *is* the lesson, the
 notebook asserts it with one of these, and an exercise checks the student's answer with
-:func:`check_close`.
+:func:`check_close`. Every message of :func:`check_close` states the tolerance it used, so that a
+student knows whether "wrong" means "a slip in the fourth decimal" or "a different quantity".
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_shape", "check_close"]
+__all__ = ["check_shape", "check_close", "tolerance_text"]
+
+_DEFAULT_ATOL = 1e-6
+_MAX_LISTED = 5  # entries listed in a failure message
 
 
 def check_shape(x, shape: tuple, name: str = "tensor") -> None:
@@ -24,31 +28,109 @@ def check_shape(x, shape: tuple, name: str = "tensor") -> None:
         raise ValueError(f"{name} has shape {actual}, expected {tuple(shape)}")
 
 
-def check_close(answer, expected, what: str = "your answer", atol: float = 1e-6, rtol: float = 0.0) -> str:
-    """Check an exercise answer against the expected value and say so.
+def _as_float_array(x, role: str, what: str) -> np.ndarray:
+    """A NumPy float64 copy of a scalar, list, array or (CPU/GPU, grad-tracking) torch tensor."""
+    if hasattr(x, "detach"):  # torch tensor: leave the graph and the device
+        x = x.detach().cpu()
+    if x is None:
+        raise TypeError(f"{what}: the {role} is None (did you forget to assign it, or to `return` it?)")
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{what}: the {role} must be a number, a list of numbers, an array or a tensor, "
+                        f"got {type(x).__name__} ({err})") from None
+
+
+def tolerance_text(atol: float, rtol: float = 0.0, decimals: int | None = None) -> str:
+    """The tolerance of :func:`check_close` in words, e.g. ``"|answer - expected| <= 5e-05 (4 decimals)"``."""
+    if decimals is not None:
+        return f"|answer - expected| <= {0.5 * 10.0 ** -decimals:g}, i.e. correct to {decimals} decimals"
+    if rtol == 0:
+        return "exact equality" if atol == 0 else f"|answer - expected| <= {atol:g}"
+    return f"|answer - expected| <= {atol:g} + {rtol:g} * |expected|"
+
+
+def check_close(answer, expected, what: str = "your answer", atol: float | None = None, rtol: float = 0.0,
+                *, decimals: int | None = None) -> str:
+    """Check an exercise answer against the expected value and say what, if anything, is wrong.
+
+    The test is NumPy's ``allclose`` rule, entry by entry: ``|answer - expected| <= atol + rtol * |expected|``.
 
     Args:
-        answer: the student's value (scalar, list, NumPy array or torch tensor).
-        expected: the reference value, same shape.
-        what: a short description used in the messages.
-        atol, rtol: tolerances as in ``numpy.allclose``.
+        answer: the student's value: a scalar, a (nested) list, a NumPy array or a torch tensor (any dtype or
+            device; it is compared in float64 on the CPU).
+        expected: the reference value, with the same shape as ``answer``.
+        what: a short description used in the messages ("attention output").
+        atol: absolute tolerance; default ``1e-6`` (right for an answer computed with NumPy or torch).
+        rtol: relative tolerance, as in ``numpy.allclose``; default 0.
+        decimals: accept a hand computation given to this many decimals: ``atol = 0.5 * 10**-decimals`` (the
+            answer must be the expected value correctly rounded, or closer). Give either ``atol`` or
+            ``decimals``, not both.
 
     Returns:
-        A one-line confirmation, e.g. ``"correct: attention weights match to 1e-06"``.
+        A one-line confirmation that names the tolerance, e.g.
+        ``"correct: attention output matches the expected value (|answer - expected| <= 1e-06)"``.
 
     Raises:
-        ValueError: shapes differ.
-        AssertionError: values differ; the message gives the largest difference and where.
+        TypeError: an argument is not numeric, or both ``atol`` and ``decimals`` were given.
+        ValueError: the shapes differ (the message gives both shapes and a hint when a reshape or transpose
+            would fix it), or a tolerance is negative.
+        AssertionError: values differ beyond the tolerance, or the answer contains NaN or infinity; the message
+            says how many entries are wrong, lists the worst ones (index, your value, expected value, difference)
+            and states the tolerance.
+
+    Source: the course's own convention for exercises (CONTRIBUTING.md, "Exercises"); the comparison rule is
+    ``numpy.allclose``'s.
     """
-    a = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer, dtype=np.float64)
-    e = np.asarray(expected.detach().cpu() if hasattr(expected, "detach") else expected, dtype=np.float64)
+    if decimals is not None:
+        if atol is not None:
+            raise TypeError("check_close: give either atol or decimals, not both")
+        if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or decimals < 0:
+            raise TypeError(f"check_close: decimals must be a non-negative integer, got {decimals!r}")
+        atol = 0.5 * 10.0 ** (-int(decimals)) * (1 + 1e-9)  # slack for the binary representation of decimals
+    elif atol is None:
+        atol = _DEFAULT_ATOL
+    if atol < 0 or rtol < 0:
+        raise ValueError(f"check_close: tolerances must be non-negative, got atol={atol}, rtol={rtol}")
+    tol = tolerance_text(atol, rtol, decimals)
+
+    a = _as_float_array(answer, "answer", what)
+    e = _as_float_array(expected, "expected value", what)
     if a.shape != e.shape:
-        raise ValueError(f"{what} has shape {a.shape}, expected shape {e.shape}")
-    if not np.allclose(a, e, atol=atol, rtol=rtol):
-        diff = np.abs(a - e)
-        idx = np.unravel_index(np.argmax(diff), diff.shape) if diff.ndim else ()
+        hint = ""
+        if a.size == e.size:
+            if a.ndim == 2 and e.ndim == 2 and a.shape[::-1] == e.shape:
+                hint = " (the transpose has the right shape: is a `.T` missing or extra?)"
+            else:
+                hint = f" (same number of entries: `np.reshape(answer, {e.shape})` would fit, if the order is right)"
+        raise ValueError(f"{what} has shape {a.shape}, expected shape {e.shape}{hint}")
+
+    bad_value = ~np.isfinite(a) & np.isfinite(e)
+    if bad_value.any():
+        count = int(bad_value.sum())
+        first = tuple(int(i) for i in np.argwhere(bad_value)[0])
+        raise AssertionError(f"{what} contains NaN or infinity in {count} entr{'y' if count == 1 else 'ies'} "
+                             f"(first at index {first}): a division by zero, a log of 0 or an overflow? "
+                             f"(tolerance: {tol})")
+
+    same = a == e  # catches equal infinities, whose difference is NaN
+    with np.errstate(invalid="ignore"):
+        diff = np.where(same, 0.0, np.abs(a - e))
+        allowed = atol + (rtol * np.abs(e) if rtol else 0.0)
+    wrong = ~(same | (diff <= allowed))
+    if wrong.any():
+        n_wrong, n = int(wrong.sum()), a.size
+        if a.ndim == 0:
+            raise AssertionError(
+                f"{what} is not right yet: got {a.item():.10g}, expected {e.item():.10g}, "
+                f"off by {diff.item():.3g} (tolerance: {tol})")
+        order = np.argsort(-np.where(wrong, diff, -1.0), axis=None)[:min(n_wrong, _MAX_LISTED)]
+        lines = []
+        for flat in order:
+            ix = tuple(int(i) for i in np.unravel_index(flat, a.shape))
+            lines.append(f"  index {ix}: got {a[ix]:.10g}, expected {e[ix]:.10g}, off by {diff[ix]:.3g}")
+        more = f"\n  ... and {n_wrong - len(order)} more" if n_wrong > len(order) else ""
         raise AssertionError(
-            f"{what} is not right yet: largest difference {diff.max():.4g} at index {idx} "
-            f"(got {a[idx] if a.ndim else a}, expected {e[idx] if e.ndim else e})"
-        )
-    return f"correct: {what} matches to {atol:g}"
+            f"{what} is not right yet: {n_wrong} of {n} entries differ (tolerance: {tol}); "
+            f"largest difference {diff[wrong].max():.3g}\n" + "\n".join(lines) + more)
+    return f"correct: {what} matches the expected value ({tol})"

@@ -415,7 +415,7 @@ def translate_corpus(model, tokenizer, sentences: Sequence[str], beam_size: int 
         ValueError: ``beam_size`` < 1 or ``batch_tokens`` < 1; the tokenizer's pad id differs from
             ``model.pad_id``.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # the text bar on stderr (a widget bar could not be drawn by the offline site)
 
     from .batching import length_batches, pad_ids
     from .utils import get_device

@@ -36,9 +36,9 @@ from typing import Callable, Literal
 
 import torch
 
-with warnings.catch_warnings():  # without ipywidgets, tqdm.auto warns once and falls back to a text bar
-    warnings.simplefilter("ignore")
-    from tqdm.auto import tqdm
+# The text bar (on stderr), also in notebooks: a widget bar would put an ipywidgets view into the executed
+# notebook, which the offline site could not draw.
+from tqdm import tqdm
 
 from .checkpoint import (CHECKPOINT_FORMAT, get_rng_state, load_checkpoint, remove_stale_temporaries,
                          save_checkpoint, set_rng_state)

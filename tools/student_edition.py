@@ -5,96 +5,47 @@ Usage (what `make book-student` runs):
     python tools/student_edition.py _build/student_src
 
 copies `_toc.yml`, `book/`, `notebooks/` and `assets/` into the target folder, writes a `_config.yml` that renders
-the committed outputs (no execution) with sphinx-exercise's `hide_solutions: true`, and removes every solution
-from the copied notebooks:
+the committed outputs (no execution) with sphinx-exercise's `hide_solutions: true`, and rewrites the copied
+notebooks with the same transformation as the assignments (`tools/assignments.py`, one source of truth):
 
-* a `{solution}` directive (backtick or colon fence) is cut out of its markdown cell;
+* a `{solution}` directive (backtick or colon fence) is cut out of its markdown cell (text solutions);
 * a gated solution, from the cell holding `{solution-start}` to the cell holding `{solution-end}`, is dropped
-  whole, code cells included.
+  with its text and code, except that the exercise's **stubs** take the place of the marked solution cells and
+  its **public checks** are shown (without output), so a student who downloads the page's notebook can work the
+  exercise and check the answer; hidden tests are left out.
 
 sphinx-exercise's own `hide_solutions` option drops plain `{solution}` blocks but cannot remove the code cells of
 a gated solution (and fails on the leftover `solution-end`), hence this copy. The downloadable notebooks of the
-student site are the stripped copies too.
+student site are the rewritten copies too.
 """
 from __future__ import annotations
 
-import re
 import shutil
 import sys
 from pathlib import Path
 
 import nbformat
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from assignments import split_at, strip_solution_blocks, student_notebook  # noqa: E402,F401  (re-exported)
+
 ROOT = Path(__file__).resolve().parent.parent
 COPY = ["_toc.yml", "book", "notebooks", "assets"]
-FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|:{3,})\{(?P<name>[a-z-]+)\}")
-
-
-def strip_solution_blocks(text: str) -> str:
-    """Remove `{solution}` fenced blocks (``` or :::) from a markdown string."""
-    out, lines, i = [], text.splitlines(keepends=True), 0
-    while i < len(lines):
-        m = FENCE_OPEN.match(lines[i])
-        if m and m.group("name") == "solution":
-            fence = m.group("fence")
-            i += 1
-            while i < len(lines) and lines[i].strip() != fence:
-                i += 1
-            i += 1  # skip the closing fence
-            continue
-        out.append(lines[i])
-        i += 1
-    return "".join(out)
-
-
-def split_at(source: str, name: str) -> tuple[str, str]:
-    """Split a markdown cell around the fenced `{name}` directive: (text before it, text after it)."""
-    lines = source.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        m = FENCE_OPEN.match(line)
-        if m and m.group("name") == name:
-            j = i + 1
-            while j < len(lines) and lines[j].strip() != m.group("fence"):
-                j += 1
-            return "".join(lines[:i]), "".join(lines[j + 1:])
-    return source, ""
-
-
-def directive_names(source: str) -> set[str]:
-    return {m.group("name") for m in map(FENCE_OPEN.match, source.splitlines()) if m}
 
 
 def strip_notebook(path: Path) -> int:
-    """Strip solutions from one notebook in place; return how many solutions were removed."""
+    """Rewrite one notebook in place for the student edition; return how many solutions were removed.
+
+    Committed outputs of the remaining cells are kept (the student site renders them); stub and check cells
+    have none.
+    """
     nb = nbformat.read(path, as_version=4)
-    kept, removed, inside = [], 0, False
-    for cell in nb.cells:
-        names = directive_names(cell.source) if cell.cell_type == "markdown" else set()
-        if "solution-start" in names:
-            if inside:
-                raise ValueError(f"{path}: solution-start inside another gated solution")
-            inside, removed = True, removed + 1
-            before = split_at(cell.source, "solution-start")[0]
-            if before.strip():  # text before the solution (e.g. the exercise itself) stays
-                kept.append(nbformat.v4.new_markdown_cell(before))
-        if inside:
-            if "solution-end" in names:
-                inside = False
-                after = split_at(cell.source, "solution-end")[1]
-                if after.strip():  # text after the closing fence stays
-                    kept.append(nbformat.v4.new_markdown_cell(after))
-            continue
-        if "solution" in names:
-            cell.source = strip_solution_blocks(cell.source)
-            removed += 1
-            if not cell.source.strip():
-                continue
-        kept.append(cell)
-    if inside:
-        raise ValueError(f"{path}: solution-start without solution-end")
-    nb.cells = kept
-    nbformat.write(nb, path)
-    return removed
+    n_solutions = sum(1 for c in nb.cells if c.cell_type == "markdown"
+                      for line in c.source.splitlines() if line.lstrip().startswith(("```{solution", ":::{solution"))
+                      and "{solution-end}" not in line)
+    student, _ = student_notebook(nb, path=str(path), clear_outputs=False)
+    nbformat.write(student, path)
+    return n_solutions
 
 
 def student_config(text: str) -> str:

@@ -1,0 +1,193 @@
+"""The assignment loop: markup -> student notebooks and Otter autograders -> graded submissions -> gradebook.
+
+`test_grading_loop` builds every chapter's assignment, makes a correct and a wrong submission for chapters 1 and 3
+from the built student notebooks (the correct one fills each stub with the course's solution, the wrong one makes
+specific mistakes), grades them with Otter's non-containerized runner and checks every score. About a minute.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import assignments as A  # noqa: E402
+import student_edition as S  # noqa: E402
+
+CHAPTERS = sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))
+
+
+def _read(path):
+    return nbformat.read(path, as_version=4)
+
+
+def _cell(source, tags=(), mark=None, kind="code"):
+    cell = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    if mark is not None:
+        cell.metadata["assignment"] = mark
+    return cell
+
+
+def _toy(*cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_cell("```{exercise}\n:label: ex-00-toy\nCompute x.\n```", kind="markdown"),
+                _cell("```{solution-start} ex-00-toy\n:class: dropdown\n```", kind="markdown"),
+                *cells,
+                _cell("```{solution-end}\n```", kind="markdown")]
+    return nb
+
+
+def test_every_chapter_1_to_8_has_graded_exercises():
+    for path in CHAPTERS:
+        _, exercises = A.student_notebook(_read(path), path=str(path))
+        assert len(exercises) >= 2, f"{path.name}: {len(exercises)} graded exercises"
+        for ex in exercises.values():
+            assert any(c.kind == "hidden" for c in ex.checks), f"{ex.label} has no hidden test"
+
+
+def test_student_notebooks_hold_no_solution_and_no_hidden_test():
+    for path in CHAPTERS:
+        source = _read(path)
+        student, exercises = A.student_notebook(source, path=str(path))
+        text = "\n".join(c.source for c in student.cells)
+        for (label, k), solution in A.reference_solutions(source).items():
+            stubs = [c for c in student.cells if c.metadata.get("assignment") == {"exercise": label, "stub": k}]
+            assert len(stubs) == 1 and "..." in stubs[0].source, (label, k)
+            assert solution.strip() not in text, f"{path.name}: the solution of {label} leaked"
+        for ex in exercises.values():
+            for check in ex.checks:
+                assert (check.code in text) == (check.kind == "public"), (ex.label, check.kind)
+        assert "{solution-start}" not in text and "{solution}" not in text
+        assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code")
+
+
+def test_markup_errors_are_reported():
+    stub = _cell("x = 1", mark={"exercise": "ex-00-toy", "stub": "x = ..."})
+    public = _cell("assert x == 1", tags=["remove-cell"], mark={"exercise": "ex-00-toy", "check": "public"})
+    hidden = _cell("assert x == 1", tags=["remove-cell"], mark={"exercise": "ex-00-toy", "check": "hidden", "points": 2})
+    cells, exercises = A.transform(_toy(stub, public, hidden))
+    assert [c.source for c in cells if c.cell_type == "code"] == ["x = ...", "assert x == 1"]
+    assert exercises["ex-00-toy"].points == 3
+    untagged = _cell("assert x == 1", mark={"exercise": "ex-00-toy", "check": "public"})
+    with pytest.raises(ValueError, match="remove-cell"):
+        A.transform(_toy(stub, untagged))
+    with pytest.raises(ValueError, match="needs at least one stub and one public check"):
+        A.transform(_toy(stub, hidden))
+    wrong_label = _cell("x = 1", mark={"exercise": "ex-00-other", "stub": "x = ..."})
+    with pytest.raises(ValueError, match="sits in the solution of ex-00-toy"):
+        A.transform(_toy(wrong_label, public))
+    both = _cell("x = 1", mark={"exercise": "ex-00-toy", "stub": "x = ...", "check": "public"})
+    with pytest.raises(ValueError, match="exactly one of"):
+        A.transform(_toy(both))
+    outside = nbformat.v4.new_notebook()
+    outside.cells = [stub]
+    with pytest.raises(ValueError, match="outside a gated solution"):
+        A.transform(outside)
+
+
+def test_otter_test_file_runs_public_and_hidden_cases(tmp_path):
+    from otter.test_files import ExceptionTestFile
+
+    ex = A.Exercise("ex-00-toy", stubs=1, checks=[A.Check("ex-00-toy", "public", "assert x > 0, 'x must be positive'"),
+                                                  A.Check("ex-00-toy", "hidden", "assert x == 2", points=2)])
+    path = tmp_path / "ex_00_toy.py"
+    path.write_text(A.otter_test_file(ex))
+    scores = {}
+    for x in (2, 1, -1):
+        test_file = ExceptionTestFile.from_file(str(path))
+        test_file.run({"x": x})
+        scores[x] = (test_file.score, test_file.possible)
+    assert scores == {2: (3, 3), 1: (1, 3), -1: (0, 3)}
+
+
+def test_student_edition_keeps_text_solution_behaviour(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_cell("Before.\n```{exercise}\n:label: ex-00-t\nWhy?\n```\n\n```{solution} ex-00-t\n:class: dropdown\n"
+                      "Because.\n```\nAfter.", kind="markdown")]
+    path = tmp_path / "t.ipynb"
+    nbformat.write(nb, path)
+    assert S.strip_notebook(path) == 1
+    text = _read(path).cells[0].source
+    assert "Because" not in text and "Before." in text and "After." in text and "{exercise}" in text
+    # a marked-up chapter keeps its stubs and public checks, and the committed outputs of other cells
+    chapter = tmp_path / CHAPTERS[0].name
+    chapter.write_bytes(CHAPTERS[0].read_bytes())
+    S.strip_notebook(chapter)
+    cells = _read(chapter).cells
+    assert any("assignment-stub" in c.metadata.get("tags", []) for c in cells)
+    assert any("assignment-check" in c.metadata.get("tags", []) for c in cells)
+    assert any(c.get("outputs") for c in cells if c.cell_type == "code")
+
+
+def _submission(student_nb, source_nb, edits: dict[tuple[str, int], str | None]):
+    """Fill every stub with the course's solution, except those in ``edits`` (None: leave the stub as it is)."""
+    ref = A.reference_solutions(source_nb)
+    nb = copy.deepcopy(student_nb)
+    for cell in nb.cells:
+        mark = cell.metadata.get("assignment")
+        if mark and "stub" in mark:
+            key = (mark["exercise"], mark["stub"])
+            if key in edits:
+                if edits[key] is not None:
+                    cell.source = edits[key]
+            else:
+                cell.source = ref[key]
+    return nb
+
+
+def test_grading_loop(tmp_path):
+    out = tmp_path / "assignments"
+    built = A.build(out, CHAPTERS)
+    assert set(built) == {p.stem for p in CHAPTERS}
+    ch1, ch3 = "01_attention_by_hand", "03_ffn_residual_layernorm"
+    for stem in (ch1, ch3):
+        assert len(list((out / stem / "autograder").glob("*-autograder.zip"))) == 1
+
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    for stem in (ch1, ch3):
+        student = _read(out / stem / "student" / f"{stem}.ipynb")
+        source = _read(ROOT / "notebooks" / f"{stem}.ipynb")
+        nbformat.write(_submission(student, source, {}), subs / f"alice__{stem}.ipynb")
+        wrong = {
+            ch1: {("ex-01-example3", 0): "my_answer = np.array([[2.26]])  # a slip in the second decimal",
+                  ("ex-01-shift", 0): "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\n"
+                                      "w_other = w_shifted  # wrong: the key-dependent shift was not applied",
+                  ("ex-01-temperature", 0): None},
+            ch3: {("ex-03-relu", 0): "b1_new = np.array([2.0, 0.0])  # sign slip\n"
+                                     "out_new = R.feed_forward(x, w1, b1_new, w2, b2)"},
+        }[stem]
+        nbformat.write(_submission(student, source, wrong), subs / f"bob__{stem}.ipynb")
+
+    csv_path = tmp_path / "gradebook.csv"
+    A.grade(subs, out, csv_path)
+    with csv_path.open() as f:
+        rows = {(r["student"], r["chapter"], r["exercise"]): (float(r["points"]), float(r["max_points"]))
+                for r in csv.DictReader(f)}
+    expected = {
+        ("alice", "01", "TOTAL"): (7, 7), ("alice", "03", "TOTAL"): (6, 6),
+        ("bob", "01", "ex_01_example3"): (0, 2),     # public (4 decimals) and hidden fail
+        ("bob", "01", "ex_01_shift"): (1, 2),        # public passes, hidden catches w_other
+        ("bob", "01", "ex_01_temperature"): (0, 3),  # left as the stub
+        ("bob", "01", "TOTAL"): (1, 7),
+        ("bob", "03", "ex_03_big_ffn"): (2, 2),
+        ("bob", "03", "ex_03_relu"): (0, 2),         # public and hidden compare with b1 = (-2, 0)
+        ("bob", "03", "ex_03_ln_invariance"): (2, 2),
+        ("bob", "03", "TOTAL"): (4, 6),
+    }
+    for key, value in expected.items():
+        assert rows[key] == value, (key, rows[key], value)
+    assert len(rows) == 2 * (3 + 1) + 2 * (3 + 1)  # one row per student and exercise, plus a total per chapter
+
+
+def test_student_id_rules(tmp_path):
+    assert A.student_id(tmp_path / "alice__01_x.ipynb", tmp_path) == "alice"
+    assert A.student_id(tmp_path / "bob.ipynb", tmp_path) == "bob"
+    assert A.student_id(tmp_path / "carol" / "whatever__01.ipynb", tmp_path) == "carol"

@@ -1,0 +1,98 @@
+"""Tests of tmlib.checks.check_close: tolerances, messages a student can act on, the old signature."""
+import numpy as np
+import pytest
+import torch
+
+from tmlib.checks import check_close, tolerance_text
+
+
+def test_old_signature_still_works():
+    # positional `what`, keyword atol (as notebooks 1-9 call it), atol=0 for integer counts
+    assert check_close([[2.2512]], np.array([[2.2512]]), "attention output").startswith("correct: attention output")
+    assert check_close(8_099_600, 8_099_600, what="count", atol=0).startswith("correct")
+    assert check_close(0.1, 0.1 + 1e-13, "x", atol=1e-12).startswith("correct")
+    with pytest.raises(AssertionError):
+        check_close(8_099_601, 8_099_600, atol=0)
+
+
+def test_default_tolerance_is_stated_and_rejects_four_decimals():
+    exact = (4 * np.e + 2) / (np.e + 3)  # 2.25122..., the exercise of notebook 1
+    with pytest.raises(AssertionError, match=r"tolerance: \|answer - expected\| <= 1e-06"):
+        check_close(2.2512, exact)
+    assert "1e-06" in check_close(exact, exact)
+
+
+def test_decimals_accepts_a_correct_hand_rounding_and_names_it():
+    exact = (4 * np.e + 2) / (np.e + 3)
+    msg = check_close(2.2512, exact, "output", decimals=4)
+    assert msg.startswith("correct: output") and "correct to 4 decimals" in msg
+    # the course's old slip, 2.2513, is not a correct rounding of 2.25122
+    with pytest.raises(AssertionError, match=r"got 2.2513, expected 2.25122\d*, off by 7.7e-05 .*4 decimals"):
+        check_close(2.2513, exact, "output", decimals=4)
+    # boundary: exactly half a unit in the last place is accepted despite binary rounding
+    assert check_close(0.1235, 0.12345, decimals=4).startswith("correct")
+    assert check_close(1.0, 1.4, decimals=0).startswith("correct")
+
+
+def test_decimals_and_atol_are_exclusive_and_validated():
+    with pytest.raises(TypeError, match="either atol or decimals"):
+        check_close(1.0, 1.0, atol=1e-3, decimals=3)
+    with pytest.raises(TypeError, match="non-negative integer"):
+        check_close(1.0, 1.0, decimals=2.5)
+    with pytest.raises(ValueError, match="non-negative"):
+        check_close(1.0, 1.0, rtol=-1.0)
+
+
+def test_rtol_message():
+    assert "0.01 * |expected|" in check_close(101.0, 100.0, rtol=0.01, atol=0)
+    with pytest.raises(AssertionError, match=r"0 \+ 0.01 \* \|expected\|"):
+        check_close(102.0, 100.0, rtol=0.01, atol=0)
+
+
+def test_value_message_lists_the_wrong_entries_worst_first():
+    expected = np.arange(12.0).reshape(3, 4)
+    answer = expected.copy()
+    answer[0, 1] += 0.5
+    answer[2, 3] -= 2.0
+    with pytest.raises(AssertionError) as info:
+        check_close(answer, expected, "weights")
+    msg = str(info.value)
+    assert "2 of 12 entries differ" in msg and "largest difference 2" in msg
+    assert msg.index("index (2, 3)") < msg.index("index (0, 1)")  # worst first
+    assert "got 9, expected 11, off by 2" in msg
+
+
+def test_many_wrong_entries_are_summarised():
+    with pytest.raises(AssertionError, match=r"10 of 10 entries differ[\s\S]*and 5 more"):
+        check_close(np.ones(10), np.zeros(10))
+
+
+def test_shape_messages_with_hints():
+    with pytest.raises(ValueError, match=r"shape \(2,\), expected shape \(3,\)$"):
+        check_close([1.0, 2.0], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"\(1, 3\), expected shape \(3, 1\).*transpose"):
+        check_close([[1, 2, 3]], [[1], [2], [3]])
+    with pytest.raises(ValueError, match=r"\(3,\), expected shape \(1, 3\).*reshape"):
+        check_close([1, 2, 3], [[1, 2, 3]])
+
+
+def test_nan_none_and_non_numeric():
+    with pytest.raises(AssertionError, match=r"NaN or infinity in 1 entry \(first at index \(1,\)\)"):
+        check_close([1.0, np.nan], [1.0, 2.0])
+    with pytest.raises(TypeError, match="is None"):
+        check_close(None, 1.0)
+    with pytest.raises(TypeError, match="must be a number"):
+        check_close("two", 2.0)
+    assert check_close([np.inf], [np.inf]).startswith("correct")  # equal infinities are equal
+
+
+def test_torch_tensors_with_grad():
+    t = torch.tensor([1.0, 2.0], requires_grad=True)
+    assert check_close(t * 1, [1.0, 2.0]).startswith("correct")
+    assert check_close(np.array([1.0, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)).startswith("correct")
+
+
+def test_tolerance_text():
+    assert tolerance_text(0.0) == "exact equality"
+    assert tolerance_text(1e-6) == "|answer - expected| <= 1e-06"
+    assert tolerance_text(5e-5, decimals=4).endswith("correct to 4 decimals")

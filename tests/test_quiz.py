@@ -1,0 +1,87 @@
+"""Self-check questions (tmlib.quiz): the widget's HTML, the questions on the pages, and (when a site has been
+built) the questions in the built HTML."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tmlib import quiz as Q
+
+ROOT = Path(__file__).resolve().parent.parent
+# where each self-check question lives (notebook or page) -> its quiz names
+PLACES = {
+    "notebooks/01_attention_by_hand.ipynb": ["nb01-in-course"],
+    "notebooks/02_multi_head_attention.ipynb": ["nb02-query-dim"],
+    "notebooks/06_training_recipe.ipynb": ["nb06-label-smoothing"],
+    "book/paper.md": [f"paper-q{i}" for i in range(1, 6)],
+}
+
+
+def test_choice_html_has_the_stable_hooks_and_no_network():
+    q = Q.choice("t-one", "Which? <b>", [("A", True, "yes"), ("B", False)], "Because & so.")
+    h = q.to_html()
+    assert 'class="tm-quiz" id="tm-quiz-t-one" data-kind="choice" data-state="unanswered"' in h
+    assert h.count('class="tm-quiz-option"') == 2 and 'data-correct="true"' in h and 'data-correct="false"' in h
+    assert '<div class="tm-quiz-explanation" hidden>Because &amp; so.</div>' in h
+    assert "Which? &lt;b&gt;" in h  # text is escaped
+    assert not re.search(r"https?://|src=", h), "the widget must not load anything"
+    assert q._repr_html_() == h
+
+
+def test_numeric_html_and_validation():
+    h = Q.numeric("t-two", "How much?", 0.9, 1e-4, "Explained.").to_html()
+    assert 'data-kind="numeric"' in h and 'data-answer="0.9"' in h and 'data-tolerance="0.0001"' in h
+    assert 'class="tm-quiz-input"' in h and 'class="tm-quiz-submit"' in h
+    with pytest.raises(ValueError, match="name"):
+        Q.numeric("Bad Name", "q", 1, 0, "e")
+    with pytest.raises(ValueError, match="at least one correct"):
+        Q.choice("t-three", "q", [("a", False), ("b", False)], "e")
+    with pytest.raises(ValueError, match="finite"):
+        Q.numeric("t-four", "q", float("nan"), 0, "e")
+    with pytest.raises(ValueError, match="non-empty"):
+        Q.numeric("t-five", "q", 1, 0, " ")
+
+
+def test_paper_page_holds_exactly_the_generated_block():
+    text = (ROOT / "book/paper.md").read_text()
+    assert Q.paper_quiz_block() in text, "regenerate with: python -m tmlib.quiz paper"
+    names = [q.name for q in Q.PAPER_QUIZ]
+    assert len(set(names)) == len(names) == 5
+    year = [q for q in Q.PAPER_QUIZ if q.kind == "numeric"][0]
+    assert year.answer == 2017  # arXiv 1706.03762, June 2017; NIPS 2017
+
+
+def _notebook_quiz_ids(path: Path) -> list[str]:
+    ids = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        for out in cell.get("outputs", []):
+            html = "".join(out.get("data", {}).get("text/html", ""))
+            ids += re.findall(r'class="tm-quiz" id="tm-quiz-([a-z0-9-]+)"', html)
+    return ids
+
+
+def test_committed_notebooks_show_their_questions():
+    for rel, names in PLACES.items():
+        if rel.endswith(".ipynb"):
+            assert _notebook_quiz_ids(ROOT / rel) == names, rel
+
+
+def _built_pages() -> list[Path]:
+    for base in (ROOT / "_build" / "strict" / "_build" / "html", ROOT / "_build" / "html"):
+        if (base / "book" / "paper.html").is_file():
+            return [base]
+    return []
+
+
+@pytest.mark.skipif(not _built_pages(), reason="no built site (make site-strict or make book builds one)")
+def test_built_pages_contain_the_questions():
+    base = _built_pages()[0]
+    for rel, names in PLACES.items():
+        page = base / Path(rel).with_suffix(".html")
+        html = page.read_text()
+        for name in names:
+            assert f'class="tm-quiz" id="tm-quiz-{name}"' in html, (page, name)
+        assert html.count("<script>\n(function () {") >= len(names)
