@@ -29,7 +29,6 @@ import json
 import math
 import os
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
