@@ -9,16 +9,20 @@ existing run folder is kept unless ``--fresh`` is given), translates the 1,000 s
 test_2016_flickr with greedy decoding and with beam search (beam 4, α = 0.6, paper §6.1), and writes
 ``benchmarks/results/translate_<device>.json``: device name, torch version, preset, parameter count,
 minutes trained, steps, epochs, target tokens/s, validation loss, and for each decoder the cased BLEU,
-lowercased BLEU (13a) and chrF of sacreBLEU, with signatures and decoding time.
+lowercased BLEU (13a) and chrF of sacreBLEU, with signatures and decoding time, and the machine that trained
+(``tmlib.machine.machine_info()``, stored in the checkpoint) and the one that decoded.
 
 Without ``--train`` it scores the checkpoint already in ``--out`` (e.g. one written by
-``python -m tmlib.train``).
+``python -m tmlib.train``). ``--name`` changes the result file's name (``translate_<name>.json``), e.g.
+``--name cpu_fp32`` for the float32 run that emulates a CPU without native bf16:
+
+    python benchmarks/translate.py --train --fresh --out runs/fp32 --name cpu_fp32 --max-minutes 10 \
+        --threads 2 --train-arg=--amp=off
 """
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
 import sys
 import time
@@ -30,25 +34,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def device_name(device: torch.device) -> str:
-    """A readable name of the machine that trained/decoded (CPU model or GPU name)."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main(argv=None) -> int:
     from tmlib.data import load_multi30k
-    from tmlib.metrics import bleu_scores, translate_corpus
+    from tmlib.decoding import translate_corpus
+    from tmlib.experiment import load_trained
+    from tmlib.machine import machine_info
+    from tmlib.metrics import bleu_scores
     from tmlib.presets import count_parameters
     from tmlib.train import main as train_main
-    from tmlib.training import load_trained
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=str(ROOT / "runs" / "multi30k"), help="run folder with checkpoint.pt")
@@ -60,6 +53,7 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None, help="folder holding multi30k/*.gz")
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--results", default=str(ROOT / "benchmarks" / "results"), help="folder of the JSON file")
+    p.add_argument("--name", default=None, help="result file translate_<name>.json (default: the device type)")
     p.add_argument("--note", default="", help="free text stored in the JSON (e.g. the machine's load)")
     p.add_argument("--train-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for python -m tmlib.train (repeatable), e.g. --train-arg=--max-tokens=4000")
@@ -79,28 +73,37 @@ def main(argv=None) -> int:
             targs += ["--data-dir", args.data_dir]
         if (out / "checkpoint.pt").is_file():
             targs.append("--resume")
-        train_main(targs + args.train_arg)
+        status = train_main(targs + args.train_arg)
+        if status != 0:
+            return status
 
     from tmlib.utils import get_device
 
     device = get_device(None if args.device == "auto" else args.device)
-    model, tokenizer, history, state = load_trained(out, device)
+    trained = load_trained(out, device)
+    model, tokenizer, history = trained.model, trained.tokenizer, trained.history
     test = load_multi30k("test", args.data_dir)
     src = [de for de, _ in test]
     refs = [en for _, en in test]
+    train_machine = trained.machine or {}
+    amp = trained.config.amp  # the precision the run trained in, on the machine that trained it
+    trained_on_gpu = bool(train_machine.get("gpu")) and trained.config.device != "cpu"
+    precision = {"off": None, "bf16": "bfloat16", "fp16": "float16"}.get(
+        amp, "bfloat16" if trained_on_gpu or train_machine.get("cpu_native_bf16") else None)
     result = {
         "device": device.type,
-        "device_name": device_name(device),
-        "threads": torch.get_num_threads() if device.type == "cpu" else None,
-        "torch_version": str(torch.__version__),
-        "preset": state["model_config"]["preset"],
-        "model_config": state["model_config"],
-        "train_config": state["config"],
+        "machine": train_machine,
+        "decode_machine": machine_info(),
+        "threads": trained.config.threads,
+        "precision": precision or "float32",
+        "torch_version": trained.torch_version,
+        "model_config": trained.config.model.to_dict(),
+        "train_config": trained.config.to_dict(),
         "parameters": count_parameters(model),
-        "minutes_trained": round(state["elapsed_s"] / 60, 2),
-        "steps": state["step"],
-        "epochs_completed": state["epoch"],
-        "target_tokens_per_s_median": round(float(np.median(history["tokens_per_s"])), 1),
+        "minutes_trained": round(trained.elapsed_s / 60, 2),
+        "steps": trained.step,
+        "epochs_completed": trained.epoch,
+        "target_tokens_per_s_median": round(float(np.nanmedian(history["tokens_per_s"])), 1),
         "val_loss": round(history["val_loss"][-1], 4) if history["val_loss"] else None,
         "val_nll": round(history["val_nll"][-1], 4) if history["val_nll"] else None,
         "test_set": "multi30k test_2016_flickr (1000 sentences), German->English",
@@ -123,7 +126,7 @@ def main(argv=None) -> int:
               f"chrF {scores['chrf']:.2f} ({seconds:.0f} s)")
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
-    path = results / f"translate_{device.type}.json"
+    path = results / f"translate_{args.name or device.type}.json"
     path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {path}")
     return 0

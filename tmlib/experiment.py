@@ -141,6 +141,8 @@ class TrainedModel:
         torch_version: the torch version that wrote it.
         machine: :func:`tmlib.machine.machine_info` of the machine that wrote the checkpoint (None for
             checkpoints of tmlib 0.1).
+
+    When the run kept a moving average of its weights (``TrainConfig.ema_decay``), ``model`` holds the average.
     """
 
     model: torch.nn.Module
@@ -281,7 +283,11 @@ def load_trained(path: str | os.PathLike, device=None) -> TrainedModel:
     state = load_checkpoint(path)
     try:
         model = make_model(_model_config(state))
-        model.load_state_dict(state["model"])
+        if state.get("ema") is not None:  # the moving average of the weights is what the run evaluates with
+            weights = {k.removeprefix("module."): v for k, v in state["ema"].items() if k.startswith("module.")}
+        else:
+            weights = state["model"]
+        model.load_state_dict(weights)
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"{path} does not hold a model this version of tmlib can rebuild ({err})") from err
     model.to(device).eval()

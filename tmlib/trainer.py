@@ -83,6 +83,10 @@ class TrainConfig:
     """largest global gradient norm; none: no clipping (as in the paper)"""
     accumulate: int = 1
     """batches per optimizer step (gradient accumulation)"""
+    ema_decay: float | None = optional_field(None, float)
+    """keep an exponential moving average of the weights with this decay per step (e.g. 0.998) and
+    evaluate, save and translate with it; the modern form of the paper's checkpoint averaging (§6.1);
+    none: off"""
     max_steps: int | None = optional_field(None, int)
     """budget: optimizer steps"""
     max_epochs: int | None = optional_field(None, int)
@@ -127,6 +131,8 @@ class TrainConfig:
             raise ValueError(f"grad_clip must be > 0, got {self.grad_clip} (use none for no clipping: a norm of 0 "
                              "would zero every gradient)")
         check_int(self.accumulate, "accumulate", minimum=1)
+        check_float(self.ema_decay, "ema_decay", minimum=0.0, maximum=1.0, min_inclusive=False, max_inclusive=False,
+                    allow_none=True)
         check_int(self.max_steps, "max_steps", minimum=1, allow_none=True)
         check_int(self.max_epochs, "max_epochs", minimum=1, allow_none=True)
         check_float(self.max_minutes, "max_minutes", minimum=0.0, min_inclusive=False, allow_none=True)
@@ -335,6 +341,7 @@ class Trainer:
         self.scheduler = make_scheduler(self.optimizer, model.d_model, self.config.warmup_steps, self.config.lr_factor)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == torch.float16)
         self.forward_model = self._compiled(self.model) if self.config.compile else self.model
+        self.ema = self._new_ema() if self.config.ema_decay else None
         self.rank, self.world_size = 0, 1
         self.step = self.epoch = self.batch_in_epoch = 0
         self.elapsed_s = 0.0
@@ -342,6 +349,18 @@ class Trainer:
         self.history = _new_history()
         self._pending: list = []  # (step, epoch, lr, loss tensor, elapsed_s) not yet copied from the device
         self._t_last = time.perf_counter()
+
+    def _new_ema(self):
+        """An exponential moving average of the weights (``torch.optim.swa_utils.AveragedModel``): after every
+        optimizer step ``ema ← decay · ema + (1 − decay) · weights``."""
+        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+        return AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(self.config.ema_decay))
+
+    def eval_model(self):
+        """The weights to evaluate and translate with: the moving average when ``ema_decay`` is set, else the
+        trained weights themselves."""
+        return self.ema.module if self.ema is not None else self.model
 
     @staticmethod
     def _compiled(model):
@@ -358,6 +377,8 @@ class Trainer:
             self.device = _resolve_device(new.device)
             self.precision = resolve_precision(new.amp, self.device)
             self.model.to(self.device)
+            if self.ema is not None:
+                self.ema.to(self.device)
             self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == torch.float16)
             self.forward_model = self._compiled(self.model) if new.compile else self.model
         self.config = new
@@ -375,6 +396,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
             "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
             "elapsed_s": self.elapsed_s, "finished": self.finished,
             "config": self.config.to_dict(),
@@ -395,6 +417,8 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
+        if self.ema is not None and state.get("ema") is not None:
+            self.ema.load_state_dict(state["ema"])
         self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         self.elapsed_s, self.finished = state["elapsed_s"], state["finished"]
         self.history = {k: list(v) for k, v in state["history"].items()}
@@ -438,18 +462,19 @@ class Trainer:
         (default: the validation batches), in eval mode (no dropout). Uses no random numbers; reads the
         result from the device once."""
         batches = batches or self.val_batches
-        was_training = self.model.training
-        self.model.eval()
+        model = self.forward_model if self.ema is None else self.ema.module
+        was_training = model.training
+        model.eval()
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
         n = 0
         for batch in batches.epoch(0):
             batch = batch.to(self.device)
             with self.autocast():
-                logits = self.forward_fn(self.forward_model, batch)
+                logits = self.forward_fn(model, batch)
             totals[0] += translation_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing, "sum")
             totals[1] += translation_loss(logits, batch.tgt_out, self.pad_id, 0.0, "sum")
             n += batch.n_tokens
-        self.model.train(was_training)
+        model.train(was_training)
         ls, nll = (totals / max(n, 1)).tolist()
         return ls, nll
 
@@ -523,6 +548,8 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
         return total
 
     def _flush(self, rate: float | None = None) -> None:
