@@ -5,11 +5,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
-# Where the offline copy of the data lives (it holds multi30k/*.gz); unset it to download instead.
+# Where the offline copy of the data lives (it holds multi30k/*.gz), when there is one beside the repository (the
+# course's machines); elsewhere it stays unset and the loader downloads the files into the user cache.
+ifneq ($(wildcard $(CURDIR)/../shared/data/multi30k),)
 export TMLIB_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
+endif
+# jupyter-book, with the site's own Sphinx extension (_ext/site_html.py) importable from any config file location.
+JB := PYTHONPATH="$(CURDIR)/_ext$${PYTHONPATH:+:$$PYTHONPATH}" $(BIN)/jupyter-book
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test venv unit nbval site-strict site-html lock clean execute
+.PHONY: book test venv unit nbval site-strict site-html browser lock clean execute
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,19 +30,20 @@ book: venv
 	@$(BIN)/python tools/prepare_book.py
 	@echo "make book: step 2/2, building the site (executes the notebooks that changed; a few minutes)"
 	@start=$$(date +%s); \
-	$(BIN)/jupyter-book build . --keep-going && \
+	$(JB) build . --keep-going && \
 	echo "Built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
-## test: unit tests, nbval over every notebook (training notebooks in smoke mode, TMLIB_SMOKE=1), a strict site build
-## from the stored outputs, then the checks of the built HTML (they skip in `unit` when no site exists yet)
-test: unit nbval site-strict site-html
+## test: unit tests (the CI workflows linted too), nbval over every notebook (training notebooks in smoke mode,
+## TMLIB_SMOKE=1), a strict site build from the stored outputs, and that site opened offline in headless Chromium
+test: unit nbval site-strict site-html browser
 	@echo "All checks passed."
 
-site-html: venv
+## site-html: the checks of the built HTML (vendored scripts, citations, quizzes); they skip in `unit` without a build
+site-html: site-strict
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_site.py tests/test_quiz.py
 
 unit: venv
-	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py
 
 nbval: venv
 	TMLIB_SMOKE=1 $(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=1800 \
@@ -47,7 +53,13 @@ site-strict: venv
 	mkdir -p _build
 	sed 's/^  execute_notebooks: cache$$/  execute_notebooks: "off"/' _config.yml > _build/_config_strict.yml
 	grep -q 'execute_notebooks: "off"' _build/_config_strict.yml
-	$(BIN)/jupyter-book build . --config _build/_config_strict.yml --path-output _build/strict -W -n --keep-going --all
+	$(JB) build . --config _build/_config_strict.yml --path-output _build/strict -W -n --keep-going --all
+
+## browser: every page of the strict build in headless Chromium, offline (screenshots and report in _build/browser/)
+browser: site-strict
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || [ -n "$$TM_CHROMIUM" ] || \
+		echo "Browser test skipped: Chromium is not installed (install it with: sudo apt-get install chromium chromium-driver)"
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_browser.py
 
 ## execute: re-run every notebook in place (after editing one), then commit the outputs
 execute: venv
@@ -65,7 +77,7 @@ clean:
 .PHONY: book-student
 book-student: venv
 	$(BIN)/python tools/student_edition.py _build/student_src
-	$(BIN)/jupyter-book build _build/student_src --path-output _build/student --keep-going
+	$(JB) build _build/student_src --path-output _build/student --keep-going
 	@echo "Student edition: file://$(CURDIR)/_build/student/_build/html/index.html"
 
 ## assignments: per chapter, the student notebook (stubs, public checks) and the Otter autograder (hidden tests)

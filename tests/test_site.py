@@ -77,10 +77,51 @@ def test_built_pages_use_vendored_javascript(html_dir):
     for page in pages:
         text = page.read_text(errors="replace")
         scripts = re.findall(r"<script[^>]*\bsrc=\"([^\"]+)\"", text)
-        remote = [s for s in scripts if CDN.search(s)]
+        remote = [s for s in scripts if CDN.search(s) or re.match(r"(https?:)?//", s)]
         assert not remote, f"{page.relative_to(html_dir)} loads {remote}"
+        inline = re.findall(r"<script>(.*?)</script>", text, flags=re.S)
+        repeated = sorted({b for b in inline if inline.count(b) > 1 and ("const " in b or "let " in b)})
+        assert not repeated, f"{page.relative_to(html_dir)} repeats inline scripts (a redeclaration error): {repeated}"
         if "tex-mml-chtml.js" in text:
             assert "_static/vendor/mathjax/tex-mml-chtml.js" in text, page
         if "require-shim.js" in text:  # order: jQuery and d3 before the shim
             assert text.index("vendor/jquery/jquery.min.js") < text.index("js/require-shim.js")
             assert text.index("vendor/d3/d3.min.js") < text.index("js/require-shim.js")
+
+
+def _site_html():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("site_html", ROOT / "_ext" / "site_html.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_config_enables_the_site_extension():
+    sphinx = _config()["sphinx"]
+    assert sphinx["local_extensions"] == {"site_html": "_ext"}
+    assert (ROOT / "_ext" / "site_html.py").is_file()
+    assert sphinx["config"]["html_context"]["default_mode"] in ("light", "dark", "auto")
+    assert _config()["repository"]["path_to_book"] in ("", None), "a path_to_book of '.' puts '/./' in Colab links"
+
+
+def test_remote_requirejs_loaders_are_stripped():
+    strip = _site_html().strip_remote_loaders
+    bertviz = ('<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js"></script>      \n'
+               '<div id="bertviz-0"></div>\n<script type="text/javascript">\nrequirejs(["jquery", "d3"], f);\n</script>')
+    out, n = strip(bertviz)
+    assert n == 1 and out.startswith('<div id="bertviz-0">') and "requirejs(" in out
+    for keep in ['<script src="_static/js/require-shim.js"></script>', '<script src="https://example.org/x.js"></script>',
+                 '<script src="//cdn.example.org/requirements.js"></script>']:
+        assert strip(keep) == (keep, 0), keep
+    assert strip("<SCRIPT src='//cdn.example.org/require.js?v=2'></SCRIPT>")[1] == 1
+
+
+def test_inline_scripts_are_deduplicated():
+    from types import SimpleNamespace as JS
+    dedupe = _site_html().dedupe_scripts
+    a1 = JS(filename=None, priority=500, attributes={"body": "const X = 1;"})
+    a2 = JS(filename="", priority=500, attributes={"body": "const X = 1;"})
+    b = JS(filename="_static/a.js", priority=500, attributes={})
+    c = JS(filename=None, priority=500, attributes={"body": "const Y = 2;"})
+    assert dedupe([a1, b, a2, c, b]) == [a1, b, c]
