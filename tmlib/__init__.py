@@ -1,12 +1,25 @@
-"""tmlib: the shared library of the course "Attention, executable".
+"""tmlib: the shared library of the course "Attention, executable". One job per module:
 
-* :mod:`tmlib.numpy_ref` – NumPy references of every building block (Part I); no torch.
-* :mod:`tmlib.examples` – the lecture's worked-example inputs, defined once.
-* :mod:`tmlib.plotting` – titled, labelled figures (attention heatmaps and friends).
-* Part II, PyTorch, one paper section per module: :mod:`tmlib.attention` (§3.2),
-  :mod:`tmlib.feed_forward` (§3.3), :mod:`tmlib.embeddings` (§3.4), :mod:`tmlib.positional` (§3.5),
-  :mod:`tmlib.transformer` (§3.1), :mod:`tmlib.variants` (encoder-only, decoder-only),
-  :mod:`tmlib.presets` (Table 3 configurations, ``make_model``).
+Part I (NumPy): :mod:`tmlib.numpy_ref` (every building block; no torch), :mod:`tmlib.examples` (the lecture's
+worked-example inputs, defined once), :mod:`tmlib.costs` (parameter and memory counts), :mod:`tmlib.checks`
+(``check_close``/``check_shape`` for notebooks and exercises), :mod:`tmlib.quiz` (self-check questions),
+:mod:`tmlib.plotting` (titled, labelled figures).
+
+The model (PyTorch), one paper section per module: :mod:`tmlib.attention` (§3.2), :mod:`tmlib.feed_forward`
+(§3.3), :mod:`tmlib.embeddings` (§3.4), :mod:`tmlib.positional` (§3.5), :mod:`tmlib.transformer` (§3.1),
+:mod:`tmlib.variants` (encoder-only, decoder-only), :mod:`tmlib.presets` (``ModelConfig``, the one configuration
+type; ``PRESETS``, Table 3; ``make_model``, the one factory).
+
+Training (§5): :mod:`tmlib.recipe` (Adam, the schedule, the label-smoothed loss), :mod:`tmlib.trainer`
+(``TrainConfig`` and the ``Trainer`` loop), :mod:`tmlib.checkpoint` (atomic checkpoints, RNG state),
+:mod:`tmlib.experiment` (the Multi30k run: ``RECOMMENDED``, ``run_training``, ``load_or_train``).
+
+Data: :mod:`tmlib.multi30k` (the files, through pooch), :mod:`tmlib.tokenizer` (shared BPE),
+:mod:`tmlib.batching` (token-count batches). Decoding and scoring: :mod:`tmlib.decoding` (greedy, beam search,
+corpus translation), :mod:`tmlib.metrics` (sacreBLEU). Command lines: ``python -m tmlib.train``,
+``python -m tmlib.translate``. Shared helpers: :mod:`tmlib.validation` (argument checks), :mod:`tmlib.utils`
+(seeding, devices, atomic writes), :mod:`tmlib.machine` (what machine a number was measured on).
+:mod:`tmlib.data` and :mod:`tmlib.training` gather the names of the data and training modules in one import.
 
 The PyTorch parts are imported lazily (module ``__getattr__``), so ``import tmlib.numpy_ref`` works
 without torch installed, while ``tmlib.Transformer`` imports torch on first use.
@@ -27,7 +40,8 @@ _LAZY = {
     "causal_mask": "attention",
     "EncoderOnly": "variants", "DecoderOnly": "variants",
     "ModelConfig": "presets", "PRESETS": "presets", "make_model": "presets", "count_parameters": "presets",
-    "copy_task_batch": "presets",
+    "copy_task_batch": "presets", "TrainConfig": "trainer", "Trainer": "trainer",
+    "load_trained": "experiment", "load_or_train": "experiment",
 }
 
 
