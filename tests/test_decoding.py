@@ -241,3 +241,22 @@ def test_bad_inputs():
         greedy_decode(toy, torch.tensor([[3]]), BOS, EOS, max_len=0)
     with pytest.raises(ValueError, match="length_penalty.*-0.5"):
         beam_search(toy, torch.tensor([[3]]), BOS, EOS, length_penalty=-0.5)
+
+
+def test_table_model_worked_example_of_chapter_9():
+    """tmlib.decoding.TableModel: greedy takes "the dog" (P = 0.12), beam search (k = 2) finds "a dog runs"
+    (P = 0.288), as chapter 9 computes by hand."""
+    from tmlib.decoding import TableModel
+
+    THE, A, DOG, CAT, RUNS = 3, 4, 5, 6, 7
+    table = {(): {THE: 0.5, A: 0.4, CAT: 0.1}, (THE,): {DOG: 0.4, CAT: 0.3, RUNS: 0.3}, (A,): {DOG: 0.9, CAT: 0.1},
+             (THE, DOG): {EOS: 0.6, RUNS: 0.4}, (THE, CAT): {EOS: 0.5, RUNS: 0.5}, (A, DOG): {RUNS: 0.8, EOS: 0.2},
+             (A, DOG, RUNS): {EOS: 1.0}}
+    toy, src = TableModel(table, vocab_size=8, eos_id=EOS), torch.tensor([[3]])
+    assert greedy_decode(toy, src, BOS, EOS) == [[THE, DOG]]
+    for use_cache in (True, False):
+        assert beam_search(toy, src, BOS, EOS, beam_size=2, length_penalty=0.0, use_cache=use_cache) == [[A, DOG, RUNS]]
+    with pytest.raises(ValueError, match="probability of token 5 after \\(\\) must be in \\(0, 1\\]"):
+        TableModel({(): {5: 1.5}}, vocab_size=8)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        TableModel({(): {9: 1.0}}, vocab_size=8)
