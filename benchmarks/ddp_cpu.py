@@ -43,7 +43,7 @@ def run(name: str, launcher: list[str], extra: list[str], steps: int, out: Path)
             "--checkpoint-minutes", "none", "--noprogress", "--device", "cpu", *extra]
     cmd = launcher + args
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"{name} failed ({done.returncode}):\n{done.stderr[-3000:]}")

@@ -402,6 +402,23 @@ def test_single_process_helpers_are_no_ops():
 # ------------------------------------------------------------------ the command line under torchrun
 
 
+def _run_bounded(cmd, env) -> subprocess.CompletedProcess:
+    """Run ``cmd`` for at most ``TIME_LIMIT_S``; past it, SIGTERM (which torchrun forwards to its workers, which
+    run in sessions of their own), then SIGKILL, and fail."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=TIME_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        pytest.fail(f"{' '.join(cmd[:6])} ... did not finish within {TIME_LIMIT_S} s:\n{out[-2000:]}\n{err[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 @pytest.mark.skipif(not (SHARED / "multi30k" / "train.de.gz").is_file(),
                     reason="Multi30k not available locally (set TMLIB_DATA_DIR)")
 def test_cli_under_torchrun_with_two_processes(tmp_path):
@@ -411,17 +428,20 @@ def test_cli_under_torchrun_with_two_processes(tmp_path):
             "--warmup-steps", "2", "--threads", "1", "--device", "cpu", "--amp", "off", "--noprogress"]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
            f"--master_port={_free_port()}", "-m", "tmlib.train", *args]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIME_LIMIT_S)
+    done = _run_bounded(cmd, env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("done: 3 steps") == 1  # rank 0 alone reports
     state = torch.load(out / "checkpoint.pt", weights_only=True)
     assert state["world_size"] == 2 and state["step"] == 3 and len(state["history"]["loss"]) == 3
     assert len(state["rng_ranks"]) == 2
     assert {"checkpoint.pt", "history.json", "tokenizer.json", "config.json"} <= {p.name for p in out.iterdir()}
+    from tmlib.experiment import load_trained
+
+    trained = load_trained(out, device="cpu")  # the plain model's weights, not DDP's ("module." prefixes)
+    assert trained.step == 3 and trained.tokenizer.vocab_size == 500
     # continuing it in one process is refused with one line, exit status 2
-    single = subprocess.run([sys.executable, "-m", "tmlib.train", "--out", str(out), "--resume", "--max-steps", "4",
-                             "--threads", "1", "--noprogress"], env=env, capture_output=True, text=True,
-                            timeout=TIME_LIMIT_S)
+    single = _run_bounded([sys.executable, "-m", "tmlib.train", "--out", str(out), "--resume", "--max-steps", "4",
+                           "--threads", "1", "--noprogress"], env)
     assert single.returncode == 2
     lines = single.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the checkpoint was written by a run on 2 process(es)")

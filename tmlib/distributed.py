@@ -190,11 +190,36 @@ def process_group(device: str | None = "auto", env: DistEnv | None = None, timeo
         torch.cuda.set_device(dev)  # NCCL and the object collectives use the current device
         kwargs["device_id"] = dev
     dist.init_process_group(backend_for(dev), rank=env.rank, world_size=env.world_size, **kwargs)
+    ok = False
     try:
         yield env
+        ok = True
     finally:
+        _quiesce(ok)
         _CONTROL.clear()
         dist.destroy_process_group()
+
+
+def _quiesce(all_done: bool) -> None:
+    """Let the process groups' worker threads go idle before the groups are destroyed.
+
+    A gloo worker thread frees each finished collective itself, and freeing tensors that Python knows needs the
+    interpreter lock. The group's destructor joins those threads while holding that lock (when the last
+    reference, e.g. DDP's reducer, is dropped from Python), so a thread still freeing the last collective
+    deadlocks the exit (observed with torch 2.13 in about one run in five). A barrier (when every process got
+    here normally) waits for every collective to finish, releasing the lock meanwhile, and a short sleep lets
+    the threads free the last ones.
+    """
+    import time
+
+    if all_done:
+        try:
+            if "group" in _CONTROL:
+                dist.barrier(group=_CONTROL["group"])
+            dist.barrier()
+        except RuntimeError:  # another process failed: nothing left to wait for
+            pass
+    time.sleep(0.05)
 
 
 def is_distributed() -> bool:
