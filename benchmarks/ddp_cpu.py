@@ -12,7 +12,9 @@ the machinery rather than about matrix products) and the recommended recipe (2,0
 Each run trains ``--steps`` optimizer steps (logging every 10); the throughput is the median of the history's
 ``tokens_per_s`` over the logging windows after the first (warm-up). The data preparation (tokenizer, batches)
 is not timed. On a machine with 2 cores, two processes can at best double the one-thread throughput; this
-measures how much of that the all-reduce and the per-step agreement leave.
+measures how much of that the all-reduce and the per-step agreement leave. The 1-minute load average before
+and after each run is recorded: on a shared machine, work outside the benchmark's lock shows there (above 2 on
+2 cores, the runs competed for the cores).
 
     flock -x /tmp/tm-cpu.lock python benchmarks/ddp_cpu.py     # -> benchmarks/results/ddp_cpu.json
 """
@@ -42,6 +44,7 @@ def run(name: str, launcher: list[str], extra: list[str], steps: int, out: Path)
     args = ["-m", "tmlib.train", "--out", str(out), "--preset", "tiny", "--max-steps", str(steps), "--log-every", "10",
             "--checkpoint-minutes", "none", "--noprogress", "--device", "cpu", *extra]
     cmd = launcher + args
+    load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
     wall = time.perf_counter() - t0
@@ -53,7 +56,8 @@ def run(name: str, launcher: list[str], extra: list[str], steps: int, out: Path)
     print(f"{name:42s} {statistics.median(rates):9,.0f} target tokens/s", flush=True)
     return {"name": name, "command": " ".join(["python" if c == sys.executable else c for c in cmd]),
             "tokens_per_s": statistics.median(rates), "windows_tokens_per_s": rates,
-            "steps": len(history["loss"]), "final_loss": history["loss"][-1], "wall_s_with_data_preparation": wall}
+            "steps": len(history["loss"]), "final_loss": history["loss"][-1], "wall_s_with_data_preparation": wall,
+            "load_average_1min_before_after": [load_before, os.getloadavg()[0]]}
 
 
 def main(argv=None) -> int:
