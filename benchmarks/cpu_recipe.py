@@ -65,6 +65,12 @@ VARIANTS = {
     "v4000-t3000": {**_model(vocab_size=4000), "max_tokens": 3000},
     "v4000-drop0": {**_model(vocab_size=4000, dropout=0.0)},
     "v4000-f05-ema": {**_model(vocab_size=4000), "lr_factor": 0.5, "ema_decay": 0.998},
+    "f05": {"lr_factor": 0.5},
+    "drop0": _model(dropout=0.0),
+    "ema": {"ema_decay": 0.998},
+    "enc3-dec1": _model(n_encoder_layers=3, n_decoder_layers=1),
+    "t3000": {"max_tokens": 3000},
+    "w100": {"warmup_steps": 100},
 }
 
 

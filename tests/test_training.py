@@ -505,3 +505,30 @@ def test_cli_grad_clip_can_be_switched_off_and_model_fields_are_options():
     config, _ = parse_config(["--out", "/nonexistent/run", "--grad-clip", "none", "--n-encoder-layers", "3",
                               "--preset", "small", "--amp", "off"])
     assert config.grad_clip is None and config.model.n_encoder_layers == 3 and config.model.d_ff == 1024
+
+
+def test_ema_of_the_weights_is_kept_saved_and_loaded(tmp_path):
+    """ema_decay: after every step ema ← d·ema + (1 − d)·weights (the first update copies the weights); the
+    checkpoint keeps it, resume restores it, and evaluation uses it."""
+    d = 0.9
+    t = _trainer(tmp_path, "ema", max_steps=3, ema_decay=d)
+    history = []
+    real = t.train_step
+
+    def step(batch):
+        loss = real(batch)
+        history.append([p.detach().clone() for p in t.model.parameters()])
+        return loss
+
+    t.train_step = step
+    t.fit()
+    expected = history[0]
+    for weights in history[1:]:
+        expected = [d * e + (1 - d) * w for e, w in zip(expected, weights)]
+    for e, a in zip(expected, t.ema.module.parameters()):
+        torch.testing.assert_close(a, e, rtol=1e-6, atol=1e-7)
+    again = _trainer(tmp_path, "ema", max_steps=3, ema_decay=d)
+    assert again.resume()
+    for a, b in zip(again.ema.module.parameters(), t.ema.module.parameters()):
+        assert torch.equal(a, b)
+    assert again.evaluate() == t.evaluate()  # both evaluate the average

@@ -453,6 +453,36 @@ class BatchIterator:
     def __iter__(self):
         return self.epoch(0)
 
+    def n_tokens_of(self, idx: Sequence[int]) -> int:
+        """The labels of the batch of examples ``idx``, i.e. ``collate_indices(idx).n_tokens`` (target tokens
+        plus one ``<eos>`` per sentence), without building the batch.
+
+        Data-parallel training uses it to know the tokens of a whole optimizer step, whose batches are spread
+        over the processes, from the batch plan alone (every process knows it), without communicating.
+
+        Raises:
+            ValueError: ``idx`` is empty.
+            IndexError: an index is out of range.
+        """
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+        if not idx.size:
+            raise ValueError("n_tokens_of needs at least one index")
+        if idx.min() < 0 or idx.max() >= self.num_examples:
+            raise IndexError(f"example indices must be in [0, {self.num_examples}), got {idx.min()}..{idx.max()}")
+        return int((self.tgt_offsets[idx + 1] - self.tgt_offsets[idx]).sum()) + int(idx.size)
+
+    def fingerprint(self) -> str:
+        """A SHA-256 (hex) of everything that decides the batches: the examples' ids and the settings
+        (``max_tokens``, ``shuffle``, ``seed``, ``chunk_size``, special ids). Two iterators with the same
+        fingerprint produce the same batches in every epoch; data-parallel processes compare it."""
+        import hashlib
+
+        h = hashlib.sha256(repr((self.max_tokens, self.shuffle, self.seed, self.chunk_size, self.pad_id,
+                                 self.bos_id, self.eos_id)).encode())
+        for arr in (self.src_flat, self.src_offsets, self.tgt_flat, self.tgt_offsets):
+            h.update(np.ascontiguousarray(arr, dtype=np.int64).tobytes())
+        return h.hexdigest()
+
     def n_target_tokens(self) -> int:
         """Labels per epoch (target tokens + one ``<eos>`` per sentence)."""
         return int(self.tgt_offsets[-1]) + self.num_examples

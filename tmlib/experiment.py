@@ -12,6 +12,10 @@ objects, training into a run folder, and loading a trained model back.
 * :func:`default_run`: the run folder and configuration that chapters 9 and 10 share, so that ``make book``
   trains once.
 
+Under ``torchrun`` (``python -m tmlib.train`` initialises the process group, see :mod:`tmlib.distributed`),
+:func:`run_training` trains the tokenizer on rank 0 only and sends it to the other processes, and only rank 0
+writes into the run folder.
+
 A run folder holds ``checkpoint.pt`` (everything, see :mod:`tmlib.checkpoint`), ``history.json``,
 ``tokenizer.json`` and ``config.json``.
 """
@@ -25,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from . import distributed
 from .checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 from .presets import PRESETS, ModelConfig, make_model
 from .trainer import RUNTIME_FIELDS, TrainConfig, Trainer
@@ -209,8 +214,13 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
         FileNotFoundError: ``resume`` is True but ``out_dir`` holds no checkpoint (a mistyped folder would
             otherwise silently start a new run).
         ValueError: ``config`` has no budget, or ``data`` does not match ``config`` or the stored tokenizer.
+        tmlib.distributed.WorldSizeMismatch: (a ``ValueError``) ``resume`` with another number of processes
+            than the run was started with.
         tmlib.data.DataError: Multi30k is missing or corrupt (the message says how to get it).
         KeyboardInterrupt: after saving a checkpoint, when interrupted with Ctrl-C.
+
+    With several processes (an initialised process group) every process calls it: rank 0 trains the tokenizer
+    and sends it to the others (unless resuming: the stored one), and only rank 0 writes into ``out_dir``.
     """
     from .data import BPETokenizer
     from .utils import seed_everything
@@ -223,6 +233,7 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
             raise FileNotFoundError(f"there is no checkpoint to resume in {out} ({CHECKPOINT_NAME} is missing): "
                                     "check the run folder, or start a new run without resuming")
         state = load_checkpoint(ckpt)
+        distributed.check_world_size(state.get("world_size", 1), distributed.world_size())
         stored = TrainConfig.from_dict(state["config"])
         config = dataclasses.replace(stored, **{k: getattr(config, k) for k in RUNTIME_FIELDS})
     elif ckpt is not None and ckpt.is_file():
@@ -232,7 +243,13 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
         raise ValueError("give at least one budget: max_steps, max_epochs or max_minutes")
     seed_everything(config.seed)
     stored_tokenizer = BPETokenizer.from_json(state["tokenizer"]) if state is not None else None
-    if data is None:
+    if data is None and stored_tokenizer is None and distributed.is_distributed():
+        if distributed.rank() == 0:  # one tokenizer for all processes: trained once, sent to the others
+            data = TranslationData.prepare(config, data_dir)
+        tokenizer_json = distributed.broadcast_from_rank0(data.tokenizer.to_json() if data is not None else None)
+        if data is None:
+            data = TranslationData.prepare(config, data_dir, BPETokenizer.from_json(tokenizer_json))
+    elif data is None:
         data = TranslationData.prepare(config, data_dir, stored_tokenizer)
     else:
         data.check_matches(config)
@@ -249,7 +266,7 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
     if state is not None:
         trainer.load_state_dict(state)
         trainer.finished = False
-    if out is not None:
+    if out is not None and distributed.rank() == 0:
         out.mkdir(parents=True, exist_ok=True)
         data.tokenizer.save(out / "tokenizer.json")
         with atomic_write(out / "config.json") as tmp:

@@ -3,6 +3,14 @@
     python -m tmlib.train                                   # the recommended CPU run: 15 minutes, runs/multi30k
     python -m tmlib.train --preset base --max-minutes 600 --device cuda --out runs/base
     python -m tmlib.train --out runs/multi30k --resume --max-minutes 30    # continue the same run
+    torchrun --nproc_per_node=4 -m tmlib.train --preset base --accumulate 2 --max-tokens 3125 --out runs/ddp
+
+Under ``torchrun`` (one node or several: ``--nnodes``, ``--node_rank``, ``--rdzv_backend c10d``,
+``--rdzv_endpoint host:port``) the same program trains with data parallelism (:mod:`tmlib.distributed`):
+each process uses the GPU ``cuda:LOCAL_RANK`` (NCCL) or the CPU (gloo), trains on its share of every step's
+batches (a step holds about ``max_tokens × accumulate × processes`` padded tokens), and rank 0 alone shows the
+progress bar and writes the run folder, which must be on a file system every node sees for ``--resume``. A
+run continues only on as many processes as it started with.
 
 Every option comes from the configuration dataclasses (:class:`tmlib.trainer.TrainConfig` and its model,
 :class:`tmlib.presets.ModelConfig`), through ``simple_parsing``: a new field is written once, with its help
@@ -143,12 +151,13 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
 
 
 def _check_environment(config: TrainConfig, data_dir) -> None:
-    """Checks that need the machine or the data, still before any work: device, precision, data files."""
+    """Checks that need the machine or the data, still before any work: the ``torchrun`` environment, device,
+    precision, data files."""
+    from . import distributed
     from .trainer import resolve_precision
-    from .utils import get_device
 
     try:
-        device = get_device(None if config.device == "auto" else config.device)
+        device = distributed.local_device(config.device, distributed.torchrun_env())
         resolve_precision(config.amp, device)
     except ValueError as err:
         _fail(str(err))
@@ -166,30 +175,48 @@ def _check_environment(config: TrainConfig, data_dir) -> None:
 
 def main(argv=None) -> int:
     """Entry point of ``python -m tmlib.train``; returns the exit status (0 done, 2 user error, 1 failure,
-    130 interrupted after saving)."""
+    130 interrupted after saving). Under ``torchrun`` every process runs it inside
+    :func:`tmlib.distributed.process_group`; errors are printed by every process (prefixed with its rank),
+    the other messages by rank 0."""
+    from . import distributed
     from .checkpoint import CheckpointError
     from .data import DataError
+
+    try:
+        env = distributed.torchrun_env()
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    rank = env.rank if env is not None and env.world_size > 1 else None
+
+    def error(message) -> None:
+        print(f"error: {message}" if rank is None else f"error: (rank {rank}) {message}", file=sys.stderr)
 
     try:
         config, args = parse_config(argv)
         _check_environment(config, args.data_dir)
     except UsageError as err:
-        print(f"error: {err}", file=sys.stderr)
+        error(err)
         return 2
     from .experiment import run_training
 
     try:
-        trainer = run_training(config, args.out, resume=args.resume, data_dir=args.data_dir)
+        with distributed.process_group(config.device, env):
+            trainer = run_training(config, args.out, resume=args.resume, data_dir=args.data_dir)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: the checkpoint in {args.out} is saved; continue with "
-              f"`python -m tmlib.train --out {args.out} --resume`", file=sys.stderr)
+        if not rank:
+            launcher = "python -m tmlib.train" if rank is None else "torchrun ... -m tmlib.train"
+            print(f"\ninterrupted: the checkpoint in {args.out} is saved; continue with "
+                  f"`{launcher} --out {args.out} --resume`", file=sys.stderr)
         return 130
-    except DataError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (DataError, distributed.WorldSizeMismatch) as err:
+        error(err)
         return 2
     except (CheckpointError, FloatingPointError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        error(err)
         return 1
+    if rank:
+        return 0
     h = trainer.history
     val = f", val loss {h['val_loss'][-1]:.3f} (NLL {h['val_nll'][-1]:.3f})" if h["val_loss"] else ""
     print(f"done: {trainer.step} steps, {trainer.epoch} epochs, {trainer.elapsed_s / 60:.1f} min{val}; "

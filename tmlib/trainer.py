@@ -16,7 +16,13 @@ the data sizes, the paper's recipe, the budgets and the runtime settings); :clas
 * mixed precision: bf16 autocast on CUDA (fp16 with a gradient scaler on GPUs without bf16) and on CPUs that
   compute bf16 natively; TF32 matrix products for float32 runs on CUDA; optional ``torch.compile``;
 * gradient accumulation (several batches per optimizer step), with the loss normalised by the tokens of the
-  whole step so that the update equals the one of a single batch holding all of them.
+  whole step so that the update equals the one of a single batch holding all of them;
+* data parallelism under ``torchrun`` (:mod:`tmlib.distributed`): the model wrapped in
+  ``DistributedDataParallel``, every process computing the same epoch order and training on its own share of
+  each step's batches, the loss normalised by the tokens of the whole step over all processes (so the update
+  equals the one of a single process on the combined batch), decisions (budgets, Ctrl-C, checkpoints) taken
+  together, the validation sharded and summed, rank 0 alone logging and writing checkpoints that hold every
+  process's RNG states.
 
 The step does not read any value back from the device (no ``loss.item()``): losses stay on the device and are
 copied to the history every ``log_every`` steps, so a GPU is never made to wait by the host.
@@ -39,8 +45,9 @@ import torch
 # notebook, which the offline site could not draw.
 from tqdm import tqdm
 
-from .checkpoint import (CHECKPOINT_FORMAT, get_rng_state, load_checkpoint, remove_stale_temporaries,
-                         save_checkpoint, set_rng_state)
+from . import distributed
+from .checkpoint import (CHECKPOINT_FORMAT, CheckpointError, get_rng_state, load_checkpoint,
+                         remove_stale_temporaries, save_checkpoint, set_rng_state)
 from .presets import PRESETS, ModelConfig
 from .recipe import make_optimizer, make_scheduler, translation_loss
 from .utils import atomic_write
@@ -82,7 +89,8 @@ class TrainConfig:
     grad_clip: float | None = optional_field(None, float)
     """largest global gradient norm; none: no clipping (as in the paper)"""
     accumulate: int = 1
-    """batches per optimizer step (gradient accumulation)"""
+    """batches per optimizer step and process (gradient accumulation); a step holds about max_tokens ×
+    accumulate × processes padded tokens"""
     ema_decay: float | None = optional_field(None, float)
     """keep an exponential moving average of the weights with this decay per step (e.g. 0.998) and
     evaluate, save and translate with it; the modern form of the paper's checkpoint averaging (§6.1);
@@ -235,9 +243,21 @@ def resolve_precision(amp: str, device: torch.device) -> torch.dtype | None:
 
 
 def _resolve_device(name: str) -> torch.device:
+    """The device called ``name``; with several processes on GPUs, this process's GPU (the current CUDA device,
+    which :func:`tmlib.distributed.process_group` sets to ``cuda:LOCAL_RANK``).
+
+    Raises:
+        ValueError: an unknown or absent device, or a numbered GPU (``cuda:1``) with several processes.
+    """
     from .utils import get_device
 
-    return get_device(None if name in (None, "auto") else name)
+    device = get_device(None if name in (None, "auto") else name)
+    if device.type == "cuda" and distributed.is_distributed():
+        if name not in (None, "auto", "cuda"):
+            raise ValueError(f"device {name!r} names one GPU, but {distributed.world_size()} processes are running: "
+                             "use cuda (or auto), and each process takes cuda:LOCAL_RANK")
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 def translation_forward(model, batch) -> torch.Tensor:
@@ -322,8 +342,16 @@ class Trainer:
     included), ``elapsed_s``; per validation ``val_step``, ``val_epoch``, ``val_loss`` (label-smoothed),
     ``val_nll`` (plain cross-entropy; perplexity = exp), ``val_elapsed_s``).
 
+    Data parallelism: when a ``torch.distributed`` process group of several processes is initialised (by
+    :func:`tmlib.distributed.process_group` under ``torchrun``), the trainer wraps the model in
+    ``DistributedDataParallel`` (``ddp_model``; ``model`` stays the plain module, whose state is saved), checks
+    that every process holds the same training batches, and reseeds each process's torch generator with
+    ``(seed, rank)`` so that the dropout masks differ between processes. Every process must then call
+    :meth:`fit`, :meth:`save` and :meth:`evaluate` together (they communicate).
+
     Raises:
         ValueError: an invalid configuration or device.
+        RuntimeError: with several processes, the processes hold different training batches.
     """
 
     def __init__(self, model, train_batches, val_batches=None, config: TrainConfig | None = None, tokenizer=None,
@@ -340,9 +368,14 @@ class Trainer:
         self.optimizer = make_optimizer(self.model)
         self.scheduler = make_scheduler(self.optimizer, model.d_model, self.config.warmup_steps, self.config.lr_factor)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == torch.float16)
-        self.forward_model = self._compiled(self.model) if self.config.compile else self.model
         self.ema = self._new_ema() if self.config.ema_decay else None
-        self.rank, self.world_size = 0, 1
+        self.rank, self.world_size = distributed.rank(), distributed.world_size()
+        if self.world_size > 1:
+            distributed.assert_same(train_batches.fingerprint(), "training batches")
+            import numpy as np
+
+            torch.manual_seed(int(np.random.SeedSequence([self.config.seed, self.rank]).generate_state(1)[0]))
+        self._wrap()
         self.step = self.epoch = self.batch_in_epoch = 0
         self.elapsed_s = 0.0
         self.finished = False
@@ -366,6 +399,12 @@ class Trainer:
     def _compiled(model):
         return torch.compile(model, dynamic=True)
 
+    def _wrap(self) -> None:
+        """``ddp_model``: the model in ``DistributedDataParallel`` (with several processes; else the model
+        itself); ``forward_model``: what the training step calls (``ddp_model``, compiled if asked)."""
+        self.ddp_model = distributed.wrap_model(self.model, self.device)
+        self.forward_model = self._compiled(self.ddp_model) if self.config.compile else self.ddp_model
+
     # ---------------------------------------------------------------- configuration on resume
     def apply_runtime(self, config: TrainConfig) -> None:
         """Take the runtime fields (:data:`RUNTIME_FIELDS`: budgets, device, precision, threads, logging,
@@ -380,12 +419,14 @@ class Trainer:
             if self.ema is not None:
                 self.ema.to(self.device)
             self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == torch.float16)
-            self.forward_model = self._compiled(self.model) if new.compile else self.model
+            self.config = new
+            self._wrap()
         self.config = new
 
     # ---------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict:
-        """Everything needed to continue exactly, as tensors and plain containers."""
+        """Everything needed to continue exactly, as tensors and plain containers (this process's view: its
+        own RNG states; :meth:`save` adds every process's as ``"rng_ranks"``)."""
         from .machine import machine_info
 
         self._flush()
@@ -403,6 +444,7 @@ class Trainer:
             "model_config": model_config.to_dict() if isinstance(model_config, ModelConfig) else None,
             "tokenizer": self.tokenizer.to_json() if self.tokenizer is not None else None,
             "history": self.history,
+            "world_size": self.world_size,
             "rng": get_rng_state(),
             "torch_version": str(torch.__version__),
             "machine": machine_info(),
@@ -411,7 +453,14 @@ class Trainer:
     def load_state_dict(self, state: dict) -> None:
         """Restore a :meth:`state_dict` (model, optimizer, scheduler, scaler, position, history, RNG states).
         Tensors may come mapped to any device: the model and optimizer copy them to theirs, and the RNG states
-        are read on the CPU."""
+        are read on the CPU. With several processes, each restores its own RNG states (``"rng_ranks"``).
+
+        Raises:
+            tmlib.distributed.WorldSizeMismatch: the checkpoint was written by a run on another number of
+                processes (an optimizer step takes ``accumulate × processes`` batches, and each process has its
+                own random state, so the run can only continue on as many processes as it had).
+        """
+        distributed.check_world_size(state.get("world_size", 1), self.world_size)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])  # moves the moments to the parameters' device
         self.scheduler.load_state_dict(state["scheduler"])
@@ -423,17 +472,41 @@ class Trainer:
         self.elapsed_s, self.finished = state["elapsed_s"], state["finished"]
         self.history = {k: list(v) for k, v in state["history"].items()}
         self._pending = []
-        set_rng_state(state["rng"])
+        ranks = state.get("rng_ranks")
+        set_rng_state(ranks[self.rank] if ranks else state["rng"])
 
     def save(self) -> None:
         """Write the checkpoint (atomically, durably) and ``history.json`` beside it; remove the temporary
-        files that a killed earlier write may have left."""
-        if self.checkpoint_path is None or self.rank != 0:
+        files that a killed earlier write may have left.
+
+        With several processes every process calls it: rank 0 gathers the RNG states of all of them
+        (``"rng_ranks"``), writes, and tells the others whether the write succeeded.
+
+        Raises:
+            tmlib.checkpoint.CheckpointError: the checkpoint could not be written (on every process).
+        """
+        if self.checkpoint_path is None:
             return
-        remove_stale_temporaries(self.checkpoint_path)
-        save_checkpoint(self.checkpoint_path, self.state_dict())
-        with atomic_write(self.checkpoint_path.with_name("history.json")) as tmp:
-            tmp.write_text(json.dumps(self.history, indent=1))
+        self._flush()
+        rngs = distributed.gather_to_rank0(get_rng_state()) if self.world_size > 1 else None
+        error = None
+        if self.rank == 0:
+            try:
+                remove_stale_temporaries(self.checkpoint_path)
+                state = self.state_dict()
+                if rngs is not None:
+                    state["rng_ranks"] = rngs
+                save_checkpoint(self.checkpoint_path, state)
+                with atomic_write(self.checkpoint_path.with_name("history.json")) as tmp:
+                    tmp.write_text(json.dumps(self.history, indent=1))
+            except (CheckpointError, OSError) as err:
+                error = err
+        if self.world_size > 1:
+            failure = distributed.broadcast_from_rank0(None if error is None else str(error))
+            if failure is not None and error is None:
+                raise CheckpointError(f"rank 0 could not write the checkpoint: {failure}")
+        if error is not None:
+            raise error
         self._last_save = time.perf_counter()
 
     def resume(self, path: str | os.PathLike | None = None) -> bool:
@@ -460,22 +533,32 @@ class Trainer:
     def evaluate(self, batches=None) -> tuple[float, float]:
         """``(label-smoothed loss, plain cross-entropy)`` in nats per target token over ``batches``
         (default: the validation batches), in eval mode (no dropout). Uses no random numbers; reads the
-        result from the device once."""
+        result from the device once.
+
+        With several processes the batches are sharded (process ``r`` evaluates batches ``r, r + N, …``
+        through the plain model, without DDP) and the sums of losses and tokens are all-reduced, so every
+        process returns the same values (equal to a single process's up to the order of the float64 sums)."""
         batches = batches or self.val_batches
-        model = self.forward_model if self.ema is None else self.ema.module
+        model = self.model if self.world_size > 1 else self.forward_model
+        if self.ema is not None:
+            model = self.ema.module  # the moving average is what the run evaluates and keeps
         was_training = model.training
         model.eval()
-        totals = torch.zeros(2, dtype=torch.float64, device=self.device)
-        n = 0
-        for batch in batches.epoch(0):
+        totals = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss sum, NLL sum, tokens
+        if self.world_size > 1:
+            mine = (batches.collate_indices(idx) for idx in batches.batches(0)[self.rank::self.world_size])
+        else:
+            mine = batches.epoch(0)
+        for batch in mine:
             batch = batch.to(self.device)
             with self.autocast():
                 logits = self.forward_fn(model, batch)
             totals[0] += translation_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing, "sum")
             totals[1] += translation_loss(logits, batch.tgt_out, self.pad_id, 0.0, "sum")
-            n += batch.n_tokens
+            totals[2] += batch.n_tokens
+        distributed.all_reduce_sum(totals)
         model.train(was_training)
-        ls, nll = (totals / max(n, 1)).tolist()
+        ls, nll = (totals[:2] / totals[2].clamp(min=1)).tolist()
         return ls, nll
 
     def _validate(self) -> None:
@@ -508,11 +591,16 @@ class Trainer:
         return self.config.accumulate * self.world_size
 
     def steps_in_epoch(self, epoch: int) -> int:
-        """Optimizer steps in ``epoch`` (the last incomplete group of batches is left out)."""
+        """Optimizer steps in ``epoch``: ``len(batches) // batches_per_step()``. The last incomplete group of
+        fewer than ``batches_per_step()`` batches is left out of that epoch (at most ``accumulate × processes
+        − 1`` batches; the order is reshuffled every epoch, so different examples are left out each time)."""
         return len(self.train_batches.batches(epoch)) // self.batches_per_step()
 
     def _my_batches(self, group: list) -> list:
-        """This process's share of one step's batches (all of them in a single process)."""
+        """This process's share of one step's batches: the step takes ``accumulate × world_size`` consecutive
+        batches of the epoch's order (which every process computes from the seed), and rank ``r`` trains on
+        the ``accumulate`` batches ``r·accumulate … (r+1)·accumulate − 1`` of them (no overlap; all of them in
+        a single process)."""
         a = self.config.accumulate
         return group[self.rank * a:(self.rank + 1) * a]
 
@@ -524,24 +612,40 @@ class Trainer:
             batches: one :class:`~tmlib.batching.Batch`, or this process's list of batches of the step
                 (gradient accumulation). With several, the summed token losses are divided by the number of
                 target tokens of the whole step, so the gradient is the one of a single batch holding them all.
+
+        With several processes, the step's tokens are those of all processes (:meth:`fit` knows them from the
+        batch plan; a direct call sums them with an all-reduce). Each process multiplies its loss by the
+        number of processes, since DDP divides the summed gradients by it; the gradients are all-reduced only
+        during the backward of the last micro-batch (``no_sync`` on the others), and the returned loss is
+        summed over the processes (queued on the device, no host synchronisation).
         """
         micro = [batches] if not isinstance(batches, (list, tuple)) else list(batches)
-        step_tokens = getattr(self, "_step_tokens", None) or sum(b.n_tokens for b in micro)
+        step_tokens = getattr(self, "_step_tokens", None)
+        if step_tokens is None:
+            step_tokens = sum(b.n_tokens for b in micro)
+            if self.world_size > 1:
+                step_tokens = int(distributed.all_reduce_sum(torch.tensor([step_tokens]), control=True)[0])
         single = len(micro) == 1 and self.world_size == 1
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), device=self.device)
-        for batch in micro:
+        for i, batch in enumerate(micro):
             batch = batch.to(self.device)
-            with self.autocast():
-                logits = self.forward_fn(self.forward_model, batch)  # (batch, tgt_len, V)
-            if single:  # the plain mean over the batch's target tokens, as chapter 9 writes it
-                loss = translation_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing)
-                total = loss.detach()
-            else:
-                loss_sum = translation_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing, "sum")
-                loss = loss_sum * (self.world_size / step_tokens)  # data parallelism averages over processes
-                total = total + loss_sum.detach() / step_tokens
-            self.scaler.scale(loss).backward()
+            last = i == len(micro) - 1
+            no_sync = self.ddp_model.no_sync() if self.world_size > 1 and not last else contextlib.nullcontext()
+            with no_sync:  # the forward and the backward of a micro-batch whose gradients wait
+                with self.autocast():
+                    logits = self.forward_fn(self.forward_model, batch)  # (batch, tgt_len, V)
+                if single:  # the plain mean over the batch's target tokens, as chapter 9 writes it
+                    loss = translation_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing)
+                    total = loss.detach()
+                else:
+                    loss_sum = translation_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing,
+                                                "sum")
+                    loss = loss_sum * (self.world_size / step_tokens)  # DDP averages the gradients over processes
+                    total = total + loss_sum.detach() / step_tokens
+                self.scaler.scale(loss).backward()
+        if self.world_size > 1:
+            distributed.all_reduce_sum(total)  # the loss of the whole step
         if self.config.grad_clip is not None:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
@@ -598,6 +702,10 @@ class Trainer:
         :meth:`resume` produces the same losses and parameters as one that was never interrupted (same device
         and thread count).
 
+        With several processes, every process runs ``fit``; after each step they agree (:meth:`_decide`) on
+        whether to stop (rank 0's budget, measured on its clock; a Ctrl-C on any process) and whether to save
+        (rank 0's checkpoint clock), so that all stop after the same step and save together.
+
         Raises:
             ValueError: no budget is set (``max_steps``, ``max_epochs`` or ``max_minutes``), or an epoch holds
                 fewer batches than one step needs.
@@ -626,7 +734,11 @@ class Trainer:
         window = self._new_window()
         try:
             with _DeferredInterrupt() as interrupt:
-                while not self._out_of_budget() and not interrupt.requested:
+                stop = interrupted = False
+                while True:
+                    stop, _, interrupted = self._decide(interrupt)
+                    if stop or interrupted:
+                        break
                     if self.batch_in_epoch >= self.steps_in_epoch(self.epoch) * self.batches_per_step():
                         self._flush(self._close_window(window))
                         self._end_epoch(bar)
@@ -648,16 +760,19 @@ class Trainer:
                             bar.set_postfix(loss=f"{self.history['loss'][-1]:.3f}", lr=f"{lr:.2e}",
                                             tok_s=f"{rate:,.0f}", refresh=False)
                             window = self._new_window()
-                        if self._checkpoint_due():
+                        stop, save_now, interrupted = self._decide(interrupt)
+                        if save_now:
                             self._flush(self._close_window(window))
                             self.save()
                             self._tick()
                             window = self._new_window()
-                        if self._out_of_budget() or interrupt.requested:
+                        if stop or interrupted:
                             break
                     self._step_tokens = None
+                    if stop or interrupted:
+                        break
                 self._flush(self._close_window(window))
-                if interrupt.requested:
+                if interrupted:
                     self.save()
                     raise KeyboardInterrupt(f"interrupted at step {self.step}; checkpoint saved")
             if not self.history["val_step"] or self.history["val_step"][-1] != self.step:
@@ -673,21 +788,34 @@ class Trainer:
         return self.history
 
     # ---------------------------------------------------------------- helpers of fit
+    def _decide(self, interrupt) -> tuple[bool, bool, bool]:
+        """``(stop, save_now, interrupted)`` after a step: a budget is spent, a checkpoint is due, Ctrl-C was
+        pressed. With several processes the first two are rank 0's (its wall clock) and the third is true if
+        any process was interrupted; one small all-reduce on the control group makes them the same on every
+        process (:func:`tmlib.distributed.agree`)."""
+        flags = (self._out_of_budget(), self._checkpoint_due()), (interrupt.requested,)
+        if self.world_size == 1:
+            return flags[0] + flags[1]
+        return distributed.agree(*flags)
+
     def _end_epoch(self, bar) -> None:
         self._flush(float("nan"))
         self.epoch, self.batch_in_epoch = self.epoch + 1, 0
         if self.config.val_every_epoch and self.val_batches is not None:
             self._validate()
             h = self.history
-            bar.write(f"epoch {self.epoch}: step {self.step}, val loss {h['val_loss'][-1]:.3f} "
-                      f"(NLL {h['val_nll'][-1]:.3f}), {self.elapsed_s / 60:.1f} min")
+            if self.rank == 0:
+                bar.write(f"epoch {self.epoch}: step {self.step}, val loss {h['val_loss'][-1]:.3f} "
+                          f"(NLL {h['val_nll'][-1]:.3f}), {self.elapsed_s / 60:.1f} min")
         self._tick()
 
     def _global_tokens(self, micro) -> int:
-        """Target tokens of the whole step (all processes; the batch plan is known to every process)."""
-        return sum(b.n_tokens for b in micro) * self.world_size if self.world_size == 1 else self._plan_tokens()
+        """Target tokens of the whole step (all processes; the batch plan is known to every process, so no
+        communication is needed)."""
+        return sum(b.n_tokens for b in micro) if self.world_size == 1 else self._plan_tokens()
 
     def _plan_tokens(self) -> int:
+        """Target tokens of the step that starts at ``batch_in_epoch``, from the batch plan."""
         order = self.train_batches.batches(self.epoch)
         per_step = self.batches_per_step()
         group = order[self.batch_in_epoch:self.batch_in_epoch + per_step]
