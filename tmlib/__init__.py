@@ -7,6 +7,9 @@
   :mod:`tmlib.feed_forward` (§3.3), :mod:`tmlib.embeddings` (§3.4), :mod:`tmlib.positional` (§3.5),
   :mod:`tmlib.transformer` (§3.1), :mod:`tmlib.variants` (encoder-only, decoder-only),
   :mod:`tmlib.presets` (Table 3 configurations, ``make_model``).
+* Beyond the paper (chapter 12): :mod:`tmlib.norms` (RMSNorm), :mod:`tmlib.rotary` (RoPE), :mod:`tmlib.alibi`
+  (ALiBi), SwiGLU in :mod:`tmlib.feed_forward`, grouped-query attention in :mod:`tmlib.attention`,
+  :mod:`tmlib.language_model` (caption batches for a decoder-only language model).
 
 The PyTorch parts are imported lazily (module ``__getattr__``), so ``import tmlib.numpy_ref`` works
 without torch installed, while ``tmlib.Transformer`` imports torch on first use.
@@ -19,7 +22,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "scaled_dot_product_attention": "attention", "KVCache": "attention", "MultiHeadAttention": "attention",
-    "PositionwiseFeedForward": "feed_forward",
+    "PositionwiseFeedForward": "feed_forward", "SwiGLUFeedForward": "feed_forward",
+    "RMSNorm": "norms", "RotaryEmbedding": "rotary", "ALiBi": "alibi",
     "TokenEmbedding": "embeddings", "Generator": "embeddings",
     "PositionalEncoding": "positional",
     "EncoderLayer": "transformer", "DecoderLayer": "transformer", "Encoder": "transformer",
