@@ -506,3 +506,24 @@ def test_torch_causal_flag_and_no_mask_are_what_reaches_the_kernel(monkeypatch):
     assert calls[-2] == (True, True, 4, 4) and calls[-1] == (True, False, 1, 5)  # one query: no mask at all
     mha(x, x, x, is_causal=True, key_padding_mask=padding([5, 3], 5, "cpu"))
     assert calls[-1][:2] == (False, False)  # padding: an explicit mask is needed
+
+
+def test_inference_reuses_stacked_qkv_weights_until_they_change():
+    torch.manual_seed(4)
+    mha = MultiHeadAttention(8, 2).double().eval()
+    x = torch.randn(1, 3, 8, dtype=torch.float64)
+    with torch.no_grad():
+        mha(x, x, x)
+        stacked = mha._qkv_cache[1]
+        mha(x, x, x)
+        assert mha._qkv_cache[1] is stacked  # reused, not copied again
+        mha.w_k.weight[0, 0] += 1.0  # an in-place change (as an optimizer step) invalidates it
+        fused = mha(x, x, x)[0]
+        separate = mha(x, x.view_as(x), x.view_as(x))[0]
+    assert mha._qkv_cache[1] is not stacked and max_diff(fused, separate) <= 1e-12
+    mha.load_state_dict({k: v + 1 for k, v in mha.state_dict().items()})
+    with torch.no_grad():
+        assert max_diff(mha(x, x, x)[0], mha(x, x.view_as(x), x.view_as(x))[0]) <= 1e-12
+    out = mha(x, x, x)[0]  # with gradients: stacked inside the graph, every weight gets its gradient
+    out.sum().backward()
+    assert all(p.grad is not None for p in (mha.w_q.weight, mha.w_k.weight, mha.w_v.weight, mha.w_q.bias))

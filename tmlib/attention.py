@@ -422,6 +422,7 @@ class MultiHeadAttention(nn.Module):
         self.w_k = nn.Linear(d_model, n_kv_heads * self.d_k, **kw)
         self.w_v = nn.Linear(d_model, n_kv_heads * self.d_k, **kw)
         self.w_o = nn.Linear(d_model, d_model, **kw)
+        self._qkv_cache = None  # (version key, stacked weight, stacked bias) for inference, see _qkv_parameters
         self.positions = positions
         self.rotary = None
         self.alibi = None
@@ -509,6 +510,32 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"{name} has batch size {x.shape[0]} (shape {tuple(x.shape)}) but query has batch {batch}")
         return x
 
+    def _qkv_parameters(self) -> tuple[Tensor, Tensor | None]:
+        """``[W^Q; W^K; W^V]`` and ``[b^Q; b^K; b^V]`` stacked along the output features.
+
+        When gradients flow to the weights (training) the concatenation is part of the autograd graph and is
+        redone at every call, a copy of 3·d_model² numbers that the matrix product of a whole batch dwarfs. For
+        inference (no gradient needed) the stacked copy is kept and reused until a weight changes (an optimizer
+        step or ``load_state_dict`` bumps the tensors' version counters, ``.to()`` replaces their storage):
+        decoding one token at a time would otherwise copy the weights at every step.
+        """
+        params = [self.w_q.weight, self.w_k.weight, self.w_v.weight]
+        if self.w_q.bias is not None:
+            params += [self.w_q.bias, self.w_k.bias, self.w_v.bias]
+
+        def stack():
+            return torch.cat(params[:3]), (torch.cat(params[3:]) if len(params) > 3 else None)
+
+        if torch.compiler.is_compiling() or (torch.is_grad_enabled() and any(p.requires_grad for p in params)):
+            self._qkv_cache = None
+            return stack()
+        key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in params)
+        cached = getattr(self, "_qkv_cache", None)
+        if cached is None or cached[0] != key:
+            with torch.no_grad():
+                cached = self._qkv_cache = (key, *stack())
+        return cached[1], cached[2]
+
     def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Self-attention's three projections as one matrix product: ``x [W^Q | W^K | W^V] + [b^Q | b^K | b^V]``.
 
@@ -519,8 +546,7 @@ class MultiHeadAttention(nn.Module):
             ``(q, k, v)``: ``(batch, n_heads, n, d_k)``, ``(batch, n_kv_heads, n, d_k)`` twice; the same values
             as ``w_q(x)``, ``w_k(x)``, ``w_v(x)`` split into heads.
         """
-        weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])  # (d_model + 2 kv_dim, d_model)
-        bias = None if self.w_q.bias is None else torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
+        weight, bias = self._qkv_parameters()  # (d_model + 2 kv_dim, d_model), (d_model + 2 kv_dim,) or None
         kv_dim = self.n_kv_heads * self.d_k
         q, k, v = F.linear(x, weight, bias).split([self.d_model, kv_dim, kv_dim], dim=-1)  # one product
         return self._split_heads(q), self._split_heads(k, self.n_kv_heads), self._split_heads(v, self.n_kv_heads)
