@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import sys
@@ -77,6 +78,7 @@ def main(argv=None) -> dict:
     device = get_device(None if args.device == "auto" else args.device)
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
+    load_start = os.getloadavg()[0]
     results = []
     for batch, n, d, h in SHAPES:
         torch.manual_seed(0)
@@ -129,7 +131,8 @@ def main(argv=None) -> dict:
     out = {"benchmark": "attention paths: fused QKV vs separate projections; is_causal vs explicit causal mask",
            "machine": machine_info(), "threads": torch.get_num_threads() if device.type == "cpu" else None,
            "device": device.type, "steps_per_window": args.steps, "repeats": args.repeats, "clock": "wall",
-           "command": " ".join(shlex.quote(a) for a in sys.argv), "note": args.note, "results": results}
+           "command": " ".join(shlex.quote(a) for a in sys.argv), "note": args.note,
+           "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]}, "results": results}
     path = Path(args.out) if args.out else RESULTS / f"attention_paths_{device.type}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1))

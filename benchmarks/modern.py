@@ -4,8 +4,9 @@ Multi30k, trained once per variant with the same steps, batches and schedule.
 Variants (``VARIANTS``): the 2017 baseline (post-LN, LayerNorm, ReLU FFN, sinusoids, multi-head attention,
 biases), then pre-LN, then *one* change each on top of pre-LN (RMSNorm; SwiGLU with d_ff × 2/3 so that the
 weights stay the same; RoPE; ALiBi; no positions; GQA with 2 key/value heads; MQA with 1), and the Llama-style
-block with all of them (pre-RMSNorm, SwiGLU, RoPE, GQA, no biases). Two more runs drop the learning-rate
-warm-up for the post-LN and the pre-LN model (``WARMUP_RUNS``): the pre-LN/post-LN finding.
+block with all of them (pre-RMSNorm, SwiGLU, RoPE, GQA, no biases). Four more runs (``LAYOUT_RUNS``) train the
+post-LN and the pre-LN model without the learning-rate warm-up, and with twice the learning rate: the
+pre-LN/post-LN finding of the chapter.
 
 What each run reports (JSON ``runs[]``):
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import math
 import shlex
 import statistics
@@ -69,8 +71,10 @@ VARIANTS = {
                     {**PRE, "norm": "rms", "ffn": "swiglu", "d_ff": swiglu_hidden_size(BASE.d_ff), "positions": "rope",
                      "n_kv_heads": 2, "bias": False}),
 }
-#: The warm-up experiment: the same two layouts without warm-up (the rows "baseline" and "pre-LN" have it).
-WARMUP_RUNS = {"post-LN, no warm-up": {}, "pre-LN, no warm-up": PRE}
+#: The layout experiment: name -> (overrides, warm-up: True = the recipe's / False = none (1 step), lr multiplier).
+#: The rows "baseline" (post-LN) and "pre-LN" are the same layouts with the recipe's warm-up and learning rate.
+LAYOUT_RUNS = {"post-LN, no warm-up": ({}, False, 1.0), "pre-LN, no warm-up": (PRE, False, 1.0),
+               "post-LN, 2x lr": ({}, True, 2.0), "pre-LN, 2x lr": (PRE, True, 2.0)}
 
 
 def kv_cache_bytes_per_token(model: DecoderOnly, batch: int = 2, positions: int = 8) -> float:
@@ -93,11 +97,11 @@ def tokens_seen(batches: SentenceBatches, steps: int) -> int:
     return total
 
 
-def run(name: str, config: ModelConfig, data: dict, args, warmup_steps: int) -> dict:
+def run(name: str, config: ModelConfig, data: dict, args, warmup_steps: int, lr_multiplier: float = 1.0) -> dict:
     seed_everything(args.seed)
     model = DecoderOnly.from_config(config)
     train_config = TrainConfig(model=config, max_tokens=args.max_tokens, warmup_steps=warmup_steps,
-                               lr_factor=args.lr_factor, label_smoothing=0.0, grad_clip=None, max_steps=args.steps,
+                               lr_factor=args.lr_factor * lr_multiplier, label_smoothing=0.0, grad_clip=None, max_steps=args.steps,
                                seed=args.seed, device="cpu", threads=args.threads, amp="off", progress=False,
                                checkpoint_minutes=None, log_every=args.log_every, val_every_epoch=False)
     trainer = Trainer(model, data["train"], data["val"], train_config, forward_fn=lm_forward)
@@ -111,6 +115,7 @@ def run(name: str, config: ModelConfig, data: dict, args, warmup_steps: int) -> 
     h = trainer.history
     rates = [r for r in h["tokens_per_s"] if math.isfinite(r)]
     out = {"name": name, "config": config.to_dict(), "warmup_steps": warmup_steps,
+           "lr_factor": train_config.lr_factor, "peak_lr": max(h["lr"]) if h["lr"] else None,
            "parameters": count_parameters(model), "steps": trainer.step,
            "tokens": tokens_seen(data["train"], trainer.step),
            "train_seconds": seconds, "tokens_per_s": statistics.median(rates) if rates else None,
@@ -133,7 +138,7 @@ def main(argv=None) -> dict:
     p.add_argument("--max-tokens", type=int, default=2000, help="padded tokens per batch")
     p.add_argument("--crop", type=int, default=16, help="training captions are cut to this many predictions")
     p.add_argument("--warmup", type=int, default=100, help="warm-up steps of the runs with warm-up")
-    p.add_argument("--lr-factor", type=float, default=1.0, help="factor of the paper's schedule (§5.3)")
+    p.add_argument("--lr-factor", type=float, default=0.25, help="factor of the paper's schedule (§5.3)")
     p.add_argument("--vocab", type=int, default=2000, help="English BPE vocabulary size")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
@@ -144,6 +149,7 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
 
     t_start = time.perf_counter()
+    load_start = os.getloadavg()[0]
     tokenizer, train_ids, val_ids = caption_corpus(args.vocab)
     ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, vocab_size=tokenizer.vocab_size)
     data = {"train": SentenceBatches(train_ids, args.max_tokens, seed=args.seed, max_positions=args.crop, **ids),
@@ -151,17 +157,18 @@ def main(argv=None) -> dict:
             "val_full": SentenceBatches(val_ids, 4000, shuffle=False, **ids)}
     base = dataclasses.replace(BASE, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
     runs = []
-    plan = [(name, overrides, args.warmup) for name, (_, overrides) in VARIANTS.items()]
-    plan += [(name, overrides, 1) for name, overrides in WARMUP_RUNS.items()]
-    for name, overrides, warmup in plan:
+    plan = [(name, overrides, args.warmup, 1.0) for name, (_, overrides) in VARIANTS.items()]
+    plan += [(name, overrides, args.warmup if warm else 1, lr) for name, (overrides, warm, lr) in LAYOUT_RUNS.items()]
+    for name, overrides, warmup, lr in plan:
         if args.only and name not in args.only:
             continue
-        runs.append(run(name, dataclasses.replace(base, **overrides), data, args, warmup))
+        runs.append(run(name, dataclasses.replace(base, **overrides), data, args, warmup, lr))
         runs[-1]["description"] = VARIANTS[name][0] if name in VARIANTS else name
     out = {
         "benchmark": "decoder-only LM on Multi30k English captions: modern variants on one budget",
         "machine": machine_info(), "threads": args.threads, "command": " ".join(shlex.quote(a) for a in sys.argv),
         "note": args.note, "total_seconds": time.perf_counter() - t_start,
+        "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
         "data": {"vocab_size": tokenizer.vocab_size, "train_sentences": len(train_ids), "val_sentences": len(val_ids),
                  "crop": args.crop, "train_tokens_per_epoch": data["train"].n_tokens(),
                  "val_tokens": data["val"].n_tokens(), "val_full_tokens": data["val_full"].n_tokens()},

@@ -403,39 +403,18 @@ def test_config_errors():
 
 def _llama_pair(dtype, d=32, h=4, kv=2, d_ff=48, seed=0):
     """Our pre-RMSNorm/SwiGLU/RoPE/GQA/bias-free block and transformers' LlamaDecoderLayer with the same
-    weights. Our RoPE rotates interleaved pairs, Llama's rotate_half the two halves of each head: the rows of
-    each head of W^Q and W^K are permuted with interleaved_to_halves (what HF's conversion script does)."""
-    transformers = pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+    weights (tmlib.llama.to_llama_decoder_layer: W^Q and W^K rows permuted from our interleaved RoPE layout to
+    Llama's rotate_half layout, what HF's conversion script does)."""
+    pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
+    from tmlib.llama import to_llama_decoder_layer
 
-    cfg = transformers.LlamaConfig(hidden_size=d, intermediate_size=d_ff, num_attention_heads=h, num_key_value_heads=kv,
-                                   rms_norm_eps=1e-5, max_position_embeddings=64, attention_bias=False, mlp_bias=False,
-                                   vocab_size=V, num_hidden_layers=1)
-    cfg._attn_implementation = "sdpa"  # float64-exact attention (eager computes its softmax in float32)
     torch.manual_seed(seed)
     ours = DecoderLayer(d, h, d_ff, dropout=0.0, norm_first=True, cross_attention=False, norm="rms", ffn="swiglu",
                         positions="rope", n_kv_heads=kv, bias=False, max_len=64).to(dtype).eval()
     with torch.no_grad():
         for norm in (ours.norm1, ours.norm3):
             norm.weight.uniform_(0.5, 1.5)
-    ref = LlamaDecoderLayer(cfg, layer_idx=0).to(dtype).eval()
-    d_k = d // h
-    perm = interleaved_to_halves(d_k)
-
-    def halves(w, n_heads):  # (n_heads * d_k, d) rows, per head permuted
-        return w.view(n_heads, d_k, d)[:, perm].reshape(n_heads * d_k, d)
-
-    a, r = ours.self_attn, ref.self_attn
-    with torch.no_grad():
-        r.q_proj.weight.copy_(halves(a.w_q.weight, h))
-        r.k_proj.weight.copy_(halves(a.w_k.weight, kv))
-        r.v_proj.weight.copy_(a.w_v.weight)
-        r.o_proj.weight.copy_(a.w_o.weight)
-        ref.mlp.gate_proj.weight.copy_(ours.feed_forward.w1.weight)
-        ref.mlp.up_proj.weight.copy_(ours.feed_forward.w3.weight)
-        ref.mlp.down_proj.weight.copy_(ours.feed_forward.w2.weight)
-        ref.input_layernorm.weight.copy_(ours.norm1.weight)
-        ref.post_attention_layernorm.weight.copy_(ours.norm3.weight)
+    ref, cfg = to_llama_decoder_layer(ours, max_len=64)
     return ours, ref, cfg
 
 
@@ -476,13 +455,13 @@ def test_block_equals_llama_decoder_layer(dtype, atol):
     """The whole block (pre-RMSNorm, SwiGLU, RoPE, GQA, no biases) against LlamaDecoderLayer with HF's own
     rotary module. Tolerance: 1e-5 in float32; in float64 1e-6, because HF's LlamaRMSNorm normalizes in
     float32 whatever the input dtype (its RoPE too), so float64 agreement stops at float32's precision."""
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+    from tmlib.llama import llama_rotary
 
     ours, ref, cfg = _llama_pair(dtype)
     x = torch.randn(2, 10, 32, dtype=dtype, generator=torch.Generator().manual_seed(2))
     position_ids = torch.arange(10)[None].expand(2, 10)
     with torch.no_grad():
-        cos_sin = LlamaRotaryEmbedding(cfg)(x, position_ids)
+        cos_sin = llama_rotary(cfg)(x, position_ids)
         theirs = ref(x, attention_mask=None, position_ids=position_ids, position_embeddings=cos_sin)
         mine = ours(x, is_causal=True)
     assert mine.shape == theirs.shape == (2, 10, 32)
@@ -492,3 +471,12 @@ def test_block_equals_llama_decoder_layer(dtype, atol):
     with torch.no_grad():
         steps = torch.cat([ours(x[:, t:t + 1], cache=cache, is_causal=True) for t in range(10)], 1)
     assert max_diff(steps, theirs) <= atol
+
+
+def test_llama_mapping_refuses_other_blocks():
+    pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
+    from tmlib.llama import halves_layout_rows, to_llama_decoder_layer
+
+    with pytest.raises(ValueError, match="not a Llama-style block"):
+        to_llama_decoder_layer(DecoderLayer(16, 2, 8, cross_attention=False))
+    assert halves_layout_rows(torch.arange(8.0)[:, None], 2)[:, 0].tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
