@@ -62,7 +62,7 @@ def llama_config(layer, max_len: int = 512, eps: float = 1e-5):
     config = transformers.LlamaConfig(
         hidden_size=attn.d_model, intermediate_size=ffn.d_ff, num_attention_heads=attn.n_heads,
         num_key_value_heads=attn.n_kv_heads, rms_norm_eps=eps, max_position_embeddings=max_len,
-        attention_bias=False, mlp_bias=False, num_hidden_layers=1, vocab_size=2)
+        attention_bias=False, mlp_bias=False, num_hidden_layers=1, vocab_size=16)  # no embedding is built
     config._attn_implementation = "sdpa"  # computes in the input's dtype (the eager path softmaxes in float32)
     return config
 
