@@ -140,7 +140,7 @@ def main(argv=None) -> dict:
     p.add_argument("--warmup", type=int, default=100, help="warm-up steps of the runs with warm-up")
     p.add_argument("--lr-factor", type=float, default=0.25, help="factor of the paper's schedule (§5.3)")
     p.add_argument("--vocab", type=int, default=2000, help="English BPE vocabulary size")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: robust on a shared machine)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=5)
     p.add_argument("--only", nargs="*", default=None, help="run only these variants / warm-up runs")

@@ -179,7 +179,9 @@ def loss_by_position(model, batches: SentenceBatches, split: int, device=None) -
     counts = torch.zeros(2, dtype=torch.float64, device=device)
     for batch in batches.epoch(0):
         batch = batch.to(device)
-        logits = model(batch.tgt_in).float()  # (batch, len, V)
+        logits = model(batch.tgt_in)  # (batch, len, V)
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()  # the softmax of half-precision logits in float32
         nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.tgt_out, reduction="none")  # (batch, len)
         real = batch.tgt_out != batches.pad_id  # (batch, len)
         late = torch.arange(nll.shape[1], device=device)[None, :] >= split  # (1, len)
