@@ -416,3 +416,114 @@ def test_cuda_float32_and_bf16_autocast():
             assert out.dtype == torch.bfloat16
             assert not torch.isnan(out).any()
             assert max_diff(out, ref) <= 5e-2
+
+
+# --- GPU-minded paths (issue 8): fused projection, is_causal, no materialised masks ------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("n_kv_heads", [None, 2])
+def test_fused_qkv_projection_equals_three_projections(dtype, n_kv_heads):
+    """Self-attention (key is value is query) takes one product x [W^Q | W^K | W^V]; passing copies of x
+    takes the three separate nn.Linear calls. Same outputs and same gradients."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, n_kv_heads=n_kv_heads, dtype=dtype).eval()
+    x = torch.randn(2, 6, 16, dtype=dtype)
+    q, k, v = mha.project_qkv(x)  # (2, 4, 6, 4), (2, kv, 6, 4), (2, kv, 6, 4)
+    kv = 4 if n_kv_heads is None else n_kv_heads
+    assert q.shape == (2, 4, 6, 4) and k.shape == v.shape == (2, kv, 6, 4)
+    tol = 1e-12 if dtype == torch.float64 else 1e-6
+    assert max_diff(q, mha._split_heads(mha.w_q(x))) <= tol
+    assert max_diff(k, mha._split_heads(mha.w_k(x), kv)) <= tol
+    assert max_diff(v, mha._split_heads(mha.w_v(x), kv)) <= tol
+    fused, _ = mha(x, x, x, is_causal=True)
+    separate, _ = mha(x, x.clone(), x.clone(), is_causal=True)
+    assert max_diff(fused, separate) <= tol
+    grads = []
+    for args in ((x, x, x), (x, x.clone(), x.clone())):
+        mha.zero_grad()
+        mha(*args, is_causal=True)[0].square().sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in mha.parameters()]))
+    assert max_diff(grads[0], grads[1]) <= (1e-10 if dtype == torch.float64 else 1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("padded", [False, True])
+def test_is_causal_equals_explicit_causal_mask(dtype, need_weights, padded):
+    torch.manual_seed(1)
+    mha = MultiHeadAttention(16, 4, dtype=dtype).eval()
+    x = torch.randn(3, 7, 16, dtype=dtype)
+    kpm = padding([7, 5, 2], 7, "cpu") if padded else None
+    flag, w_flag = mha(x, x, x, is_causal=True, key_padding_mask=kpm, need_weights=need_weights)
+    mask, w_mask = mha(x, x, x, attn_mask=causal_mask(7), key_padding_mask=kpm, need_weights=need_weights)
+    tol = TOLS[dtype][1]
+    assert max_diff(flag, mask) <= tol
+    if need_weights:
+        assert max_diff(w_flag, w_mask) <= tol and torch.triu(w_flag, diagonal=1).abs().max() == 0
+    # is_causal and a mask combine by "and"
+    both, _ = mha(x, x, x, attn_mask=causal_mask(7), is_causal=True, key_padding_mask=kpm)
+    assert max_diff(both, mask) <= tol
+
+
+def test_function_is_causal_is_aligned_to_the_last_queries():
+    """Unlike torch's flag (top-left), is_causal here treats the queries as the last n_q positions, as
+    causal_mask(n_q, n_k) and a KV cache need."""
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 3, 3, 4, generator=g, dtype=torch.float64)  # 3 new queries
+    k = torch.randn(2, 3, 8, 4, generator=g, dtype=torch.float64)  # after 5 cached keys
+    v = torch.randn(2, 3, 8, 4, generator=g, dtype=torch.float64)
+    for need_weights in (False, True):
+        ours, _ = scaled_dot_product_attention(q, k, v, is_causal=True, need_weights=need_weights)
+        ref, _ = scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(3, 8), need_weights=need_weights)
+        assert max_diff(ours, ref) <= 1e-12
+    top_left = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert max_diff(ours, top_left) > 1e-3  # torch's flag would mean something else here
+    with pytest.raises(ValueError, match="is_causal needs at least as many keys as queries"):
+        scaled_dot_product_attention(k, q, q, is_causal=True)
+
+
+def test_torch_causal_flag_and_no_mask_are_what_reaches_the_kernel(monkeypatch):
+    """The decoder's full pass reaches F.scaled_dot_product_attention with is_causal=True and no mask tensor;
+    a cached single-token step with no mask at all; padding only where there is some."""
+    import tmlib.attention as A
+
+    calls = []
+    real = A.F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False):
+        calls.append((attn_mask is None, is_causal, q.shape[-2], k.shape[-2]))
+        return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, enable_gqa=enable_gqa)
+
+    monkeypatch.setattr(A.F, "scaled_dot_product_attention", spy)
+    torch.manual_seed(3)
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(2, 5, 8)
+    mha(x, x, x, is_causal=True)
+    assert calls[-1] == (True, True, 5, 5)  # flash-eligible: no mask tensor
+    cache = KVCache()
+    mha(x[:, :4], x[:, :4], x[:, :4], is_causal=True, cache=cache)
+    mha(x[:, 4:], x[:, 4:], x[:, 4:], is_causal=True, cache=cache)
+    assert calls[-2] == (True, True, 4, 4) and calls[-1] == (True, False, 1, 5)  # one query: no mask at all
+    mha(x, x, x, is_causal=True, key_padding_mask=padding([5, 3], 5, "cpu"))
+    assert calls[-1][:2] == (False, False)  # padding: an explicit mask is needed
+
+
+def test_inference_reuses_stacked_qkv_weights_until_they_change():
+    torch.manual_seed(4)
+    mha = MultiHeadAttention(8, 2).double().eval()
+    x = torch.randn(1, 3, 8, dtype=torch.float64)
+    with torch.no_grad():
+        mha(x, x, x)
+        stacked = mha._qkv_cache[1]
+        mha(x, x, x)
+        assert mha._qkv_cache[1] is stacked  # reused, not copied again
+        mha.w_k.weight[0, 0] += 1.0  # an in-place change (as an optimizer step) invalidates it
+        fused = mha(x, x, x)[0]
+        separate = mha(x, x.view_as(x), x.view_as(x))[0]
+    assert mha._qkv_cache[1] is not stacked and max_diff(fused, separate) <= 1e-12
+    mha.load_state_dict({k: v + 1 for k, v in mha.state_dict().items()})
+    with torch.no_grad():
+        assert max_diff(mha(x, x, x)[0], mha(x, x.view_as(x), x.view_as(x))[0]) <= 1e-12
+    out = mha(x, x, x)[0]  # with gradients: stacked inside the graph, every weight gets its gradient
+    out.sum().backward()
+    assert all(p.grad is not None for p in (mha.w_q.weight, mha.w_k.weight, mha.w_v.weight, mha.w_q.bias))

@@ -435,3 +435,51 @@ def test_import_numpy_ref_does_not_import_torch():
     assert tmlib.Transformer is Transformer and tmlib.make_model is make_model
     with pytest.raises(AttributeError):
         tmlib.NoSuchThing  # noqa: B018
+
+
+# --------------------------------------------------------------------------- source masks and host syncs
+
+def test_source_mask_none_when_no_padding_and_explicit_masks():
+    model = small_model()
+    src, tgt = padded_batch()
+    full = src.clone()
+    full[full == 0] = 5  # no padding
+    assert model.source_mask(full) is None  # CPU: read for free, no mask needed
+    torch.testing.assert_close(model.source_mask(src), src != 0, atol=0, rtol=0)
+    with torch.no_grad():
+        auto = model(full, tgt)
+        explicit_none = model(full, tgt, src_key_padding_mask=None)  # the caller says: no padding
+        all_true = model(full, tgt, src_key_padding_mask=torch.ones_like(full, dtype=torch.bool))
+        padded_auto = model(src, tgt)
+        padded_given = model(src, tgt, src_key_padding_mask=src != 0)
+        padded_ignored = model(src, tgt, src_key_padding_mask=None)  # wrong claim: pads are attended to
+    torch.testing.assert_close(explicit_none, auto, atol=1e-12, rtol=0)
+    torch.testing.assert_close(all_true, auto, atol=1e-12, rtol=0)
+    torch.testing.assert_close(padded_given, padded_auto, atol=1e-12, rtol=0)
+    assert (padded_ignored - padded_auto).abs().max() > 1e-6  # the mask matters (the check can fail)
+    with pytest.raises(TypeError, match="src_key_padding_mask must be a bool tensor"):
+        model(src, tgt, src_key_padding_mask=(src != 0).long())
+    with pytest.raises(ValueError, match=r"src_key_padding_mask has shape \(3, 8\), expected"):
+        model(src, tgt, src_key_padding_mask=torch.ones(3, 8, dtype=torch.bool))
+    with pytest.raises(ValueError, match="src_key_padding_mask must be a bool tensor, None or 'auto'"):
+        model(src, tgt, src_key_padding_mask="yes")
+
+
+@pytest.mark.parametrize("options", [{}, dict(norm_first=True, norm="rms", ffn="swiglu", positions="rope", n_kv_heads=1,
+                                              bias=False), dict(positions="alibi", n_kv_heads=2)])
+def test_forward_reads_no_values_from_the_device(options):
+    """On the meta device tensors have shapes but no values: any .item(), bool(tensor) or int(tensor) on the
+    forward path would raise. Training and cached decoding run through, so nothing on a GPU would make the
+    host wait for the device (the CPU-only checks skip non-CPU tensors)."""
+    with torch.device("meta"):
+        model = make_model("tiny", V, dropout=0.1, **options)
+        src, tgt = torch.randint(0, V, (2, 7)), torch.randint(0, V, (2, 5))
+        assert model(src, tgt).shape == (2, 5, V)
+        model.eval()
+        memory, cache = model.encode(src), model.new_cache()
+        for t in range(3):
+            model.decode(tgt[:, t:t + 1], memory, src, cache=cache)
+        lm = DecoderOnly(V, d_model=16, n_heads=4, n_layers=1, d_ff=8, max_len=20, **options)
+        assert lm(tgt).shape == (2, 5, V)
+        enc = EncoderOnly(V, d_model=16, n_heads=4, n_layers=1, d_ff=8, **options)
+        assert enc(src).shape == (2, 7, 16)

@@ -21,6 +21,12 @@ corpus translation), :mod:`tmlib.metrics` (sacreBLEU). Command lines: ``python -
 (seeding, devices, atomic writes), :mod:`tmlib.machine` (what machine a number was measured on).
 :mod:`tmlib.data` and :mod:`tmlib.training` gather the names of the data and training modules in one import.
 
+Beyond the paper (chapter 12): :mod:`tmlib.norms` (RMSNorm), :mod:`tmlib.rotary` (RoPE), :mod:`tmlib.alibi` (ALiBi),
+SwiGLU in :mod:`tmlib.feed_forward`, grouped-query attention in :mod:`tmlib.attention` (all of them ``ModelConfig``
+fields whose defaults are the paper), :mod:`tmlib.llama` (a Llama block checked against ``transformers``),
+:mod:`tmlib.language_model` (caption batches for a decoder-only language model). Scaling out:
+:mod:`tmlib.distributed` (``torchrun``, data parallelism).
+
 The PyTorch parts are imported lazily (module ``__getattr__``), so ``import tmlib.numpy_ref`` works
 without torch installed, while ``tmlib.Transformer`` imports torch on first use.
 """
@@ -32,7 +38,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "scaled_dot_product_attention": "attention", "KVCache": "attention", "MultiHeadAttention": "attention",
-    "PositionwiseFeedForward": "feed_forward",
+    "PositionwiseFeedForward": "feed_forward", "SwiGLUFeedForward": "feed_forward",
+    "RMSNorm": "norms", "RotaryEmbedding": "rotary", "ALiBi": "alibi",
     "TokenEmbedding": "embeddings", "Generator": "embeddings",
     "PositionalEncoding": "positional",
     "EncoderLayer": "transformer", "DecoderLayer": "transformer", "Encoder": "transformer",

@@ -4,6 +4,11 @@
 of the sequence, we must inject some information about the relative or absolute position of the tokens":
 PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)),
 added to the (scaled) embeddings, followed by dropout (§5.4).
+
+Modern models put positions inside attention instead (:mod:`tmlib.rotary`: RoPE rotates queries and keys;
+:mod:`tmlib.alibi`: ALiBi biases the scores), or nowhere at all (a causal decoder can infer positions from
+the mask). Their embeddings then get only the dropout and the length check, :class:`NoPositionalEncoding`;
+:func:`make_positional` picks one from the name used by :class:`tmlib.presets.ModelConfig`.
 """
 from __future__ import annotations
 
@@ -12,7 +17,11 @@ from torch import nn
 
 from .validation import check_int
 
-__all__ = ["PositionalEncoding", "sinusoid_table"]
+__all__ = ["PositionalEncoding", "NoPositionalEncoding", "sinusoid_table", "make_positional", "POSITIONS"]
+
+#: The position schemes of :class:`tmlib.presets.ModelConfig`: added sinusoids (the paper), rotary embeddings,
+#: linear biases, or none.
+POSITIONS = ("sinusoidal", "rope", "alibi", "none")
 
 
 def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
@@ -74,3 +83,53 @@ class PositionalEncoding(nn.Module):
             )
         pe = self.pe[offset:offset + seq_len].to(dtype=x.dtype, device=x.device)  # (seq_len, d_model)
         return self.dropout(x + pe)  # (batch, seq_len, d_model)
+
+
+class NoPositionalEncoding(nn.Module):
+    """The input stage of a model whose positions live inside attention (RoPE, ALiBi) or nowhere: nothing is
+    added; the embeddings get dropout (§5.4) and the same length checks as :class:`PositionalEncoding`.
+
+    Args:
+        max_len: longest sequence accepted (``offset + seq_len``), in tokens.
+        dropout: dropout probability on the embeddings.
+
+    Shapes:
+        forward ``x``: ``(batch, seq_len, d_model)``, ``offset``: int ≥ 0 → same shape.
+
+    Raises:
+        ValueError: ``x`` not 3-D, a negative ``offset``, or ``offset + seq_len > max_len``.
+    """
+
+    def __init__(self, max_len: int = 5000, dropout: float = 0.1):
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.max_len = check_int(max_len, "max_len", minimum=1)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        if x.dim() != 3:
+            raise ValueError(f"x must have shape (batch, seq_len, d_model), got {tuple(x.shape)}")
+        if offset < 0:
+            raise ValueError(f"offset must be non-negative, got {offset}")
+        if offset + x.shape[1] > self.max_len:
+            raise ValueError(
+                f"sequence of length {x.shape[1]} at offset {offset} needs {offset + x.shape[1]} positions, "
+                f"more than max_len={self.max_len}"
+            )
+        return self.dropout(x)  # (batch, seq_len, d_model)
+
+
+def make_positional(positions: str, d_model: int, max_len: int, dropout: float) -> nn.Module:
+    """The input stage for a position scheme: :class:`PositionalEncoding` for ``"sinusoidal"`` (the paper),
+    :class:`NoPositionalEncoding` for ``"rope"``, ``"alibi"`` and ``"none"`` (their positions, if any, are
+    applied by :class:`tmlib.attention.MultiHeadAttention`).
+
+    Raises:
+        ValueError: an unknown scheme (the message lists :data:`POSITIONS`).
+    """
+    if positions == "sinusoidal":
+        return PositionalEncoding(d_model, max_len, dropout)
+    if positions in ("rope", "alibi", "none"):
+        return NoPositionalEncoding(max_len, dropout)
+    raise ValueError(f"unknown positions {positions!r}; choose one of {list(POSITIONS)}")

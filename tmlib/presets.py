@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Literal
 
 import torch
 from torch import nn
@@ -31,10 +32,17 @@ class ModelConfig:
     configuration (:class:`tmlib.trainer.TrainConfig`), the checkpoints and the command line
     (``python -m tmlib.train``). It is frozen: derive variants with ``dataclasses.replace(config, d_ff=512)``.
 
+    The last five fields are the modern options of chapter 12; their defaults are the paper's model (same
+    parameters, same state-dict keys), so configurations and checkpoints written before they existed load
+    unchanged. The Llama-style block is ``norm_first=True, norm="rms", ffn="swiglu", positions="rope",
+    n_kv_heads=<a divisor of n_heads>, bias=False``.
+
     Raises:
         ValueError: (on construction) a size that is not a positive integer, ``d_model`` not divisible by
-            ``n_heads`` or odd, ``dropout`` outside [0, 1), a ``pad_id`` outside the vocabulary, or
-            ``tie_embeddings=True`` with two different vocabulary sizes.
+            ``n_heads``, ``d_model`` odd with sinusoidal positions, ``d_model / n_heads`` odd with RoPE,
+            ``n_kv_heads`` not dividing ``n_heads``, an unknown ``norm``/``ffn``/``positions``, ``dropout``
+            outside [0, 1), a ``pad_id`` outside the vocabulary, or ``tie_embeddings=True`` with two
+            different vocabulary sizes.
     """
 
     d_model: int
@@ -62,6 +70,19 @@ class ModelConfig:
     tie_embeddings: bool | None = optional_field(None, bool)
     """share one matrix between both embeddings and the pre-softmax layer (paper §3.4); none: tie when
     the two vocabularies are the same"""
+    norm: Literal["layer", "rms"] = "layer"
+    """normalization: layer (LayerNorm, the paper) or rms (RMSNorm, Zhang & Sennrich 2019)"""
+    ffn: Literal["relu", "swiglu"] = "relu"
+    """feed-forward: relu (the paper, §3.3) or swiglu (Shazeer 2020; inner width d_ff, e.g. 2/3 of the ReLU one
+    for the same parameters)"""
+    positions: Literal["sinusoidal", "rope", "alibi", "none"] = "sinusoidal"
+    """positions: sinusoidal (added to the embeddings, §3.5), rope (rotary, Su et al. 2021), alibi (linear
+    biases, Press et al. 2022) in every self-attention, or none"""
+    n_kv_heads: int | None = optional_field(None, int)
+    """key/value heads of the self-attentions (grouped-query attention, Ainslie et al. 2023; 1 = multi-query);
+    none: n_heads"""
+    bias: bool = True
+    """biases in the attention and feed-forward linear layers (Llama has none)"""
 
     def __post_init__(self):
         for name in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "max_len", "vocab_size"):
@@ -69,8 +90,20 @@ class ModelConfig:
         check_int(self.tgt_vocab_size, "tgt_vocab_size", minimum=1, allow_none=True)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.d_model % 2:
+        for name, allowed in (("norm", ("layer", "rms")), ("ffn", ("relu", "swiglu")),
+                              ("positions", ("sinusoidal", "rope", "alibi", "none"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of {list(allowed)}")
+        if self.positions == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"d_model must be even for the sinusoidal positional encoding, got {self.d_model}")
+        if self.positions == "rope" and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"rotary embeddings rotate pairs of features: d_model / n_heads = "
+                             f"{self.d_model // self.n_heads} must be even")
+        check_int(self.n_kv_heads, "n_kv_heads", minimum=1, allow_none=True)
+        if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads}")
+        if not isinstance(self.bias, bool):
+            raise ValueError(f"bias must be True or False, got {self.bias!r}")
         check_float(self.dropout, "dropout", minimum=0.0, maximum=1.0, max_inclusive=False)
         if self.pad_id is not None:
             check_token_id(self.pad_id, "pad_id", min(self.vocab_size, self.target_vocab_size))

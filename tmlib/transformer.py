@@ -10,7 +10,15 @@ sub-layer input and normalized" (§5.4): LayerNorm(x + Dropout(Sublayer(x))), th
 ``norm_first=True`` gives the *pre-LN* layout x + Dropout(Sublayer(LayerNorm(x))) with a final LayerNorm on each
 stack, as ``torch.nn.Transformer(norm_first=True)``.
 
-Masks follow :mod:`tmlib.attention`: boolean, True = may attend / real token.
+The same layers build the modern variants of chapter 12 (see :class:`tmlib.presets.ModelConfig`): RMSNorm
+instead of LayerNorm (``norm="rms"``), a SwiGLU feed-forward (``ffn="swiglu"``), rotary or linear-bias
+positions inside self-attention instead of added sinusoids (``positions="rope" | "alibi" | "none"``),
+grouped-query attention (``n_kv_heads``) and linear layers without biases (``bias=False``). The defaults are
+the paper's model, with the same parameters and state-dict keys as before these options existed.
+
+Masks follow :mod:`tmlib.attention`: boolean, True = may attend / real token. The decoder's causal mask is
+not materialised (``is_causal``), and a source without padding gets no mask at all (see
+:meth:`Transformer.source_mask`), so that PyTorch may pick its fastest attention kernels on a GPU.
 """
 from __future__ import annotations
 
@@ -19,17 +27,26 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .attention import KVCache, MultiHeadAttention, causal_mask
+from .attention import KVCache, MultiHeadAttention, causal_mask  # noqa: F401  (causal_mask: re-exported)
 from .embeddings import Generator, TokenEmbedding
-from .feed_forward import PositionwiseFeedForward
-from .positional import PositionalEncoding
+from .feed_forward import make_feed_forward
+from .norms import make_norm
+from .positional import make_positional
 from .presets import ModelConfig
 from .validation import check_sequence
 
 __all__ = [
     "xavier_init_", "check_sequence", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache", "Transformer",
-    "to_nn_transformer", "nn_transformer_logits",
+    "to_nn_transformer", "nn_transformer_logits", "AUTO",
 ]
+
+#: Default of the ``src_key_padding_mask`` arguments of :class:`Transformer`: build the mask from ``pad_id``.
+AUTO = "auto"
+
+
+def _attention_positions(positions: str | None) -> str | None:
+    """The part of a position scheme that :class:`MultiHeadAttention` applies (RoPE, ALiBi), else None."""
+    return positions if positions in ("rope", "alibi") else None
 
 
 def xavier_init_(model: nn.Module, embeddings: tuple = ()) -> None:
@@ -47,11 +64,12 @@ def xavier_init_(model: nn.Module, embeddings: tuple = ()) -> None:
                 emb.embedding.weight[emb.pad_id].zero_()
 
 
-def _residual(x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor], norm: nn.LayerNorm,
+def _residual(x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor], norm: nn.Module,
               dropout: nn.Dropout, norm_first: bool) -> torch.Tensor:
     """One residual sub-layer (paper §3.1 and §5.4).
 
     post-LN (the paper): LayerNorm(x + Dropout(Sublayer(x))); pre-LN: x + Dropout(Sublayer(LayerNorm(x))).
+    ``norm`` is a LayerNorm or an RMSNorm (:mod:`tmlib.norms`).
     Shapes: ``x`` ``(batch, seq_len, d_model)`` → same.
     """
     if norm_first:
@@ -82,11 +100,16 @@ class EncoderLayer(_Layer):
         d_model, n_heads, d_ff: widths (paper: 512, 8, 2048).
         dropout: P_drop for the residual branches, the attention weights and the FFN activations.
         norm_first: False = post-LN as the paper, True = pre-LN.
+        norm, ffn, positions, n_kv_heads, bias, max_len: the modern options (keyword only; see
+            :class:`tmlib.presets.ModelConfig`): ``"layer"``/``"rms"``, ``"relu"``/``"swiglu"``, the position
+            scheme (only ``"rope"`` and ``"alibi"`` act inside the layer), key/value heads, biases of the
+            linear layers, longest sequence (for the rotary table).
 
     Shapes:
         forward ``x``: ``(batch, seq_len, d_model)``; ``key_padding_mask``: bool ``(batch, seq_len)``, True = real
         token; ``attn_mask``: bool ``(seq_len, seq_len)`` or as :class:`~tmlib.attention.MultiHeadAttention`,
-        True = may attend (e.g. :func:`~tmlib.attention.causal_mask` for a GPT-style block) → ``(batch, seq_len, d_model)``.
+        True = may attend (e.g. :func:`~tmlib.attention.causal_mask` for a GPT-style block, or
+        ``is_causal=True``, the same without a mask tensor) → ``(batch, seq_len, d_model)``.
 
     Attributes:
         self_attn, feed_forward, norm1, norm2, dropout1, dropout2; with ``keep_attention = True`` the last
@@ -96,18 +119,22 @@ class EncoderLayer(_Layer):
         ValueError: from the sub-modules, e.g. ``d_model`` not divisible by ``n_heads``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, *,
+                 norm: str = "layer", ffn: str = "relu", positions: str | None = None, n_kv_heads: int | None = None,
+                 bias: bool = True, max_len: int = 512):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, n_kv_heads=n_kv_heads,
+                                            positions=_attention_positions(positions), max_len=max_len)
+        self.feed_forward = make_feed_forward(ffn, d_model, d_ff, dropout, bias=bias)
+        self.norm1, self.norm2 = make_norm(norm, d_model), make_norm(norm, d_model)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
-                attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+                attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         def self_attention(h):  # (batch, seq_len, d_model) -> same
-            return self._attend(self.self_attn, h, h, "self", attn_mask=attn_mask, key_padding_mask=key_padding_mask)
+            return self._attend(self.self_attn, h, h, "self", attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                                is_causal=is_causal)
 
         x = _residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)  # (batch, seq_len, d_model)
         return _residual(x, self.feed_forward, self.norm2, self.dropout2, self.norm_first)  # (batch, seq_len, d_model)
@@ -120,12 +147,16 @@ class DecoderLayer(_Layer):
         d_model, n_heads, d_ff, dropout, norm_first: as :class:`EncoderLayer`.
         cross_attention: False drops the encoder-decoder attention sub-layer, giving the block of a
             decoder-only (GPT-style) model; ``cross_attn`` and ``norm2`` are then ``None``.
+        norm, ffn, positions, n_kv_heads, bias, max_len: as :class:`EncoderLayer`; RoPE/ALiBi and the
+            grouped key/value heads apply to the self-attention (the cross-attention relates two sequences:
+            it keeps all heads and takes no positions).
 
     Shapes:
         forward ``x``: ``(batch, n_new, d_model)``, the new target positions; ``memory``: encoder output
         ``(batch, src_len, d_model)`` (unused without cross-attention); ``memory_key_padding_mask``: bool
         ``(batch, src_len)``, True = real source token; ``self_attn_mask``: bool ``(n_new, n_past + n_new)``
-        (:func:`~tmlib.attention.causal_mask`); ``cache``: ``(self_kv, cross_kv)`` :class:`~tmlib.attention.KVCache` pair or
+        (:func:`~tmlib.attention.causal_mask`), or ``is_causal=True`` for the same without a mask tensor (what
+        :class:`Decoder` passes); ``cache``: ``(self_kv, cross_kv)`` :class:`~tmlib.attention.KVCache` pair or
         ``None`` → ``(batch, n_new, d_model)``.
 
     Attributes:
@@ -138,24 +169,27 @@ class DecoderLayer(_Layer):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False,
-                 cross_attention: bool = True):
+                 cross_attention: bool = True, *, norm: str = "layer", ffn: str = "relu", positions: str | None = None,
+                 n_kv_heads: int | None = None, bias: bool = True, max_len: int = 512):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout) if cross_attention else None
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model) if cross_attention else None
-        self.norm3 = nn.LayerNorm(d_model)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, n_kv_heads=n_kv_heads,
+                                            positions=_attention_positions(positions), max_len=max_len)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias) if cross_attention else None
+        self.feed_forward = make_feed_forward(ffn, d_model, d_ff, dropout, bias=bias)
+        self.norm1 = make_norm(norm, d_model)
+        self.norm2 = make_norm(norm, d_model) if cross_attention else None
+        self.norm3 = make_norm(norm, d_model)
         self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
                 memory_key_padding_mask: torch.Tensor | None = None, self_attn_mask: torch.Tensor | None = None,
-                cache: tuple[KVCache, KVCache | None] | None = None) -> torch.Tensor:
+                cache: tuple[KVCache, KVCache | None] | None = None, is_causal: bool = False) -> torch.Tensor:
         self_kv, cross_kv = cache if cache is not None else (None, None)
 
         def self_attention(h):  # (batch, n_new, d_model) -> same; new keys/values join the cache
-            return self._attend(self.self_attn, h, h, "self", attn_mask=self_attn_mask, cache=self_kv)
+            return self._attend(self.self_attn, h, h, "self", attn_mask=self_attn_mask, cache=self_kv,
+                                is_causal=is_causal)
 
         def cross_attention(h):  # (batch, n_new, d_model) -> same; memory keys/values projected once
             return self._attend(self.cross_attn, h, memory, "cross", key_padding_mask=memory_key_padding_mask,
@@ -190,6 +224,12 @@ class DecoderCache:
         """The ``(self_kv, cross_kv)`` pair of layer ``i``."""
         return self.self_attn[i], self.cross_attn[i]
 
+    def nbytes(self, self_attention_only: bool = False) -> int:
+        """Bytes held by the cached keys and values of every layer (``self_attention_only``: leave out the
+        cross-attention's projected memory, which does not grow with the output)."""
+        caches = self.self_attn if self_attention_only else self.self_attn + self.cross_attn
+        return sum(kv.nbytes() for kv in caches if kv is not None)
+
     def reorder(self, index: torch.Tensor) -> None:
         """Keep batch rows ``index`` (long ``(new_batch,)``) in every non-empty cache, in place."""
         for kv in self.self_attn + self.cross_attn:
@@ -201,15 +241,18 @@ class Encoder(nn.Module):
     """A stack of ``n_layers`` :class:`EncoderLayer` (paper §3.1: N = 6), plus a final LayerNorm if pre-LN.
 
     Shapes: forward ``x`` ``(batch, src_len, d_model)``, ``key_padding_mask`` bool ``(batch, src_len)`` (True =
-    real token), ``attn_mask`` optional → ``(batch, src_len, d_model)``, the *memory*.
+    real token) or ``None`` (no padding), ``attn_mask`` optional → ``(batch, src_len, d_model)``, the *memory*.
+    Keyword ``options`` (``norm``, ``ffn``, ``positions``, ``n_kv_heads``, ``bias``, ``max_len``) go to every
+    :class:`EncoderLayer`; the final norm of a pre-LN stack is of the same kind.
     """
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False):
+                 norm_first: bool = False, **options):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
+        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, **options)
+                                    for _ in range(n_layers))
         # post-LN layers already end with a LayerNorm; pre-LN outputs are un-normalized, so add one
-        self.norm = nn.LayerNorm(d_model) if norm_first else None
+        self.norm = make_norm(options.get("norm", "layer"), d_model) if norm_first else None
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -224,17 +267,21 @@ class Decoder(nn.Module):
     Shapes: forward ``x`` ``(batch, n_new, d_model)`` (embedded target, all positions or, with ``cache``, only
     the new ones), ``memory`` ``(batch, src_len, d_model)``, ``memory_key_padding_mask`` bool ``(batch, src_len)``
     → ``(batch, n_new, d_model)``.  With a :class:`DecoderCache` holding ``n_past`` positions the new positions
-    attend to the cached ones and to themselves causally.
+    attend to the cached ones and to themselves causally.  The causal mask is passed as ``is_causal``, not
+    as a tensor: no mask is built for a full sequence (PyTorch's flash kernel may run) nor for a single new
+    token with a cache (it may see every cached position).  Keyword ``options`` go to every
+    :class:`DecoderLayer`.
     """
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, cross_attention: bool = True):
+                 norm_first: bool = False, cross_attention: bool = True, **options):
         super().__init__()
         self.cross_attention = cross_attention
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, cross_attention) for _ in range(n_layers)
+            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, cross_attention, **options)
+            for _ in range(n_layers)
         )
-        self.norm = nn.LayerNorm(d_model) if norm_first else None
+        self.norm = make_norm(options.get("norm", "layer"), d_model) if norm_first else None
 
     def new_cache(self) -> DecoderCache:
         """An empty :class:`DecoderCache` for this stack."""
@@ -242,11 +289,9 @@ class Decoder(nn.Module):
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
                 memory_key_padding_mask: torch.Tensor | None = None, cache: DecoderCache | None = None) -> torch.Tensor:
-        n_past = len(cache) if cache is not None else 0  # read before layer 0 appends to its cache
-        mask = causal_mask(x.shape[1], n_past + x.shape[1], device=x.device)  # (n_new, n_past + n_new)
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, memory_key_padding_mask, mask,
-                      cache=cache.layer(i) if cache is not None else None)  # (batch, n_new, d_model)
+            x = layer(x, memory, memory_key_padding_mask, cache=cache.layer(i) if cache is not None else None,
+                      is_causal=True)  # (batch, n_new, d_model): new positions see the cached ones and the past
         return x if self.norm is None else self.norm(x)
 
 
@@ -268,14 +313,20 @@ class Transformer(nn.Module):
         tie_embeddings: share one matrix between source embedding, target embedding and the generator's
             weight (§3.4).  ``None`` (default) ties when ``src_vocab_size == tgt_vocab_size``.
         norm_first: False = post-LN (paper), True = pre-LN with a final LayerNorm on each stack.
+        norm, ffn, positions, n_kv_heads, bias: the modern options of chapter 12 (keyword only; the
+            defaults are the paper's model): ``"layer"``/``"rms"``; ``"relu"``/``"swiglu"``;
+            ``"sinusoidal"`` (added to the embeddings), ``"rope"``/``"alibi"`` (in every self-attention;
+            the cross-attention takes none) or ``"none"``; key/value heads of the self-attentions (GQA);
+            biases of the attention and feed-forward linear layers.
 
     Initialisation: every parameter with more than one dimension (weight matrices and the embedding
     matrix) is drawn with ``nn.init.xavier_uniform_``, as in the Annotated Transformer; biases keep
     PyTorch's defaults, LayerNorms start at γ = 1, β = 0; the pad row of the embedding starts at zero.
 
     Shapes:
-        forward ``src`` long ``(batch, src_len)``, ``tgt`` long ``(batch, tgt_len)`` →
-        logits ``(batch, tgt_len, tgt_vocab_size)`` (position t predicts token t + 1 of ``tgt``).
+        forward ``src`` long ``(batch, src_len)``, ``tgt`` long ``(batch, tgt_len)``, optional
+        ``src_key_padding_mask`` (see :meth:`source_mask`) → logits ``(batch, tgt_len, tgt_vocab_size)``
+        (position t predicts token t + 1 of ``tgt``).
 
     Raises:
         ValueError: ``d_model`` not divisible by ``n_heads`` or odd; ``tie_embeddings=True`` with different
@@ -287,7 +338,8 @@ class Transformer(nn.Module):
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, n_heads: int = 8,
                  n_encoder_layers: int = 6, n_decoder_layers: int = 6, d_ff: int = 2048, dropout: float = 0.1,
                  max_len: int = 512, pad_id: int | None = 0, tie_embeddings: bool | None = None,
-                 norm_first: bool = False):
+                 norm_first: bool = False, *, norm: str = "layer", ffn: str = "relu", positions: str = "sinusoidal",
+                 n_kv_heads: int | None = None, bias: bool = True):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
@@ -304,16 +356,17 @@ class Transformer(nn.Module):
             d_model=d_model, n_heads=n_heads, n_encoder_layers=n_encoder_layers, n_decoder_layers=n_decoder_layers,
             d_ff=d_ff, dropout=dropout, max_len=max_len, norm_first=norm_first, vocab_size=src_vocab_size,
             tgt_vocab_size=None if tgt_vocab_size == src_vocab_size else tgt_vocab_size, pad_id=pad_id,
-            tie_embeddings=tie_asked)
+            tie_embeddings=tie_asked, norm=norm, ffn=ffn, positions=positions, n_kv_heads=n_kv_heads, bias=bias)
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
         self.d_model, self.n_heads, self.max_len, self.pad_id = d_model, n_heads, max_len, pad_id
         self.norm_first, self.tie_embeddings = norm_first, bool(tie_embeddings)
 
         self.src_embed = TokenEmbedding(src_vocab_size, d_model, pad_id)
         self.tgt_embed = TokenEmbedding(tgt_vocab_size, d_model, pad_id)
-        self.positional = PositionalEncoding(d_model, max_len, dropout)
-        self.encoder = Encoder(n_encoder_layers, d_model, n_heads, d_ff, dropout, norm_first)
-        self.decoder = Decoder(n_decoder_layers, d_model, n_heads, d_ff, dropout, norm_first)
+        self.positional = make_positional(positions, d_model, max_len, dropout)
+        options = dict(norm=norm, ffn=ffn, positions=positions, n_kv_heads=n_kv_heads, bias=bias, max_len=max_len)
+        self.encoder = Encoder(n_encoder_layers, d_model, n_heads, d_ff, dropout, norm_first, **options)
+        self.decoder = Decoder(n_decoder_layers, d_model, n_heads, d_ff, dropout, norm_first, **options)
         self.generator = Generator(d_model, tgt_vocab_size)
         if self.tie_embeddings:  # one Parameter, three users (§3.4)
             self.tgt_embed.embedding.weight = self.src_embed.embedding.weight
@@ -329,11 +382,56 @@ class Transformer(nn.Module):
         return cls(config.vocab_size, config.target_vocab_size, d_model=config.d_model, n_heads=config.n_heads,
                    n_encoder_layers=config.n_encoder_layers, n_decoder_layers=config.n_decoder_layers, d_ff=config.d_ff,
                    dropout=config.dropout, max_len=config.max_len, pad_id=config.pad_id,
-                   tie_embeddings=config.tie_embeddings, norm_first=config.norm_first)
+                   tie_embeddings=config.tie_embeddings, norm_first=config.norm_first, norm=config.norm, ffn=config.ffn,
+                   positions=config.positions, n_kv_heads=config.n_kv_heads, bias=config.bias)
 
     def padding_mask(self, src: torch.Tensor) -> torch.Tensor | None:
         """Bool ``(batch, src_len)``, True = real token (``src != pad_id``); ``None`` when ``pad_id`` is None."""
         return None if self.pad_id is None else src != self.pad_id
+
+    def source_mask(self, src: torch.Tensor, src_key_padding_mask=AUTO, check_rows: bool = True) -> torch.Tensor | None:
+        """The key-padding mask the encoder and the cross-attention use for ``src``, or ``None`` for none.
+
+        A mask that hides nothing still costs: it is materialised, broadcast and applied, and on a GPU it rules
+        out PyTorch's flash kernel. Whether a batch has padding is known on the host when the batch is built,
+        so the caller may say it instead of the model reading it back from the device (which would make the
+        host wait for the GPU at every call):
+
+        * ``src_key_padding_mask=AUTO`` (default): ``src != pad_id``. For a tensor on the CPU the values are
+          read (free there): a row of padding only raises ValueError (``check_rows``), and a batch without
+          padding gets ``None``. On a GPU the mask is built on the device and nothing is read back.
+        * ``None``: the caller states that there is no padding (e.g. the data pipeline knows every source in
+          the batch has the same length); no mask.
+        * a bool tensor ``(batch, src_len)``, True = real token: used as given (e.g. built on the host with the
+          batch and copied with it).
+
+        Raises:
+            TypeError: a mask that is not a bool tensor.
+            ValueError: a mask of the wrong shape, or (CPU, ``AUTO``) a source row made only of padding.
+        """
+        if isinstance(src_key_padding_mask, str):
+            if src_key_padding_mask != AUTO:
+                raise ValueError(f"src_key_padding_mask must be a bool tensor, None or {AUTO!r}, "
+                                 f"got {src_key_padding_mask!r}")
+        else:
+            mask = src_key_padding_mask
+            if mask is not None:
+                if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+                    raise TypeError(f"src_key_padding_mask must be a bool tensor (True = real token) or None, got "
+                                    f"{getattr(mask, 'dtype', type(mask).__name__)}")
+                if tuple(mask.shape) != tuple(src.shape):
+                    raise ValueError(f"src_key_padding_mask has shape {tuple(mask.shape)}, expected (batch, src_len) "
+                                     f"= {tuple(src.shape)}")
+            return mask
+        mask = self.padding_mask(src)  # (batch, src_len)
+        if mask is None or src.device.type != "cpu" or torch.compiler.is_compiling():
+            return mask  # on a GPU: no value is read back
+        # On the CPU reading values is free: a row of padding only has nothing to attend to, and a batch
+        # without padding needs no mask.
+        if check_rows and not bool(mask.any(dim=1).all()):
+            row = int((~mask.any(dim=1)).nonzero()[0, 0])
+            raise ValueError(f"src row {row} consists only of padding (pad_id={self.pad_id}): nothing to attend to")
+        return None if bool(mask.all()) else mask
 
     def keep_attention(self, flag: bool = True) -> None:
         """Make every layer store its attention weights (``layer.attention_weights``) on the next forward pass."""
@@ -345,22 +443,19 @@ class Transformer(nn.Module):
         """An empty :class:`DecoderCache` for incremental decoding with :meth:`decode`."""
         return self.decoder.new_cache()
 
-    def encode(self, src: torch.Tensor) -> torch.Tensor:
-        """Source ids ``(batch, src_len)`` → memory ``(batch, src_len, d_model)``."""
+    def encode(self, src: torch.Tensor, src_key_padding_mask=AUTO) -> torch.Tensor:
+        """Source ids ``(batch, src_len)`` → memory ``(batch, src_len, d_model)``.
+
+        ``src_key_padding_mask``: see :meth:`source_mask` (default: from ``pad_id``).
+        """
         check_sequence(src, "src", self.max_len)
-        mask = self.padding_mask(src)  # (batch, src_len)
-        # A row of padding only has nothing to attend to. The check reads values, so it runs only on the CPU
-        # (free there); on a GPU it would make the host wait for the device at every call.
-        if (mask is not None and src.device.type == "cpu" and not torch.compiler.is_compiling()
-                and not bool(mask.any(dim=1).all())):
-            row = int((~mask.any(dim=1)).nonzero()[0, 0])
-            raise ValueError(f"src row {row} consists only of padding (pad_id={self.pad_id}): nothing to attend to")
+        mask = self.source_mask(src, src_key_padding_mask)  # (batch, src_len) or None: no padding
         x = self.src_embed(src)  # (batch, src_len, d_model)
         x = self.positional(x)  # (batch, src_len, d_model)
         return self.encoder(x, key_padding_mask=mask)  # (batch, src_len, d_model)
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
-               cache: DecoderCache | None = None) -> torch.Tensor:
+               cache: DecoderCache | None = None, src_key_padding_mask=AUTO) -> torch.Tensor:
         """Target ids → logits ``(batch, n_new, tgt_vocab_size)``.
 
         Args:
@@ -369,6 +464,7 @@ class Transformer(nn.Module):
             memory: ``(batch, src_len, d_model)`` from :meth:`encode`.
             src: the source ids ``(batch, src_len)`` (for the padding mask).
             cache: a :class:`DecoderCache` from :meth:`new_cache`, updated in place.
+            src_key_padding_mask: see :meth:`source_mask` (default: from ``pad_id``).
         """
         check_sequence(tgt, "tgt", self.max_len)
         check_sequence(src, "src", self.max_len)
@@ -378,18 +474,20 @@ class Transformer(nn.Module):
         if tgt.shape[0] != src.shape[0]:
             raise ValueError(f"tgt batch size {tgt.shape[0]} differs from src batch size {src.shape[0]}")
         offset = len(cache) if cache is not None else 0
+        mask = self.source_mask(src, src_key_padding_mask, check_rows=False)  # (batch, src_len) or None
         y = self.tgt_embed(tgt)  # (batch, n_new, d_model)
         y = self.positional(y, offset=offset)  # (batch, n_new, d_model)
-        y = self.decoder(y, memory, self.padding_mask(src), cache=cache)  # (batch, n_new, d_model)
+        y = self.decoder(y, memory, mask, cache=cache)  # (batch, n_new, d_model)
         return self.generator(y)  # (batch, n_new, tgt_vocab_size)
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_key_padding_mask=AUTO) -> torch.Tensor:
         check_sequence(src, "src", self.max_len)
         check_sequence(tgt, "tgt", self.max_len)
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(f"src batch size {src.shape[0]} differs from tgt batch size {tgt.shape[0]}")
-        memory = self.encode(src)  # (batch, src_len, d_model)
-        return self.decode(tgt, memory, src)  # (batch, tgt_len, tgt_vocab_size)
+        mask = self.source_mask(src, src_key_padding_mask)  # computed once for the encoder and the decoder
+        memory = self.encode(src, mask)  # (batch, src_len, d_model)
+        return self.decode(tgt, memory, src, src_key_padding_mask=mask)  # (batch, tgt_len, tgt_vocab_size)
 
 
 # --------------------------------------------------------------------------- checking against torch.nn
@@ -410,7 +508,18 @@ def to_nn_transformer(model: Transformer) -> nn.Transformer:
     final LayerNorm to each stack; for a post-LN ``model`` (the paper) those norms are removed
     (``encoder.norm = decoder.norm = None``), for a pre-LN one they receive ``model``'s final norms.
     Use :func:`nn_transformer_logits` to run it with the same masks.
+
+    Raises:
+        ValueError: ``model`` uses an option ``nn.Transformer`` lacks (RMSNorm, SwiGLU, RoPE/ALiBi/no
+            positions, grouped key/value heads, no biases).
     """
+    c = model.config
+    modern = {k: v for k, v in (("norm", c.norm), ("ffn", c.ffn), ("positions", c.positions), ("bias", c.bias))
+              if v != getattr(ModelConfig, k)}
+    if c.n_kv_heads not in (None, c.n_heads):
+        modern["n_kv_heads"] = c.n_kv_heads
+    if modern:
+        raise ValueError(f"nn.Transformer has only the paper's layers; this model uses {modern}")
     enc0 = model.encoder.layers[0]
     p = next(model.parameters())
     ref = nn.Transformer(

@@ -7,7 +7,9 @@
 
 Both reuse :class:`~tmlib.transformer.Encoder` / :class:`~tmlib.transformer.Decoder`, the sinusoidal
 :class:`~tmlib.positional.PositionalEncoding` (BERT and GPT learn positions instead; the course keeps the
-paper's table) and the paper's post-LN layout unless ``norm_first=True``.
+paper's table) and the paper's post-LN layout unless ``norm_first=True``. The modern options of chapter 12
+(``norm``, ``ffn``, ``positions``, ``n_kv_heads``, ``bias``; see :class:`tmlib.presets.ModelConfig`) are
+keyword arguments of both, and :meth:`DecoderOnly.from_config` builds a language model from a ``ModelConfig``.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import torch
 from torch import nn
 
 from .embeddings import Generator, TokenEmbedding
-from .positional import PositionalEncoding
+from .positional import make_positional
+from .presets import ModelConfig
 from .transformer import Decoder, DecoderCache, Encoder, check_sequence, xavier_init_
 
 __all__ = ["EncoderOnly", "DecoderOnly"]
@@ -29,6 +32,7 @@ class EncoderOnly(nn.Module):
         d_model, n_heads, n_layers, d_ff, dropout, max_len, norm_first: as :class:`~tmlib.transformer.Transformer`.
         pad_id: padding id, masked as keys; ``None`` for no padding mask.
         n_classes: size of the classification head, or ``None`` for no such head.
+        norm, ffn, positions, n_kv_heads, bias: the modern options (keyword only; defaults: the paper's layers).
 
     Heads:
         * :meth:`classify`: logits ``(batch, n_classes)`` from the first token's final vector (BERT puts a
@@ -47,14 +51,17 @@ class EncoderOnly(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int = 512, n_heads: int = 8, n_layers: int = 6, d_ff: int = 2048,
                  dropout: float = 0.1, max_len: int = 512, pad_id: int | None = 0, n_classes: int | None = None,
-                 norm_first: bool = False):
+                 norm_first: bool = False, *, norm: str = "layer", ffn: str = "relu", positions: str = "sinusoidal",
+                 n_kv_heads: int | None = None, bias: bool = True):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        _check_options(d_model, n_heads, norm, ffn, positions, n_kv_heads, bias)
         self.vocab_size, self.d_model, self.max_len, self.pad_id = vocab_size, d_model, max_len, pad_id
         self.embed = TokenEmbedding(vocab_size, d_model, pad_id)
-        self.positional = PositionalEncoding(d_model, max_len, dropout)
-        self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first)
+        self.positional = make_positional(positions, d_model, max_len, dropout)
+        self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first, norm=norm, ffn=ffn,
+                               positions=positions, n_kv_heads=n_kv_heads, bias=bias, max_len=max_len)
         self.mlm_head = Generator(d_model, vocab_size)
         self.mlm_head.proj.weight = self.embed.embedding.weight  # tied (§3.4)
         self.classifier = nn.Linear(d_model, n_classes) if n_classes is not None else None
@@ -63,6 +70,8 @@ class EncoderOnly(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         check_sequence(ids, "ids", self.max_len)
         mask = None if self.pad_id is None else ids != self.pad_id  # (batch, seq_len), True = real token
+        if mask is not None and ids.device.type == "cpu" and not torch.compiler.is_compiling() and bool(mask.all()):
+            mask = None  # no padding (read on the CPU, where it is free): no mask to build and apply
         x = self.positional(self.embed(ids))  # (batch, seq_len, d_model)
         return self.encoder(x, key_padding_mask=mask)  # (batch, seq_len, d_model)
 
@@ -83,6 +92,9 @@ class DecoderOnly(nn.Module):
     Args:
         vocab_size, d_model, n_heads, n_layers, d_ff, dropout, max_len, norm_first: as
             :class:`~tmlib.transformer.Transformer`.
+        norm, ffn, positions, n_kv_heads, bias: the modern options (keyword only; defaults: the paper's layers;
+            see :class:`tmlib.presets.ModelConfig`). With ``positions="rope"`` or ``"alibi"`` positions act in
+            every self-attention and continue across a KV cache (the new tokens sit at ``len(cache)`` onwards).
 
     There is no padding mask: prompts in one batch must have the same length (left-padding would need
     per-row positions).  The output layer's weight is the embedding matrix (tied).
@@ -98,17 +110,36 @@ class DecoderOnly(nn.Module):
     """
 
     def __init__(self, vocab_size: int, d_model: int = 512, n_heads: int = 8, n_layers: int = 6, d_ff: int = 2048,
-                 dropout: float = 0.1, max_len: int = 512, norm_first: bool = False):
+                 dropout: float = 0.1, max_len: int = 512, norm_first: bool = False, *, norm: str = "layer",
+                 ffn: str = "relu", positions: str = "sinusoidal", n_kv_heads: int | None = None, bias: bool = True):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        _check_options(d_model, n_heads, norm, ffn, positions, n_kv_heads, bias)
         self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
         self.embed = TokenEmbedding(vocab_size, d_model)
-        self.positional = PositionalEncoding(d_model, max_len, dropout)
-        self.decoder = Decoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first, cross_attention=False)
+        self.positional = make_positional(positions, d_model, max_len, dropout)
+        self.decoder = Decoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first, cross_attention=False,
+                               norm=norm, ffn=ffn, positions=positions, n_kv_heads=n_kv_heads, bias=bias,
+                               max_len=max_len)
         self.generator = Generator(d_model, vocab_size)
         self.generator.proj.weight = self.embed.embedding.weight  # tied (§3.4)
         xavier_init_(self)
+
+    @classmethod
+    def from_config(cls, config: ModelConfig) -> "DecoderOnly":
+        """A language model from a :class:`~tmlib.presets.ModelConfig`: ``n_decoder_layers`` layers, ``vocab_size``
+        tokens, and the config's widths, dropout, ``max_len``, layout and modern options (``n_encoder_layers``,
+        ``pad_id``, ``tgt_vocab_size`` and ``tie_embeddings`` do not apply: the output layer is always tied).
+
+        Raises:
+            TypeError: ``config`` is not a ``ModelConfig``.
+        """
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"config must be a tmlib.presets.ModelConfig, got {type(config).__name__}")
+        return cls(config.vocab_size, config.d_model, config.n_heads, config.n_decoder_layers, config.d_ff,
+                   config.dropout, config.max_len, config.norm_first, norm=config.norm, ffn=config.ffn,
+                   positions=config.positions, n_kv_heads=config.n_kv_heads, bias=config.bias)
 
     def new_cache(self) -> DecoderCache:
         """An empty cache (self-attention only) for incremental decoding."""
@@ -168,3 +199,9 @@ class DecoderOnly(nn.Module):
             out = torch.cat([out, next_id], dim=1)  # (batch, t + 1)
             step_input = next_id
         return out
+
+
+def _check_options(d_model: int, n_heads: int, norm, ffn, positions, n_kv_heads, bias) -> None:
+    """Validate the modern options as :class:`~tmlib.presets.ModelConfig` does (one set of rules and messages)."""
+    ModelConfig(d_model=d_model, n_heads=n_heads, n_encoder_layers=1, n_decoder_layers=1, d_ff=1, dropout=0.0,
+                vocab_size=1, pad_id=None, norm=norm, ffn=ffn, positions=positions, n_kv_heads=n_kv_heads, bias=bias)
