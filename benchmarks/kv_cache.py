@@ -1,0 +1,126 @@
+"""KV-cache decoding: greedy-decoding time per sentence with and without the cache, and the cache's bytes.
+
+Model: the chapter-9-sized translator, ``make_model("small", 8000, n_encoder_layers=2, n_decoder_layers=2,
+d_ff=512)`` (d_model 256, 4 heads), untrained, evaluation mode.  To make every run produce exactly L tokens,
+``eos_id`` is set to the vocabulary size, an id the model cannot predict (argmax ranges over 0 … V-1); the
+script checks that both modes return L tokens and the same tokens.
+
+* Time: :func:`tmlib.decoding.greedy_decode` with ``use_cache=True`` (one new position per step, earlier keys
+  and values reused: O(t) work at step t) and ``use_cache=False`` (the whole prefix recomputed every step:
+  O(t²) attention work and t positions through every layer and the output projection), for output lengths
+  ``--lengths``, one sentence of ``--src-len`` tokens, timed in alternating order, median of ``--repeats``.
+* Memory: the bytes of the tensors the :class:`tmlib.transformer.DecoderCache` actually holds after L steps
+  (``cache.self_attn[i].k/.v`` and ``cache.cross_attn[i].k/.v``, :func:`tmlib.benchmarking.decoder_cache_bytes`),
+  next to the formula 2 × layers × d_model × bytes per token for self-attention plus the cross-attention
+  memory 2 × layers × src_len × d_model × bytes once (:func:`tmlib.benchmarking.kv_cache_bytes`).
+
+Usage::
+
+    python benchmarks/kv_cache.py            # CPU, 2 threads -> results/kv_cache_cpu.json
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+import torch
+
+from common import add_common_arguments, start, write_record
+from tmlib.benchmarking import decoder_cache_bytes, kv_cache_bytes, time_call
+from tmlib.decoding import greedy_decode
+from tmlib.presets import make_model
+
+VOCAB = 8000
+
+
+def build_model(device, seed: int = 0):
+    """The chapter-9-sized model (untrained, eval mode) and a source sentence builder."""
+    torch.manual_seed(seed)
+    model = make_model("small", VOCAB, n_encoder_layers=2, n_decoder_layers=2, d_ff=512, pad_id=0)
+    return model.to(device).eval()
+
+
+def source(src_len: int, device, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(4, VOCAB, (1, src_len), generator=g).to(device)  # (1, src_len), no padding
+
+
+def cache_after(model, src: torch.Tensor, n_tokens: int, bos_id: int = 1) -> dict:
+    """Decode ``n_tokens`` positions greedily with an explicit cache; return the bytes it holds."""
+    cache = model.new_cache()
+    with torch.no_grad():
+        memory = model.encode(src)  # (1, src_len, d_model)
+        token = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (1, 1)
+        for _ in range(n_tokens):
+            logits = model.decode(token, memory, src, cache=cache)  # (1, 1, vocab)
+            token = logits[:, -1].argmax(-1, keepdim=True)  # (1, 1)
+    assert len(cache) == n_tokens, (len(cache), n_tokens)
+    measured = decoder_cache_bytes(cache)
+    ref = cache.self_attn[0].k
+    return {"measured": measured, "dtype": str(ref.dtype), "k_shape_layer0": list(ref.shape)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_arguments(p)
+    p.add_argument("--lengths", type=int, nargs="+", default=[10, 25, 50, 100, 200], help="output tokens L")
+    p.add_argument("--src-len", type=int, default=20, help="source tokens (Multi30k sentences: ~15)")
+    p.add_argument("--repeats", type=int, default=3)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    device, t0 = start(args)
+    if args.quick:
+        args.lengths, args.repeats = [4, 8], 1
+    model = build_model(device)
+    src = source(args.src_len, device)
+    eos_id = VOCAB  # never an argmax: every run generates exactly L tokens
+    cfg = {"d_model": model.d_model, "n_heads": model.n_heads, "n_encoder_layers": len(model.encoder.layers),
+           "n_decoder_layers": len(model.decoder.layers), "d_ff": model.encoder.layers[0].feed_forward.d_ff,
+           "vocab_size": VOCAB, "parameters": sum(p.numel() for p in model.parameters())}
+
+    timing = []
+    for L in args.lengths:
+        outs = {}
+
+        def run(use_cache, L=L):
+            outs[use_cache] = greedy_decode(model, src, bos_id=1, eos_id=eos_id, max_len=L, use_cache=use_cache)
+
+        times = {True: [], False: []}
+        run(True), run(False)  # warm-up
+        for r in range(args.repeats):  # alternate the order so that a change of load hits both
+            for use_cache in ((True, False) if r % 2 == 0 else (False, True)):
+                times[use_cache] += time_call(lambda: run(use_cache), repeats=1, warmup=0, device=device)
+        assert len(outs[True][0]) == len(outs[False][0]) == L, "the run did not produce exactly L tokens"
+        same = outs[True] == outs[False]
+        med = {k: statistics.median(v) for k, v in times.items()}
+        timing.append({"output_tokens": L, "with_cache_s": med[True], "without_cache_s": med[False],
+                       "speedup": med[False] / med[True], "with_cache_per_token_ms": 1e3 * med[True] / L,
+                       "without_cache_per_token_ms": 1e3 * med[False] / L, "same_tokens": same,
+                       "times_s": {"with_cache": times[True], "without_cache": times[False]}})
+        print(f"L={L:4d}: cache {med[True] * 1e3:8.1f} ms, no cache {med[False] * 1e3:8.1f} ms, "
+              f"speed-up {med[False] / med[True]:5.2f}x, same tokens: {same}", file=sys.stderr)
+
+    memory = []
+    bpe = next(model.parameters()).element_size()
+    for L in args.lengths:
+        got = cache_after(model, src, L)
+        formula = kv_cache_bytes(cfg["n_decoder_layers"], cfg["d_model"], L, src_len=args.src_len, batch=1,
+                                 bytes_per_element=bpe)
+        memory.append({"tokens": L, "measured": got["measured"], "formula": formula, "dtype": got["dtype"],
+                       "k_shape_layer0": got["k_shape_layer0"],
+                       "equal": got["measured"]["self_attn"] == formula["self_attn"]
+                       and got["measured"]["cross_attn"] == formula["cross_attn"]})
+    settings = {"model": cfg, "src_len": args.src_len, "lengths": args.lengths, "repeats": args.repeats,
+                "batch": 1, "bos_id": 1, "eos_id": eos_id, "decoder": "tmlib.decoding.greedy_decode",
+                "threads": torch.get_num_threads(), "quick": args.quick}
+    write_record(args, "kv_cache", "greedy decoding time per sentence with/without the KV cache; cache bytes",
+                 device, t0, settings, {"timing": timing, "memory": memory}, argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
