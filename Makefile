@@ -9,7 +9,7 @@ export PATH := $(BIN):$(PATH)
 export TMLIB_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test venv unit nbval site-strict lock clean execute
+.PHONY: book test venv unit nbval site-strict lock clean execute benchmarks
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ site-strict: venv
 	sed 's/^  execute_notebooks: cache$$/  execute_notebooks: "off"/' _config.yml > _build/_config_strict.yml
 	grep -q 'execute_notebooks: "off"' _build/_config_strict.yml
 	$(BIN)/jupyter-book build . --config _build/_config_strict.yml --path-output _build/strict -W -n --keep-going --all
+
+## benchmarks: run every benchmark of chapter 11 (CPU, 2 threads, < 10 min on 2 cores) into benchmarks/results/
+## (BENCH_ARGS="--device cuda" on a GPU; "--quick --out-dir /tmp/bench" for a smoke run of seconds)
+benchmarks: venv
+	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
 
 ## execute: re-run every notebook in place (after editing one), then commit the outputs
 execute: venv

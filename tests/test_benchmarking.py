@@ -174,3 +174,28 @@ def test_decoder_cache_bytes_match_formula_after_decoding():
     assert measured == {k: formula[k] for k in ("self_attn", "cross_attn", "total")}
     with pytest.raises(TypeError):
         B.decoder_cache_bytes(object())
+
+
+def test_load_result_reads_a_folder(tmp_path):
+    (tmp_path / "demo_cpu.json").write_text('{"benchmark": "demo", "results": [1, 2]}')
+    assert B.load_result("demo", "cpu", folder=tmp_path)["results"] == [1, 2]
+    with pytest.raises(FileNotFoundError, match="demo_cuda.json"):
+        B.load_result("demo", "cuda", folder=tmp_path)
+
+
+def test_power_law_plot_draws_points_and_fit():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from tmlib.plotting import power_law_plot
+
+    n = np.array([64, 128, 256, 512])
+    fit = B.fit_power_law(n, 2.0 * n ** 2)
+    ax = power_law_plot([{"label": "explicit", "n": n, "y": 2.0 * n ** 2, "fit": fit, "fit_min_n": 128},
+                         {"label": "fused", "n": n, "y": n}], "t", "n", "seconds")
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and ax.get_title() == "t"
+    assert len(ax.lines) == 3  # two series + one fitted line
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0].startswith("explicit (slope 2.00, 95% CI 2.00 to 2.00)") and labels[1] == "fused"
+    with pytest.raises(ValueError, match="positive"):
+        power_law_plot([{"label": "bad", "n": [1, 2], "y": [0, 1]}], "t", "n", "y")

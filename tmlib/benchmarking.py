@@ -17,15 +17,21 @@ torch is imported inside the functions that need it, so the fit can be used with
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 
 __all__ = ["PowerLawFit", "fit_power_law", "time_call", "peak_memory_bytes", "tensor_bytes",
-           "decoder_cache_bytes", "kv_cache_bytes"]
+           "decoder_cache_bytes", "kv_cache_bytes", "RESULTS_URL", "load_result"]
+
+#: Where the committed benchmark results live online (used when the repository is not checked out, e.g. Colab).
+RESULTS_URL = ("https://raw.githubusercontent.com/attention-executable/attention-executable/main/"
+               "benchmarks/results/{name}")
 
 
 # --------------------------------------------------------------------------- power-law fit
@@ -312,3 +318,42 @@ def kv_cache_bytes(n_layers: int, d_model: int, n_tokens: int, src_len: int = 0,
     self_b = per_token * vals["n_tokens"]
     cross_b = per_token * vals["src_len"]
     return {"per_token": per_token, "self_attn": self_b, "cross_attn": cross_b, "total": self_b + cross_b}
+
+
+def load_result(name: str, device: str = "cpu", folder=None) -> dict:
+    """Read a benchmark result ``benchmarks/results/<name>_<device>.json`` (see ``benchmarks/README.md``).
+
+    Looks in ``folder`` if given, else in the repository's ``benchmarks/results`` next to this package (a
+    checkout, where tmlib is installed in editable mode); if the file is not there and no ``folder`` was
+    given, downloads the committed copy from :data:`RESULTS_URL` (Colab).
+
+    Args:
+        name: the benchmark, e.g. ``"attention_cost"``, ``"table1"``, ``"kv_cache"``, ``"throughput"``.
+        device: ``"cpu"`` or ``"cuda"``.
+        folder: a folder holding the JSON files.
+
+    Returns:
+        the parsed JSON record (dict with ``benchmark``, ``device``, ``machine``, ``command``, ``results``...).
+
+    Raises:
+        FileNotFoundError: the file is neither on disk nor downloadable.
+    """
+    filename = f"{name}_{device}.json"
+    candidates = [Path(folder)] if folder is not None else [Path(__file__).resolve().parent.parent / "benchmarks" /
+                                                            "results"]
+    for base in candidates:
+        path = base / filename
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+    if folder is None:
+        import urllib.error
+        import urllib.request
+
+        url = RESULTS_URL.format(name=filename)
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                return json.loads(response.read().decode("utf-8"))
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            raise FileNotFoundError(f"{filename} is not in {candidates[0]} and could not be downloaded from "
+                                    f"{url}: {err}; run python benchmarks/run_all.py") from None
+    raise FileNotFoundError(f"{filename} is not in {folder}; run python benchmarks/run_all.py --out-dir {folder}")
