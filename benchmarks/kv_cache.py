@@ -61,6 +61,40 @@ def cache_after(model, src: torch.Tensor, n_tokens: int, bos_id: int = 1) -> dic
     return {"measured": measured, "dtype": str(ref.dtype), "k_shape_layer0": list(ref.shape)}
 
 
+def profile_cached_step(model, src, n_tokens: int, eos_id: int, device) -> dict:
+    """Where the time of a cached decoding step goes: operators per step, the heaviest ones, Python overhead.
+
+    Runs ``greedy_decode(use_cache=True)`` for ``n_tokens`` under ``torch.profiler`` (CPU activity) and, apart,
+    times one step's output projection (the ``(1, d_model) x (d_model, vocab)`` product) on its own.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    run = lambda: greedy_decode(model, src, bos_id=1, eos_id=eos_id, max_len=n_tokens, use_cache=True)
+    run()
+    wall = statistics.median(time_call(run, repeats=3, warmup=0, device=device))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+    # self time of the operators that do the work (not the wrappers that only call others)
+    total_self_us = sum(e.self_cpu_time_total for e in events)
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:6]
+    h = torch.randn(1, 1, model.d_model, device=device)
+    with torch.no_grad():
+        proj = statistics.median(time_call(lambda: model.generator(h), repeats=5, warmup=2, min_seconds=0.01,
+                                           device=device))
+    return {
+        "tokens": n_tokens,
+        "wall_s_per_step": wall / n_tokens,
+        "aten_calls_per_step": sum(e.count for e in events) / n_tokens,
+        "operator_self_time_share_of_wall": total_self_us * 1e-6 / wall if wall else None,
+        "top_operators": [{"op": e.key, "calls_per_step": e.count / n_tokens,
+                           "share_of_operator_time": e.self_cpu_time_total / total_self_us} for e in top],
+        "output_projection_s": proj,
+        "output_projection_share_of_step": proj / (wall / n_tokens),
+        "note": "profiled run (the profiler adds overhead per operator); wall time measured without it",
+    }
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_arguments(p)
@@ -114,11 +148,16 @@ def main(argv=None) -> int:
                        "k_shape_layer0": got["k_shape_layer0"],
                        "equal": got["measured"]["self_attn"] == formula["self_attn"]
                        and got["measured"]["cross_attn"] == formula["cross_attn"]})
+    profile_tokens = 50 if 50 in args.lengths else args.lengths[len(args.lengths) // 2]
+    prof = profile_cached_step(model, src, profile_tokens, eos_id, device)
+    print(f"cached step at L={profile_tokens}: {1e3 * prof['wall_s_per_step']:.2f} ms, "
+          f"{prof['aten_calls_per_step']:.0f} aten calls, output projection {1e3 * prof['output_projection_s']:.2f} ms",
+          file=sys.stderr)
     settings = {"model": cfg, "src_len": args.src_len, "lengths": args.lengths, "repeats": args.repeats,
                 "batch": 1, "bos_id": 1, "eos_id": eos_id, "decoder": "tmlib.decoding.greedy_decode",
                 "threads": torch.get_num_threads(), "quick": args.quick}
     write_record(args, "kv_cache", "greedy decoding time per sentence with/without the KV cache; cache bytes",
-                 device, t0, settings, {"timing": timing, "memory": memory}, argv)
+                 device, t0, settings, {"timing": timing, "memory": memory, "profile": prof}, argv)
     return 0
 
 

@@ -137,7 +137,7 @@ def sequential(args, device) -> tuple[list, list]:
         if len(sel) >= 3:
             f = fit_power_law([r["n"] for r in sel], [r["median_s"] for r in sel])
             fits_.append({"method": method, "fit_min_n": args.fit_min_n, "exponent": f.exponent, "low": f.low,
-                          "high": f.high})
+                          "high": f.high, "stderr": f.stderr, "prefactor": f.prefactor})
     return rows, fits_
 
 
