@@ -114,3 +114,17 @@ def test_compile_variant_is_a_compiled_copy():
     explicit, _, _ = throughput.make_variant("explicit_attention", model, None)
     assert all(layer.keep_attention for layer in explicit.encoder.layers)
     assert not any(layer.keep_attention for layer in model.encoder.layers)
+
+
+def test_run_all_plans_every_benchmark(tmp_path):
+    import argparse
+
+    import run_all
+
+    args = argparse.Namespace(device="cpu", threads=2, quick=False, out_dir=str(tmp_path), note="")
+    steps = dict(run_all.plan(args))
+    assert list(steps) == ["attention_cost", "table1", "kv_cache", "throughput"]
+    assert all("--threads" in cmd and "2" in cmd for cmd in steps.values())
+    tp = steps["throughput"]
+    assert tp[tp.index("--variants") + 1:tp.index("--variant-presets")] == ["compile", "bf16", "explicit_attention"]
+    assert tp[tp.index("--out") + 1] == str(tmp_path / "throughput_cpu.json")
