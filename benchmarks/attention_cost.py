@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from common import add_common_arguments, start, write_record
+from common import add_common_arguments, clock_of, start, write_record
 from tmlib.attention import scaled_dot_product_attention
 from tmlib.benchmarking import fit_power_law, peak_memory_bytes, time_call
 from tmlib.costs import attention_matrix_bytes
@@ -112,7 +112,8 @@ def measure(args, device, dtype, methods, sizes) -> tuple[list, list, dict]:
         for pass_ in ("forward", "forward_backward"):
             for n in sizes:
                 run = make_case(method, pass_, args.batch, args.heads, n, args.d_k, dtype, device)
-                times = time_call(run, repeats=args.repeats, warmup=1, min_seconds=args.min_seconds, device=device)
+                times = time_call(run, repeats=args.repeats, warmup=1, min_seconds=args.min_seconds, device=device,
+                                  clock=clock_of(args))
                 peak = peak_memory_bytes(run, device)
                 med = statistics.median(times)
                 rows.append({
@@ -192,7 +193,7 @@ def main(argv=None) -> int:
               if t else f"{f['method']} {f['pass']}: too few sizes to fit")
     settings = {"batch": args.batch, "heads": args.heads, "d_k": args.d_k, "sizes": sizes, "dtype": str(dtype),
                 "repeats": args.repeats, "min_seconds": args.min_seconds, "max_seconds": args.max_seconds,
-                "fit_min_n": args.fit_min_n, "methods": methods, "threads": torch.get_num_threads(),
+                "fit_min_n": args.fit_min_n, "methods": methods, "threads": torch.get_num_threads(), "clock": args.clock,
                 "quick": args.quick}
     write_record(args, "attention_cost", "attention time and peak memory against sequence length n",
                  device, t0, settings, results, argv)

@@ -38,13 +38,23 @@ def add_common_arguments(parser) -> None:
     parser.add_argument("--out", default=None, help="output JSON file (default results/<name>_<device>.json)")
     parser.add_argument("--out-dir", default=None, help="folder for the default file name (default results/)")
     parser.add_argument("--note", default="", help="free text stored in the JSON (conditions of the run)")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="wall: elapsed time (default); cpu: this process's CPU time, which other jobs on a "
+                             "shared machine hardly change (use with --threads 1; not on CUDA)")
 
 
 def start(args) -> tuple[torch.device, float]:
-    """Apply --threads, resolve --device; return ``(device, start time)``."""
+    """Apply --threads, resolve --device, check --clock; return ``(device, start time)``."""
     device = resolve_device(args.device)
+    if args.clock == "cpu" and device.type != "cpu":
+        raise SystemExit("--clock cpu measures this process's CPU time: use it with --device cpu")
     torch.set_num_threads(args.threads)
     return device, time.perf_counter()
+
+
+def clock_of(args):
+    """The timer of --clock: ``time.perf_counter`` (wall) or ``time.process_time`` (CPU time of the process)."""
+    return time.process_time if args.clock == "cpu" else time.perf_counter
 
 
 def output_path(args, name: str, device: torch.device) -> Path:

@@ -23,10 +23,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 
 import torch
 
-from common import add_common_arguments, start, write_record
+from common import add_common_arguments, clock_of, start, write_record
 from tmlib.benchmarking import decoder_cache_bytes, kv_cache_bytes, time_call
 from tmlib.decoding import greedy_decode
 from tmlib.presets import make_model
@@ -61,7 +62,7 @@ def cache_after(model, src: torch.Tensor, n_tokens: int, bos_id: int = 1) -> dic
     return {"measured": measured, "dtype": str(ref.dtype), "k_shape_layer0": list(ref.shape)}
 
 
-def profile_cached_step(model, src, n_tokens: int, eos_id: int, device) -> dict:
+def profile_cached_step(model, src, n_tokens: int, eos_id: int, device, clock=time.perf_counter) -> dict:
     """Where the time of a cached decoding step goes: operators per step, the heaviest ones, Python overhead.
 
     Runs ``greedy_decode(use_cache=True)`` for ``n_tokens`` under ``torch.profiler`` (CPU activity) and, apart,
@@ -71,7 +72,7 @@ def profile_cached_step(model, src, n_tokens: int, eos_id: int, device) -> dict:
 
     run = lambda: greedy_decode(model, src, bos_id=1, eos_id=eos_id, max_len=n_tokens, use_cache=True)
     run()
-    wall = statistics.median(time_call(run, repeats=3, warmup=0, device=device))
+    wall = statistics.median(time_call(run, repeats=3, warmup=0, device=device, clock=clock))
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         run()
     events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
@@ -81,7 +82,7 @@ def profile_cached_step(model, src, n_tokens: int, eos_id: int, device) -> dict:
     h = torch.randn(1, 1, model.d_model, device=device)
     with torch.no_grad():
         proj = statistics.median(time_call(lambda: model.generator(h), repeats=5, warmup=2, min_seconds=0.01,
-                                           device=device))
+                                           device=device, clock=clock))
     return {
         "tokens": n_tokens,
         "wall_s_per_step": wall / n_tokens,
@@ -127,7 +128,8 @@ def main(argv=None) -> int:
         run(True), run(False)  # warm-up
         for r in range(args.repeats):  # alternate the order so that a change of load hits both
             for use_cache in ((True, False) if r % 2 == 0 else (False, True)):
-                times[use_cache] += time_call(lambda: run(use_cache), repeats=1, warmup=0, device=device)
+                times[use_cache] += time_call(lambda: run(use_cache), repeats=1, warmup=0, device=device,
+                                              clock=clock_of(args))
         assert len(outs[True][0]) == len(outs[False][0]) == L, "the run did not produce exactly L tokens"
         same = outs[True] == outs[False]
         med = {k: statistics.median(v) for k, v in times.items()}
@@ -149,13 +151,13 @@ def main(argv=None) -> int:
                        "equal": got["measured"]["self_attn"] == formula["self_attn"]
                        and got["measured"]["cross_attn"] == formula["cross_attn"]})
     profile_tokens = 50 if 50 in args.lengths else args.lengths[len(args.lengths) // 2]
-    prof = profile_cached_step(model, src, profile_tokens, eos_id, device)
+    prof = profile_cached_step(model, src, profile_tokens, eos_id, device, clock_of(args))
     print(f"cached step at L={profile_tokens}: {1e3 * prof['wall_s_per_step']:.2f} ms, "
           f"{prof['aten_calls_per_step']:.0f} aten calls, output projection {1e3 * prof['output_projection_s']:.2f} ms",
           file=sys.stderr)
     settings = {"model": cfg, "src_len": args.src_len, "lengths": args.lengths, "repeats": args.repeats,
                 "batch": 1, "bos_id": 1, "eos_id": eos_id, "decoder": "tmlib.decoding.greedy_decode",
-                "threads": torch.get_num_threads(), "quick": args.quick}
+                "threads": torch.get_num_threads(), "clock": args.clock, "quick": args.quick}
     write_record(args, "kv_cache", "greedy decoding time per sentence with/without the KV cache; cache bytes",
                  device, t0, settings, {"timing": timing, "memory": memory, "profile": prof}, argv)
     return 0

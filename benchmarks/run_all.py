@@ -35,7 +35,7 @@ def plan(args) -> list[tuple[str, list[str]]]:
     """``(name, argv)`` of each benchmark, with the common options applied."""
     out_dir = Path(args.out_dir) if args.out_dir else HERE / "results"
     device = args.device
-    common = ["--device", device, "--threads", str(args.threads)]
+    common = ["--device", device, "--threads", str(args.threads), "--clock", args.clock]
     if args.note:
         common += ["--note", args.note]
     quick = ["--quick"] if args.quick else []
@@ -68,6 +68,8 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default=None, help="where the JSON files go (default benchmarks/results)")
     p.add_argument("--only", nargs="*", default=None, help="run only these benchmarks (names as listed above)")
     p.add_argument("--note", default="", help="stored in every JSON file")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="cpu: time this process's CPU time (a shared machine; use --threads 1)")
     args = p.parse_args(argv)
     out_dir = Path(args.out_dir) if args.out_dir else HERE / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -92,7 +94,7 @@ def main(argv=None) -> int:
     dev = "cuda" if args.device in ("cuda", "auto") and _cuda() else "cpu"
     record = {"benchmark": "the whole suite (benchmarks/run_all.py)", "device": dev, "machine": machine_info(),
               "command": "python benchmarks/run_all.py " + shlex.join(sys.argv[1:] if argv is None else argv),
-              "settings": {"threads": args.threads, "quick": args.quick, "only": args.only}, "note": args.note,
+              "settings": {"threads": args.threads, "clock": args.clock, "quick": args.quick, "only": args.only}, "note": args.note,
               "elapsed_s": round(total, 1), "results": parts}
     (out_dir / f"run_all_{dev}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"total: {total:.0f} s ({total / 60:.1f} min)")

@@ -30,7 +30,7 @@ import sys
 import torch
 from torch import nn
 
-from common import add_common_arguments, start, write_record
+from common import add_common_arguments, clock_of, start, write_record
 from tmlib.attention import MultiHeadAttention
 from tmlib.benchmarking import fit_power_law, time_call
 
@@ -87,7 +87,8 @@ def make_layer(layer: str, n: int, d: int, batch: int, k: int, d_head: int, devi
 def timed(args, layer, n, d, device) -> float:
     fn = make_layer(layer, n, d, args.batch, args.kernel, args.d_head, device)
     with torch.no_grad():
-        times = time_call(fn, repeats=args.repeats, warmup=1, min_seconds=args.min_seconds, device=device)
+        times = time_call(fn, repeats=args.repeats, warmup=1, min_seconds=args.min_seconds, device=device,
+                          clock=clock_of(args))
     return statistics.median(times), times
 
 
@@ -172,6 +173,7 @@ def main(argv=None) -> int:
     settings = {"n": args.n, "d": args.d, "batch": args.batch, "kernel": args.kernel, "d_head": args.d_head,
                 "seq_d": args.seq_d, "repeats": args.repeats, "min_seconds": args.min_seconds,
                 "max_seconds": args.max_seconds, "fit_min_n": args.fit_min_n, "threads": torch.get_num_threads(),
+                "clock": args.clock,
                 "pass": "forward, eval mode, torch.no_grad, float32", "quick": args.quick}
     results = {"grid": rows, "skipped": skipped, "crossovers": cross, "sequential": seq_rows,
                "sequential_fits": seq_fits}

@@ -121,7 +121,7 @@ def test_run_all_plans_every_benchmark(tmp_path):
 
     import run_all
 
-    args = argparse.Namespace(device="cpu", threads=2, quick=False, out_dir=str(tmp_path), note="")
+    args = argparse.Namespace(device="cpu", threads=2, quick=False, out_dir=str(tmp_path), note="", clock="wall")
     steps = dict(run_all.plan(args))
     assert list(steps) == ["attention_cost", "table1", "kv_cache", "throughput"]
     assert all("--threads" in cmd and "2" in cmd for cmd in steps.values())
