@@ -79,6 +79,17 @@ def profile_cached_step(model, src, n_tokens: int, eos_id: int, device, clock=ti
     # self time of the operators that do the work (not the wrappers that only call others)
     total_self_us = sum(e.self_cpu_time_total for e in events)
     top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:6]
+    threads = torch.get_num_threads()
+    per_thread_count = {}
+    for n_threads in sorted({1, threads}):  # batch-1 steps are tiny: do more threads help or cost?
+        torch.set_num_threads(n_threads)
+        run()
+        per_thread_count[str(n_threads)] = {
+            mode: statistics.median(time_call(lambda: greedy_decode(model, src, bos_id=1, eos_id=eos_id,
+                                                                    max_len=n_tokens, use_cache=mode == "with_cache"),
+                                              repeats=3, warmup=0, device=device, clock=clock)) / n_tokens
+            for mode in ("with_cache", "without_cache")}
+    torch.set_num_threads(threads)
     h = torch.randn(1, 1, model.d_model, device=device)
     with torch.no_grad():
         proj = statistics.median(time_call(lambda: model.generator(h), repeats=5, warmup=2, min_seconds=0.01,
@@ -91,6 +102,7 @@ def profile_cached_step(model, src, n_tokens: int, eos_id: int, device, clock=ti
         "top_operators": [{"op": e.key, "calls_per_step": e.count / n_tokens,
                            "share_of_operator_time": e.self_cpu_time_total / total_self_us} for e in top],
         "output_projection_s": proj,
+        "s_per_token_by_threads": per_thread_count,
         "output_projection_share_of_step": proj / (wall / n_tokens),
         "note": "profiled run (the profiler adds overhead per operator); wall time measured without it",
     }
