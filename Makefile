@@ -14,7 +14,7 @@ endif
 JB := PYTHONPATH="$(CURDIR)/_ext$${PYTHONPATH:+:$$PYTHONPATH}" $(BIN)/jupyter-book
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test venv unit nbval site-strict site-html browser lock clean execute
+.PHONY: book test venv unit nbval site-strict site-html browser lock clean execute benchmarks
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,11 @@ browser: site-strict
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || [ -n "$$TM_CHROMIUM" ] || \
 		echo "Browser test skipped: Chromium is not installed (install it with: sudo apt-get install chromium chromium-driver)"
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_browser.py
+
+## benchmarks: run every benchmark of chapter 11 (CPU, 2 threads, < 10 min on 2 cores) into benchmarks/results/
+## (BENCH_ARGS="--device cuda" on a GPU; "--quick --out-dir /tmp/bench" for a smoke run of seconds)
+benchmarks: venv
+	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
 
 ## execute: re-run every notebook in place (after editing one), then commit the outputs
 execute: venv

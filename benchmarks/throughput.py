@@ -10,17 +10,32 @@ Method: both models are built in the same process; after warm-up steps the timed
 between them (tmlib, nn, nn, tmlib, ...) so that a change in machine load hits both; each window runs
 ``--steps`` steps; the reported figure is the median over ``--repeats`` windows.
 
+Variants (``--variants``, on the presets of ``--variant-presets``): the tmlib model again, changed in one
+way, each timed in the same alternating windows and reported as a ratio against the plain float32 eager
+tmlib model of the same run:
+
+* ``compile``: ``torch.compile(model)`` (inductor).  The first step, which compiles the forward and backward
+  graphs, is timed separately (``first_step_s``; ``compile_s`` = first step minus a steady step); the
+  inductor cache starts empty (``--compile-cache fresh``) so that the compile time is a cold one.
+* ``bf16``: forward and loss under ``torch.autocast(dtype=torch.bfloat16)`` (float32 weights and optimizer);
+  on a CPU without native bf16 (``machine.cpu_native_bf16`` false) bf16 is emulated and slow.
+* ``explicit_attention``: ``model.keep_attention(True)``, which makes every attention layer take the explicit
+  path (``need_weights=True``: scores and weights materialised) instead of the fused SDPA kernel that the plain
+  model uses; its ratio is the fused path's speed-up inverted.
+
 Usage (from the repository root)::
 
     python benchmarks/throughput.py                       # CPU, 2 threads, presets small and base
     python benchmarks/throughput.py --presets small --threads 8 --repeats 7
     python benchmarks/throughput.py --device cuda         # writes benchmarks/results/throughput_cuda.json
+    python benchmarks/throughput.py --variants compile bf16 explicit_attention --variant-presets small
 
 The result goes to ``benchmarks/results/throughput_<device>.json`` (see benchmarks/README.md).
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime as dt
 import json
 import math
@@ -29,6 +44,7 @@ import platform
 import shlex
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,6 +52,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tmlib.flops import transformer_flops
+from tmlib.machine import machine_info
 from tmlib.presets import PRESETS, make_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -45,6 +63,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_SHAPES = {"tiny": (64, 24, 24), "small": (64, 32, 32), "base": (16, 24, 24), "big": (8, 24, 24)}
 # Steps per timed window when --steps is not given (a base-model step takes seconds on a CPU).
 DEFAULT_STEPS = {"tiny": 8, "small": 4, "base": 2, "big": 1}
+VARIANTS = ("compile", "bf16", "explicit_attention")
 
 
 # --------------------------------------------------------------------------- the torch.nn reference model
@@ -122,23 +141,36 @@ def train_step(model, optimizer, src, tgt_in, tgt_out) -> None:
     optimizer.step()
 
 
+def train_step_bf16(model, optimizer, src, tgt_in, tgt_out) -> None:
+    """:func:`train_step` with the forward pass and the loss under bf16 autocast (weights stay float32)."""
+    with torch.autocast(device_type=src.device.type, dtype=torch.bfloat16):
+        logits = model(src, tgt_in)  # (batch, tgt_len, vocab), bf16
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=0,
+                               label_smoothing=0.1)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+
+
 def _sync(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def timed_window(model, optimizer, batches, start: int, steps: int, device, clock=time.perf_counter) -> float:
+def timed_window(model, optimizer, batches, start: int, steps: int, device, clock=time.perf_counter,
+                 step=train_step) -> float:
     """Tokens per second over ``steps`` consecutive steps (batches taken cyclically from ``start``).
 
     ``clock``: ``time.perf_counter`` (wall clock) or ``time.process_time`` (CPU time of this process,
-    which other processes' load hardly changes; meaningful with one thread).
+    which other processes' load hardly changes; meaningful with one thread).  ``step``: the training step
+    (:func:`train_step` or :func:`train_step_bf16`).
     """
     tokens = 0
     _sync(device)
     t0 = clock()
     for i in range(steps):
         src, tgt_in, tgt_out, n = batches[(start + i) % len(batches)]
-        train_step(model, optimizer, src, tgt_in, tgt_out)
+        step(model, optimizer, src, tgt_in, tgt_out)
         tokens += n
     _sync(device)
     return tokens / (clock() - t0)
@@ -157,7 +189,32 @@ def device_name(device) -> str:
     return platform.processor() or platform.machine()
 
 
-def bench_preset(preset: str, shape, args, device) -> dict:
+def _graph_breaks() -> int:
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return 0
+    return int(sum(counters["graph_break"].values()))
+
+
+def make_variant(name: str, ours: nn.Module, args):
+    """``(model, step, info)`` of a variant of the tmlib model (a deep copy, same initial weights)."""
+    model = copy.deepcopy(ours)
+    info: dict = {}
+    if name == "compile":
+        return torch.compile(model), train_step, info
+    if name == "bf16":
+        info["cpu_native_bf16"] = machine_info()["cpu_native_bf16"]
+        return model, train_step_bf16, info
+    if name == "explicit_attention":
+        if not hasattr(model, "keep_attention"):
+            raise SystemExit("explicit_attention needs Transformer.keep_attention (the switch to need_weights=True)")
+        model.keep_attention(True)  # every attention layer: need_weights=True, the explicit (unfused) path
+        return model, train_step, info
+    raise ValueError(f"unknown variant {name!r}; choose from {VARIANTS}")
+
+
+def bench_preset(preset: str, shape, args, device, variants=()) -> dict:
     cfg = PRESETS[preset]
     steps = args.steps or DEFAULT_STEPS.get(preset, 2)
     batch, src_len, tgt_len = shape
@@ -169,34 +226,83 @@ def bench_preset(preset: str, shape, args, device) -> dict:
     n_ours = sum(p.numel() for p in ours.parameters())
     n_theirs = sum(p.numel() for p in theirs.parameters())
     models = {"tmlib": ours, "nn": theirs}
+    step_fns = {"tmlib": train_step, "nn": train_step}
+    infos: dict = {}
+    for v in variants:  # copies made before any training step: the same initial weights as "tmlib"
+        models[v], step_fns[v], infos[v] = make_variant(v, ours, args)
     optims = {k: torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9) for k, m in models.items()}
     batches = make_batches(args.n_batches, batch, src_len, tgt_len, args.vocab, args.seed, device)
 
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    for name in models:  # warm-up (allocator, kernels, autograd graph caches)
-        timed_window(models[name], optims[name], batches, 0, args.warmup, device, clock)
-    windows = {"tmlib": [], "nn": []}
+    for name in models:  # warm-up (allocator, kernels, autograd graph caches; compilation)
+        if name == "compile":
+            breaks = _graph_breaks()
+            _sync(device)
+            t0 = time.perf_counter()
+            train_step(models[name], optims[name], *batches[0][:3])  # compiles forward and backward
+            _sync(device)
+            infos[name]["first_step_s"] = time.perf_counter() - t0
+            infos[name]["graph_breaks"] = _graph_breaks() - breaks
+            timed_window(models[name], optims[name], batches, 1, max(0, args.warmup - 1), device, clock)
+        else:
+            timed_window(models[name], optims[name], batches, 0, args.warmup, device, clock, step_fns[name])
+    windows = {name: [] for name in models}
+    names = list(models)
     for r in range(args.repeats):
-        order = ["tmlib", "nn"] if r % 2 == 0 else ["nn", "tmlib"]
+        order = names if r % 2 == 0 else names[::-1]  # tmlib, nn, ... then ..., nn, tmlib
         for name in order:
-            windows[name].append(timed_window(models[name], optims[name], batches, r * steps, steps, device, clock))
+            windows[name].append(timed_window(models[name], optims[name], batches, r * steps, steps, device, clock,
+                                              step_fns[name]))
         if args.verbose:
-            print(f"  {preset} repeat {r + 1}/{args.repeats}: tmlib {windows['tmlib'][-1]:,.0f} tok/s, "
-                  f"nn {windows['nn'][-1]:,.0f} tok/s", file=sys.stderr)
+            print(f"  {preset} repeat {r + 1}/{args.repeats}: " + ", ".join(
+                f"{k} {windows[k][-1]:,.0f} tok/s" for k in names), file=sys.stderr)
     med = {k: statistics.median(v) for k, v in windows.items()}
-    return {
+    mean_tokens = statistics.mean(b[3] for b in batches)
+    fwd = transformer_flops(cfg.d_model, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.d_ff, args.vocab,
+                            src_len, tgt_len, batch)
+    flops_per_token = 3 * fwd["total"] / mean_tokens  # training step ≈ 3 × forward, per non-pad target token
+    out = {
         "preset": preset,
         "config": {"d_model": cfg.d_model, "n_heads": cfg.n_heads, "n_encoder_layers": cfg.n_encoder_layers,
                    "n_decoder_layers": cfg.n_decoder_layers, "d_ff": cfg.d_ff, "dropout": cfg.dropout,
                    "vocab_size": args.vocab, "norm_first": cfg.norm_first, "tied_embeddings": True},
         "parameters": {"tmlib": n_ours, "nn": n_theirs},
         "batch": {"sentences": batch, "max_src_len": src_len, "max_tgt_len": tgt_len,
-                  "mean_target_tokens": statistics.mean(b[3] for b in batches)},
+                  "mean_target_tokens": mean_tokens},
         "steps_per_window": steps, "warmup_steps": args.warmup, "repeats": args.repeats,
         "tokens_per_s": {"tmlib": med["tmlib"], "nn": med["nn"]},
         "ratio_tmlib_over_nn": med["tmlib"] / med["nn"],
-        "windows_tokens_per_s": windows,
+        "windows_tokens_per_s": {"tmlib": windows["tmlib"], "nn": windows["nn"]},
+        "flops_per_token": flops_per_token,
+        "forward_flops_per_batch": fwd,
+        "model_flops_per_s": {k: med[k] * flops_per_token for k in ("tmlib", "nn")},
     }
+    if variants:
+        out["variants"] = {}
+        for v in variants:
+            paired = [a / b for a, b in zip(windows[v], windows["tmlib"])]
+            entry = {"tokens_per_s": med[v], "ratio_over_eager_fp32": med[v] / med["tmlib"],
+                     "median_paired_ratio": statistics.median(paired), "windows_tokens_per_s": windows[v], **infos[v]}
+            if v == "compile":
+                entry["compile_s"] = entry["first_step_s"] - mean_tokens / med[v]
+            out["variants"][v] = entry
+    return out
+
+
+def matmul_flops_per_s(device, dtype, size: int = 1024, repeats: int = 5) -> float:
+    """Measured FLOP/s of a square float matrix product on this device (a practical peak for MFU on a CPU)."""
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+    for _ in range(2):
+        a @ b
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        a @ b
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return 2 * size ** 3 / statistics.median(times)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--note", default="", help="free text stored in the JSON (e.g. 'shared machine')")
     p.add_argument("--out", default=None, help="output JSON (default: benchmarks/results/throughput_<device>.json)")
     p.add_argument("--verbose", action="store_true", help="print every window to stderr")
+    p.add_argument("--variants", nargs="*", default=[], choices=VARIANTS,
+                   help="also time these variants of the tmlib model (ratios against the plain float32 eager one)")
+    p.add_argument("--variant-presets", nargs="*", default=None,
+                   help="presets that get the variants (default: all of --presets)")
+    p.add_argument("--compile-cache", choices=["fresh", "shared"], default="fresh",
+                   help="fresh: an empty inductor cache, so compile_s is a cold compile (default)")
     return p
 
 
@@ -230,15 +342,23 @@ def main(argv=None) -> int:
     if args.clock == "cpu" and device.type != "cpu":
         raise SystemExit("--clock cpu measures CPU time: use it with --device cpu")
     torch.set_num_threads(args.threads)
+    if "compile" in args.variants and args.compile_cache == "fresh":
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="tm-inductor-")
+    t_start = time.perf_counter()
+    variant_presets = args.presets if args.variant_presets is None else args.variant_presets
     results = []
     for preset in args.presets:
         default = DEFAULT_SHAPES.get(preset, (32, 24, 24))
         shape = (args.batch or default[0], args.src_len or default[1], args.tgt_len or default[2])
-        res = bench_preset(preset, shape, args, device)
+        res = bench_preset(preset, shape, args, device, args.variants if preset in variant_presets else ())
         results.append(res)
         t = res["tokens_per_s"]
         print(f"{preset:>6}: tmlib {t['tmlib']:,.0f} tok/s | nn.Transformer {t['nn']:,.0f} tok/s | "
               f"ratio {res['ratio_tmlib_over_nn']:.3f}")
+        for v, e in res.get("variants", {}).items():
+            extra = f", compile {e['compile_s']:.0f} s" if "compile_s" in e else ""
+            print(f"{'':>6}  {v}: {e['tokens_per_s']:,.0f} tok/s, x{e['ratio_over_eager_fp32']:.3f} vs eager fp32{extra}")
+    matmul = {str(dt_).replace("torch.", ""): matmul_flops_per_s(device, dt_) for dt_ in (torch.float32, torch.bfloat16)}
     record = {
         "benchmark": "training throughput, target tokens/s (forward + backward + Adam step)",
         "device": device.type,
@@ -251,6 +371,12 @@ def main(argv=None) -> int:
         "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": "python benchmarks/throughput.py " + shlex.join(sys.argv[1:] if argv is None else argv),
         "note": args.note,
+        "machine": machine_info(),
+        "settings": {"variants": args.variants, "variant_presets": variant_presets,
+                     "compile_cache": args.compile_cache, "seed": args.seed, "n_batches": args.n_batches,
+                     "vocab": args.vocab},
+        "matmul_flops_per_s": matmul,
+        "elapsed_s": round(time.perf_counter() - t_start, 2),
         "results": results,
     }
     out = Path(args.out) if args.out else RESULTS / f"throughput_{device.type}.json"

@@ -38,6 +38,7 @@ __all__ = [
     "cross_entropy",
     "dropout",
     "shift_right",
+    "online_softmax_attention",
 ]
 
 
@@ -666,3 +667,70 @@ def shift_right(tokens, bos_id: int) -> np.ndarray:
         raise ValueError(f"tokens must have shape (..., seq_len) with seq_len >= 1, got {t.shape}")
     bos = np.full(t.shape[:-1] + (1,), bos_id, dtype=t.dtype)
     return np.concatenate([bos, t[..., :-1]], axis=-1)
+
+
+def online_softmax_attention(q, k, v, block_size: int) -> np.ndarray:
+    """Scaled dot-product attention computed block by block with an *online softmax*, never holding all scores.
+
+    The idea behind FlashAttention (Dao et al. 2022, "FlashAttention: fast and memory-efficient exact
+    attention with IO-awareness", Algorithm 1; the online softmax of Milakov & Gimelshein 2018): visit the
+    keys in blocks of ``block_size``; for every query keep three running quantities,
+
+    * ``m``: the largest score seen so far,
+    * ``l``: the sum of ``exp(score - m)`` over the keys seen so far,
+    * ``acc``: the sum of ``exp(score - m) · v`` over the keys seen so far.
+
+    When a new block raises the maximum from ``m`` to ``m_new``, the old sums are rescaled by
+    ``exp(m - m_new)``, which makes them as if they had been computed with ``m_new`` from the start.
+    After the last block, ``acc / l`` is exactly softmax(QKᵀ/√d_k)·V.  Only an ``(n_q, block_size)`` tile
+    of scores exists at any time: memory O(n_q · (block_size + d_v)) instead of O(n_q · n_k).  (The
+    GPU kernel also tiles the queries, so that a tile of Q, K and V fits in on-chip memory; the queries
+    are independent, so that changes nothing in the arithmetic shown here.)
+
+    Args:
+        q: ``(..., n_q, d_k)``.
+        k: ``(..., n_k, d_k)``.
+        v: ``(..., n_k, d_v)``.
+        block_size: keys per block (int ≥ 1); any value gives the same result up to rounding.
+
+    Returns:
+        float64 array ``(..., n_q, d_v)``, equal to ``scaled_dot_product_attention(q, k, v)[0]`` up to
+        floating-point rounding (no mask is supported).
+
+    Raises:
+        TypeError: non-numeric inputs or a non-integer ``block_size``.
+        ValueError: the shapes disagree as in :func:`scaled_dot_product_attention`, or ``block_size`` < 1.
+    """
+    q = _as_float_array(q, "q")
+    k = _as_float_array(k, "k")
+    v = _as_float_array(v, "v")
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        if arr.ndim < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions (seq_len, dim), got shape {arr.shape}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share d_k: q has shape {q.shape}, k has shape {k.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of positions: k has shape {k.shape}, v has shape {v.shape}"
+        )
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ValueError(f"q, k and v must share leading (batch) dimensions: got {q.shape}, {k.shape}, {v.shape}")
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)):
+        raise TypeError(f"block_size must be an integer, got {block_size!r}")
+    if block_size < 1:
+        raise ValueError(f"block_size must be at least 1, got {block_size}")
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    m = np.full(q.shape[:-1] + (1,), -np.inf)  # (..., n_q, 1): running maximum of the scores
+    l = np.zeros(q.shape[:-1] + (1,))  # (..., n_q, 1): running sum of exp(score - m)
+    acc = np.zeros(q.shape[:-1] + (v.shape[-1],))  # (..., n_q, d_v): running sum of exp(score - m) * v
+    for start in range(0, k.shape[-2], block_size):
+        k_blk = k[..., start:start + block_size, :]  # (..., b, d_k)
+        v_blk = v[..., start:start + block_size, :]  # (..., b, d_v)
+        s = q @ np.swapaxes(k_blk, -1, -2) * scale  # (..., n_q, b): the only scores held at any time
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., n_q, 1)
+        rescale = np.exp(m - m_new)  # (..., n_q, 1): old sums as if computed with m_new (exp(-inf) = 0)
+        p = np.exp(s - m_new)  # (..., n_q, b)
+        l = l * rescale + p.sum(axis=-1, keepdims=True)
+        acc = acc * rescale + p @ v_blk  # (..., n_q, d_v)
+        m = m_new
+    return acc / l  # (..., n_q, d_v)

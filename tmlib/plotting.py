@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-__all__ = ["positional_encoding_heatmap", "attention_heatmap", "attention_heads", "mask_panels"]
+__all__ = ["positional_encoding_heatmap", "attention_heatmap", "attention_heads", "mask_panels", "power_law_plot"]
 
 
 def _to_numpy(x) -> np.ndarray:
@@ -181,3 +181,53 @@ def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
     fig.suptitle(suptitle)
     fig.tight_layout()
     return fig
+
+
+def power_law_plot(series, title: str, xlabel: str, ylabel: str, ax=None, fit_label: str = "slope"):
+    """Measurements against size on log-log axes, each with its fitted power law drawn over the fitted range.
+
+    On log-log axes y = a·n^b is a straight line of slope b, so an O(n²) cost shows as slope 2.
+
+    Args:
+        series: sequence of dicts with ``label`` (str), ``n`` and ``y`` (equal-length sequences of positive
+            numbers), and optionally ``fit``: an object or dict with ``exponent``, ``low``, ``high`` and
+            ``prefactor`` (e.g. :class:`tmlib.benchmarking.PowerLawFit` or a benchmark JSON's fit entry),
+            drawn as a dashed line for ``n >= fit_min_n`` (key ``fit_min_n``, default: all n).
+        title, xlabel, ylabel: the figure's title and axis labels (with units).
+        ax: matplotlib axes (a new figure if ``None``).
+        fit_label: word used in the legend for the exponent.
+
+    Returns:
+        The matplotlib ``Axes``.
+
+    Raises:
+        ValueError: a series without points, with ``n`` and ``y`` of different lengths, or non-positive values.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, s in enumerate(series):
+        n = np.asarray(s["n"], dtype=np.float64)
+        y = np.asarray(s["y"], dtype=np.float64)
+        if n.size == 0 or n.shape != y.shape:
+            raise ValueError(f"series {s.get('label', i)!r}: n and y must be non-empty and equally long, "
+                             f"got {n.shape} and {y.shape}")
+        if (n <= 0).any() or (y <= 0).any():
+            raise ValueError(f"series {s.get('label', i)!r}: log-log axes need positive n and y")
+        label = s.get("label", f"series {i}")
+        fit = s.get("fit")
+        if fit is not None:
+            get = (lambda k: fit[k]) if isinstance(fit, dict) else (lambda k: getattr(fit, k))
+            label += f" ({fit_label} {get('exponent'):.2f}, 95% CI {get('low'):.2f} to {get('high'):.2f})"
+        (line,) = ax.plot(n, y, "o-", label=label, lw=1.2, ms=4)
+        if fit is not None:
+            lo = s.get("fit_min_n", n.min())
+            nn = np.geomspace(max(lo, n.min()), n.max(), 20)
+            ax.plot(nn, get("prefactor") * nn ** get("exponent"), "--", color=line.get_color(), lw=2, alpha=0.6)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax

@@ -1,0 +1,105 @@
+"""Run every benchmark of chapter 11 with one command and record how long the whole suite took.
+
+Runs, each in its own process (a fresh allocator, a fresh torch.compile cache):
+
+1. ``attention_cost.py`` – attention time and peak memory against n, explicit vs fused (SDPA backends);
+2. ``table1.py`` – the paper's Table 1 measured: self-attention vs LSTM vs Conv1d; sequential operations;
+3. ``kv_cache.py`` – greedy decoding with and without the KV cache; the cache's bytes;
+4. ``throughput.py`` – training tokens/s, tmlib vs ``nn.Transformer`` (presets small and base), and for
+   ``small`` the effect of ``torch.compile``, bf16 autocast and the explicit (unfused) attention path.
+
+Each writes ``results/<name>_<device>.json``; this script writes ``results/run_all_<device>.json`` with the
+time of each part and of the whole (on the course machine, 2 cores: under 10 minutes).  Run it on a quiet
+machine: other jobs competing for the cores change every timing.
+
+Usage::
+
+    python benchmarks/run_all.py                 # CPU, 2 threads
+    python benchmarks/run_all.py --device cuda   # on a GPU (every SDPA backend, bf16 attention)
+    python benchmarks/run_all.py --quick --out-dir /tmp/bench   # seconds: checks that everything runs
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def plan(args) -> list[tuple[str, list[str]]]:
+    """``(name, argv)`` of each benchmark, with the common options applied."""
+    out_dir = Path(args.out_dir) if args.out_dir else HERE / "results"
+    device = args.device
+    common = ["--device", device, "--threads", str(args.threads), "--clock", args.clock]
+    if args.note:
+        common += ["--note", args.note]
+    quick = ["--quick"] if args.quick else []
+    steps = []
+    for name in ("attention_cost", "table1", "kv_cache"):
+        steps.append((name, [str(HERE / f"{name}.py"), *common, *quick, "--out-dir", str(out_dir)]))
+    dev = "cuda" if device in ("cuda", "auto") and _cuda() else "cpu"
+    tp = [str(HERE / "throughput.py"), *common, "--out", str(out_dir / f"throughput_{dev}.json")]
+    if args.quick:
+        tp += ["--presets", "tiny", "--repeats", "1", "--warmup", "1", "--steps", "1",
+               "--variants", "bf16", "explicit_attention"]
+    else:
+        tp += ["--presets", "small", "base", "--variants", "compile", "bf16", "explicit_attention",
+               "--variant-presets", "small"]
+    steps.append(("throughput", tp))
+    return steps
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of every script (seconds)")
+    p.add_argument("--out-dir", default=None, help="where the JSON files go (default benchmarks/results)")
+    p.add_argument("--only", nargs="*", default=None, help="run only these benchmarks (names as listed above)")
+    p.add_argument("--note", default="", help="stored in every JSON file")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="cpu: time this process's CPU time (a shared machine; use --threads 1)")
+    args = p.parse_args(argv)
+    out_dir = Path(args.out_dir) if args.out_dir else HERE / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    from tmlib.machine import describe_machine, machine_info
+
+    print(describe_machine(), flush=True)
+    parts = []
+    t_all = time.perf_counter()
+    for name, cmd in plan(args):
+        if args.only is not None and name not in args.only:
+            continue
+        print(f"== {name}: python {shlex.join(cmd)}", flush=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, *cmd], cwd=HERE.parent)
+        parts.append({"benchmark": name, "seconds": round(time.perf_counter() - t0, 1), "returncode": proc.returncode})
+        print(f"== {name}: {parts[-1]['seconds']:.0f} s", flush=True)
+        if proc.returncode:
+            print(f"{name} failed (exit {proc.returncode})", file=sys.stderr)
+            break
+    total = time.perf_counter() - t_all
+    dev = "cuda" if args.device in ("cuda", "auto") and _cuda() else "cpu"
+    record = {"benchmark": "the whole suite (benchmarks/run_all.py)", "device": dev, "machine": machine_info(),
+              "command": "python benchmarks/run_all.py " + shlex.join(sys.argv[1:] if argv is None else argv),
+              "settings": {"threads": args.threads, "clock": args.clock, "quick": args.quick, "only": args.only}, "note": args.note,
+              "elapsed_s": round(total, 1), "results": parts}
+    (out_dir / f"run_all_{dev}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"total: {total:.0f} s ({total / 60:.1f} min)")
+    return max((p["returncode"] for p in parts), default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The benchmark scripts run (quick sizes) and their code paths compute the right thing.
+
+No timing is asserted here (speed numbers live in benchmarks/results/); what is asserted is what must hold on
+any machine: the attention methods agree, the forced MATH backend runs on the CPU, the explicit path holds the
+score matrix while the fused one does not, the KV cache holds exactly the formula's bytes, and every script
+writes its JSON with the machine record.
+"""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import attention_cost  # noqa: E402
+import kv_cache  # noqa: E402
+import table1  # noqa: E402
+import throughput  # noqa: E402
+
+ARGS = ["--threads", "1", "--quick"]
+
+
+def _load(path):
+    record = json.loads(Path(path).read_text())
+    for key in ("benchmark", "device", "machine", "command", "settings", "results"):
+        assert key in record, key
+    assert record["machine"]["cpu_model"] and record["machine"]["torch_version"]
+    return record
+
+
+def test_attention_methods_agree_and_math_backend_runs_on_cpu():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 64, 16, generator=g) for _ in range(3))
+    ref = attention_cost.attention_fn("explicit")(q, k, v)
+    for method in ("sdpa", "sdpa_math"):
+        torch.testing.assert_close(attention_cost.attention_fn(method)(q, k, v), ref, atol=1e-5, rtol=1e-5)
+    assert attention_cost.available("sdpa_math", torch.float32, torch.device("cpu")) is None
+    with pytest.raises(ValueError, match="unknown method"):
+        attention_cost.attention_fn("sdpa_turbo")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the flash / memory-efficient / cuDNN backends need CUDA")
+def test_every_sdpa_backend_on_cuda_agrees_or_reports_why():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 128, 64, generator=g).cuda().bfloat16() for _ in range(3))
+    ref = attention_cost.attention_fn("explicit")(q.float(), k.float(), v.float())
+    for backend in attention_cost.BACKENDS:
+        method = f"sdpa_{backend}"
+        reason = attention_cost.available(method, torch.bfloat16, torch.device("cuda"))
+        if reason is None:
+            torch.testing.assert_close(attention_cost.attention_fn(method)(q, k, v).float(), ref, atol=2e-2, rtol=2e-2)
+        else:
+            assert isinstance(reason, str) and reason
+
+
+def test_attention_cost_script(tmp_path):
+    attention_cost.main([*ARGS, "--out-dir", str(tmp_path)])
+    rec = _load(tmp_path / "attention_cost_cpu.json")
+    rows = {(r["method"], r["pass"], r["n"]): r for r in rec["results"]["rows"]}
+    explicit = rows[("explicit", "forward", 256)]
+    fused = rows[("sdpa", "forward", 256)]
+    # the explicit path materialises at least one (n, n) score matrix per head; the fused kernel does not
+    assert explicit["peak_bytes"] >= explicit["formula_one_score_matrix_bytes"]
+    assert fused["peak_bytes"] < fused["formula_one_score_matrix_bytes"]
+    assert {f["method"] for f in rec["results"]["fits"]} == {"explicit", "sdpa", "sdpa_math"}
+
+
+def test_table1_script(tmp_path):
+    table1.main([*ARGS, "--out-dir", str(tmp_path)])
+    rec = _load(tmp_path / "table1_cpu.json")
+    layers = {r["layer"] for r in rec["results"]["grid"]}
+    assert layers == set(table1.LAYERS)
+    assert {r["method"] for r in rec["results"]["sequential"]} == {
+        "lstm_cell_loop", "lstm_fused", "batched_matmul", "self_attention"}
+    assert table1.layer_flops("self_attention", 10, 4) == 8 * 10 * 16 + 4 * 100 * 4
+
+
+def test_table1_layers_compute_shapes():
+    for layer in ("self_attention", "recurrent", "convolutional", "lstm_cell_loop", "batched_matmul"):
+        with torch.no_grad():
+            out = table1.make_layer(layer, 6, 8, 2, 3, 4, torch.device("cpu"))()
+        assert out.shape[0] in (2, 12)
+
+
+def test_kv_cache_script(tmp_path):
+    kv_cache.main([*ARGS, "--out-dir", str(tmp_path)])
+    rec = _load(tmp_path / "kv_cache_cpu.json")
+    assert all(row["same_tokens"] for row in rec["results"]["timing"])
+    assert all(m["equal"] for m in rec["results"]["memory"])
+    assert rec["settings"]["model"]["parameters"] > 0
+
+
+def test_throughput_variants(tmp_path):
+    out = tmp_path / "tp.json"
+    throughput.main(["--presets", "tiny", "--threads", "1", "--repeats", "1", "--warmup", "1", "--steps", "1",
+                     "--variants", "bf16", "explicit_attention", "--out", str(out)])
+    rec = json.loads(out.read_text())
+    res = rec["results"][0]
+    # the format of the original throughput.py is kept
+    for key in ("tokens_per_s", "ratio_tmlib_over_nn", "windows_tokens_per_s", "parameters", "batch", "config"):
+        assert key in res
+    assert set(res["variants"]) == {"bf16", "explicit_attention"}
+    assert res["variants"]["bf16"]["ratio_over_eager_fp32"] > 0
+    assert res["flops_per_token"] > 0 and rec["machine"]["cpu_model"]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.compile imports torch.jit internals
+def test_compile_variant_is_a_compiled_copy():
+    model = throughput.make_model("tiny", 100, pad_id=0)
+    compiled, step, _ = throughput.make_variant("compile", model, None)
+    assert compiled is not model and hasattr(compiled, "_orig_mod") and step is throughput.train_step
+    explicit, _, _ = throughput.make_variant("explicit_attention", model, None)
+    assert all(layer.keep_attention for layer in explicit.encoder.layers)
+    assert not any(layer.keep_attention for layer in model.encoder.layers)
+
+
+def test_run_all_plans_every_benchmark(tmp_path):
+    import argparse
+
+    import run_all
+
+    args = argparse.Namespace(device="cpu", threads=2, quick=False, out_dir=str(tmp_path), note="", clock="wall")
+    steps = dict(run_all.plan(args))
+    assert list(steps) == ["attention_cost", "table1", "kv_cache", "throughput"]
+    assert all("--threads" in cmd and "2" in cmd for cmd in steps.values())
+    tp = steps["throughput"]
+    assert tp[tp.index("--variants") + 1:tp.index("--variant-presets")] == ["compile", "bf16", "explicit_attention"]
+    assert tp[tp.index("--out") + 1] == str(tmp_path / "throughput_cpu.json")
