@@ -497,6 +497,7 @@ def test_bertviz_view_markup(tokenizer, small_model, view):
     assert html.count("<script") == 1 and "requirejs(['jquery', 'd3']" in html
     assert "typeof window.requirejs === 'function'" in html
     assert '"left_text": ["<bos>"' in html or '"left_text": [" Ein"' in html
+    assert html.count('"attention": [{"name": "Encoder"') == 1  # the data once (bertviz also pastes it in a comment)
     with pytest.raises(ValueError):
         I.bertviz_view({}, view="neuron")
 

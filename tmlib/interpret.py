@@ -990,7 +990,8 @@ def bertviz_view(inputs: dict, view: str = "head", **kwargs):
     already exists (classic Jupyter; the course site, whose ``assets/js/require-shim.js`` answers from the vendored
     d3 and jQuery) the view draws at once, otherwise (JupyterLab, Colab) require.js is loaded from the same CDN
     first.  So the built page loads no script from a CDN and draws offline.  The markup and the drawing code are
-    otherwise bertviz's own.  Nothing is downloaded from a model hub: bertviz only receives tensors and strings.
+    otherwise bertviz's own, except that the data, which bertviz 1.4.1 also pastes into a code comment, appears
+    once.  Nothing is downloaded from a model hub: bertviz only receives tensors and strings.
 
     Args:
         inputs: the dict of :func:`bertviz_inputs`.
@@ -1023,6 +1024,13 @@ def bertviz_view(inputs: dict, view: str = "head", **kwargs):
     body = html[len(loader):]
     markup, script = body.split(opening)
     script = script.rstrip()[: -len("</script>")]
+    # bertviz 1.4.1 substitutes its PYTHON_PARAMS marker everywhere, so the data also lands in a comment after the
+    # real `const params = ...;`: put the marker back into the comment (halves the size of the page's data)
+    start = script.find("const params = ")
+    end = script.find("; // HACK: ", start)
+    if start >= 0 and end > start:
+        params = script[start + len("const params = "):end]
+        script = script.replace("; // HACK: " + params, "; // HACK: PYTHON_PARAMS", 1)
     guarded = (
         "(function () {\n"
         "  function draw() {\n" + script + "\n  }\n"
