@@ -11,7 +11,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-__all__ = ["positional_encoding_heatmap", "attention_heatmap", "attention_heads", "mask_panels", "power_law_plot"]
+__all__ = ["positional_encoding_heatmap", "attention_heatmap", "attention_heads", "mask_panels", "power_law_plot",
+           "head_grid", "alignment_panels"]
 
 
 def _to_numpy(x) -> np.ndarray:
@@ -231,3 +232,112 @@ def power_law_plot(series, title: str, xlabel: str, ylabel: str, ax=None, fit_la
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     return ax
+
+
+_SHORT_KIND = {"encoder self": "enc-self", "decoder self": "dec-self", "cross": "cross"}
+
+
+def _row_label(kind: str, layer: int) -> str:
+    return f"{_SHORT_KIND.get(kind, kind)} L{int(layer)}"
+
+
+def head_grid(table, value: str, title: str | None = None, ax=None, fmt: str = ".2f", cmap: str = "viridis",
+              vmin: float | None = None, vmax: float | None = None, cbar_label: str | None = None,
+              kinds: Sequence[str] | None = None, annot: bool = True, cbar: bool = True):
+    """Heatmap of one per-head number: rows = (attention kind, layer), columns = heads (chapter 10).
+
+    Rows are labelled ``enc-self L0``, ``dec-self L1``, ``cross L1``, … (encoder self-attention, decoder
+    self-attention, cross-attention; layers from 0); NaN cells (a statistic not defined for that kind) stay empty.
+
+    Args:
+        table: a pandas DataFrame with columns ``kind``, ``layer``, ``head`` and ``value`` (one row per head), e.g.
+            from :func:`tmlib.interpret.head_statistics` or the one-head rows of
+            :func:`tmlib.interpret.ablation_table`.
+        value: the column to show.
+        title: figure title (default: ``value``).
+        ax: matplotlib axes (a new figure if ``None``).
+        fmt: format of the numbers written in the cells.
+        cmap, vmin, vmax: colour map and range (default: the data's range).
+        cbar_label: colour-bar label (default: ``value``).
+        kinds: row order of the attention kinds (default: encoder self, decoder self, cross, as present).
+        annot: write the numbers in the cells (they make the PNG several times larger: leave them out in a
+            notebook that also prints the table).
+        cbar: draw a colour bar.
+
+    Returns:
+        The matplotlib ``Axes``.
+
+    Raises:
+        ValueError: a missing column, or two rows for the same head.
+    """
+    missing = {"kind", "layer", "head", value} - set(table.columns)
+    if missing:
+        raise ValueError(f"table lacks column(s) {sorted(missing)}; it has {list(table.columns)}")
+    if table.duplicated(["kind", "layer", "head"]).any():
+        raise ValueError("table has several rows for the same (kind, layer, head)")
+    order = kinds or [k for k in ("encoder self", "decoder self", "cross") if k in set(table["kind"])]
+    order += [k for k in dict.fromkeys(table["kind"]) if k not in order]
+    rows = [(k, int(l)) for k in order for l in sorted(set(table.loc[table["kind"] == k, "layer"]))]
+    heads = sorted(int(h) for h in set(table["head"]))
+    grid = np.full((len(rows), len(heads)), np.nan)
+    for _, r in table.iterrows():
+        grid[rows.index((r["kind"], int(r["layer"]))), heads.index(int(r["head"]))] = float(r[value])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.6 + 0.9 * len(heads), 0.8 + 0.45 * len(rows)))
+    sns.heatmap(grid, ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax, cbar=cbar,
+                xticklabels=[str(h) for h in heads], yticklabels=[_row_label(k, l) for k, l in rows],
+                cbar_kws={"label": cbar_label or value} if cbar else None)
+    ax.set_title(title or value)
+    ax.set_xlabel("head")
+    ax.set_ylabel("attention kind, layer")
+    ax.tick_params(axis="y", rotation=0)
+    return ax
+
+
+def alignment_panels(alignments, titles: Sequence[str] | None = None, suptitle: str = "Cross-attention as soft alignment",
+                     xlabel: str = "source word (German)", ylabel: str = "target word produced (English)",
+                     cmap: str = "viridis"):
+    """Several attention matrices side by side on one colour scale [0, 1] (rows = queries, columns = keys).
+
+    Made for soft word alignments (rows = target words, columns = source words), usable for any attention maps.
+    One colour bar, on the last panel; no numbers in the cells (keeps the PNG small).
+
+    Args:
+        alignments: sequence of ``(weights, key_labels, query_labels)`` with ``weights`` ``(n_q, n_k)``.
+        titles: one title per panel (default: none).
+        suptitle, xlabel, ylabel: figure title and axis labels.
+        cmap: matplotlib colour map.
+
+    Returns:
+        The matplotlib ``Figure``.
+
+    Raises:
+        ValueError: no alignment, a matrix that is not 2-D, labels that do not match a matrix, or a wrong number
+            of titles.
+    """
+    alignments = [(_to_numpy(w), list(k), list(q)) for w, k, q in alignments]
+    if not alignments:
+        raise ValueError("alignment_panels needs at least one (weights, key_labels, query_labels)")
+    if titles is not None and len(titles) != len(alignments):
+        raise ValueError(f"{len(titles)} titles for {len(alignments)} alignments")
+    for i, (w, k, q) in enumerate(alignments):
+        if w.ndim != 2 or w.shape != (len(q), len(k)):
+            raise ValueError(f"panel {i}: weights of shape {w.shape} do not match {len(q)} query and {len(k)} key "
+                             f"labels")
+    widths = [w.shape[1] for w, _, _ in alignments]
+    fig, axes = plt.subplots(1, len(alignments), squeeze=False,
+                             figsize=(min(16, 1.5 + 0.36 * sum(widths) + 1.3 * len(alignments)),
+                                      1.3 + 0.3 * max(w.shape[0] for w, _, _ in alignments)),
+                             gridspec_kw={"width_ratios": widths})
+    last = len(alignments) - 1
+    for i, (ax, (w, keys, queries)) in enumerate(zip(axes[0], alignments)):
+        sns.heatmap(w, ax=ax, cmap=cmap, vmin=0.0, vmax=1.0, square=True, xticklabels=keys, yticklabels=queries,
+                    cbar=i == last, cbar_kws={"label": "weight", "shrink": 0.8} if i == last else None)
+        ax.set_title(titles[i] if titles else "")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel if i == 0 else "")
+        ax.tick_params(axis="x", rotation=60)
+        ax.tick_params(axis="y", rotation=0)
+    fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig
