@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
 
 from tmlib import numpy_ref as R  # noqa: E402
 from tmlib import training as T  # noqa: E402
@@ -81,6 +82,29 @@ def test_label_smoothed_loss_against_explicit_distribution():
     assert math.isclose(float(T.translation_loss(logits, tgt, 0, 0.0)), nll, rel_tol=1e-6)
     with pytest.raises(ValueError, match="do not match"):
         T.translation_loss(logits, tgt[:, :3])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_chunked_half_precision_loss_equals_direct(reduction):
+    """bf16 logits larger than ``chunk_elements`` go through float32 chunks under checkpointing: the loss and the
+    gradient equal the direct float32 computation (same float32 arithmetic per row; summation order differs)."""
+    torch.manual_seed(0)
+    V = 11
+    base = torch.randn(3, 5, V).to(torch.bfloat16)
+    tgt = torch.randint(1, V, (3, 5))
+    tgt[2, 3:] = 0  # padding
+    direct = base.clone().requires_grad_(True)
+    chunked = base.clone().requires_grad_(True)
+    ref = F.cross_entropy(direct.float().reshape(-1, V), tgt.reshape(-1), ignore_index=0, label_smoothing=0.1,
+                          reduction=reduction)
+    got = T.translation_loss(chunked, tgt, 0, 0.1, reduction, chunk_elements=2 * V)  # 2 rows per chunk: 8 chunks
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)
+    ref.backward()
+    got.backward()
+    torch.testing.assert_close(chunked.grad, direct.grad, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="chunk_elements"):
+        T.translation_loss(chunked, tgt, 0, 0.1, chunk_elements=V - 1)
 
 
 # ------------------------------------------------------------------ RNG states and checkpoints

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 from .validation import check_float, check_int
 
@@ -85,7 +86,8 @@ def make_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup_steps:
 
 
 def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int | None = 0,
-                     label_smoothing: float = 0.1, reduction: str = "mean") -> torch.Tensor:
+                     label_smoothing: float = 0.1, reduction: str = "mean",
+                     chunk_elements: int = 1 << 26) -> torch.Tensor:
     """Label-smoothed cross-entropy over the non-pad target tokens (§5.4: ε_ls = 0.1).
 
     PyTorch's ``label_smoothing=ε`` mixes the one-hot target with the uniform distribution over *all*
@@ -94,8 +96,11 @@ def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int | 
     The minimum of the smoothed loss is therefore not 0 but the entropy of that target distribution.
 
     The softmax is computed in float32 even when the model ran under bf16/fp16 autocast (a half-precision
-    log-probability has about three significant digits); this costs one float32 copy of the logits,
-    ``tokens × V × 4`` bytes (e.g. 0.8 GB for a 25,000-token batch and V = 8,000).
+    log-probability has about three significant digits). A float32 copy of all the logits would cost
+    ``tokens × V × 4`` bytes (3.7 GB for the paper's 25,000-token batches and V = 37,000), so half-precision
+    logits with more than ``chunk_elements`` numbers are processed in chunks of rows under activation
+    checkpointing: one chunk's float32 copy exists at a time, in the forward and in the backward pass (which
+    recomputes it), at the price of recomputing a cast and a softmax. Smaller logits take the direct path.
 
     Args:
         logits: ``(batch, tgt_len, V)`` float, unnormalized scores.
@@ -104,12 +109,15 @@ def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int | 
         label_smoothing: ε_ls in [0, 1).
         reduction: ``"mean"`` (per non-pad token; what a single batch trains on) or ``"sum"`` (for gradient
             accumulation and data parallelism, where the sum is divided by the tokens of the whole step).
+        chunk_elements: largest number of half-precision logits cast to float32 at once (default 2²⁶: 256 MB
+            of float32); float32/float64 logits are never chunked.
 
     Returns:
         0-dim float32/float64 tensor: the loss in nats (per target token for ``"mean"``).
 
     Raises:
-        ValueError: shapes that do not match, ``label_smoothing`` outside [0, 1), an unknown reduction.
+        ValueError: shapes that do not match, ``label_smoothing`` outside [0, 1), an unknown reduction, a
+            ``chunk_elements`` smaller than one row of logits.
     """
     if logits.dim() != 3 or logits.shape[:-1] != tgt_out.shape:
         raise ValueError(f"logits {tuple(logits.shape)} do not match tgt_out {tuple(tgt_out.shape)}: expected "
@@ -117,8 +125,26 @@ def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int | 
     check_float(label_smoothing, "label_smoothing", minimum=0.0, maximum=1.0, max_inclusive=False)
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
-    if logits.dtype in (torch.float16, torch.bfloat16):
-        logits = logits.float()  # the softmax of half-precision logits is computed in float32
     ignore = -100 if pad_id is None else check_int(pad_id, "pad_id")
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
-                           ignore_index=ignore, label_smoothing=label_smoothing, reduction=reduction)
+    vocab = logits.shape[-1]
+    check_int(chunk_elements, "chunk_elements", minimum=vocab)
+    rows, labels = logits.reshape(-1, vocab), tgt_out.reshape(-1)
+    if logits.dtype not in (torch.float16, torch.bfloat16):
+        return F.cross_entropy(rows, labels, ignore_index=ignore, label_smoothing=label_smoothing,
+                               reduction=reduction)
+    if rows.numel() <= chunk_elements or not torch.is_grad_enabled() or not rows.requires_grad:
+        rows = rows.float()  # the softmax of half-precision logits is computed in float32
+        return F.cross_entropy(rows, labels, ignore_index=ignore, label_smoothing=label_smoothing,
+                               reduction=reduction)
+
+    def chunk_sum(chunk, chunk_labels):  # recomputed in the backward pass: its float32 copy is not kept
+        return F.cross_entropy(chunk.float(), chunk_labels, ignore_index=ignore, label_smoothing=label_smoothing,
+                               reduction="sum")
+
+    step = max(1, chunk_elements // vocab)
+    total = sum(torch.utils.checkpoint.checkpoint(chunk_sum, rows[i:i + step], labels[i:i + step],
+                                                  use_reentrant=False)
+                for i in range(0, rows.shape[0], step))
+    if reduction == "sum":
+        return total
+    return total / (labels != ignore).sum()  # the mean over the labels that count, as F.cross_entropy takes it
