@@ -556,3 +556,47 @@ def test_ema_of_the_weights_is_kept_saved_and_loaded(tmp_path):
     for a, b in zip(again.ema.module.parameters(), t.ema.module.parameters()):
         assert torch.equal(a, b)
     assert again.evaluate() == t.evaluate()  # both evaluate the average
+
+
+def test_keep_best_keeps_the_weights_of_the_lowest_validation_nll(tmp_path):
+    """keep_best: after every validation pass the weights are copied if their validation NLL is the lowest so far;
+    the checkpoint stores them, resume restores them, and load_trained returns them (not the last weights)."""
+    from tmlib.experiment import load_trained
+
+    from tmlib.tokenizer import train_tokenizer
+
+    t = _trainer(tmp_path, "best", max_steps=40, keep_best=True)
+    t.tokenizer = train_tokenizer([("a b c d", "e f g h")] * 3, vocab_size=20)  # load_trained needs one
+    snapshots = {}
+    real = t._validate
+
+    def validate():
+        real()
+        snapshots[t.step] = {k: v.detach().clone() for k, v in t.model.state_dict().items()}
+
+    t._validate = validate
+    scripted = iter([(3.0, 3.0), (2.0, 2.0), (2.5, 2.5), (1.5, 1.5), (2.2, 2.2), (2.9, 2.9)])
+    real_evaluate = t.evaluate
+    t.evaluate = lambda batches=None: next(scripted)  # validation NLLs that fall, rise, fall and rise again
+    t.fit()
+    nll, steps = t.history["val_nll"], t.history["val_step"]
+    i = int(np.argmin(nll))
+    assert i < len(nll) - 1, f"the test needs a run whose best validation is not the last: {nll}"
+    assert t.best["step"] == steps[i] and t.best["val_nll"] == nll[i]
+    for k, v in snapshots[steps[i]].items():
+        assert torch.equal(t.best["model"][k], v), k
+    again = _trainer(tmp_path, "best", max_steps=40, keep_best=True)
+    assert again.resume()
+    assert again.best["step"] == t.best["step"]
+    loaded = load_trained(tmp_path / "best", device="cpu")
+    assert loaded.best_step == steps[i]
+    for k, v in loaded.model.state_dict().items():
+        assert torch.equal(v, snapshots[steps[i]][k]), k
+    assert nll[i] == 1.5 and len(nll) == 5
+    t.model.load_state_dict(t.best["model"])
+    assert real_evaluate() == again.__class__.evaluate(t)  # the kept weights are evaluable as a model
+    # without keep_best nothing is kept and load_trained returns the last weights
+    plain = _trainer(tmp_path, "plain", max_steps=5)
+    plain.tokenizer = t.tokenizer
+    plain.fit()
+    assert plain.best is None and load_trained(tmp_path / "plain", device="cpu").best_step is None

@@ -95,6 +95,9 @@ class TrainConfig:
     """keep an exponential moving average of the weights with this decay per step (e.g. 0.998) and
     evaluate, save and translate with it; the modern form of the paper's checkpoint averaging (§6.1);
     none: off"""
+    keep_best: bool = False
+    """keep a copy of the evaluated weights with the lowest validation NLL (model selection on the validation
+    set, as early stopping does, without stopping); checkpoints store it and ``load_trained`` returns it"""
     max_steps: int | None = optional_field(None, int)
     """budget: optimizer steps"""
     max_epochs: int | None = optional_field(None, int)
@@ -380,6 +383,7 @@ class Trainer:
         self.elapsed_s = 0.0
         self.finished = False
         self.history = _new_history()
+        self.best: dict | None = None  # keep_best: {"model": weights, "val_nll", "step", "epoch"}
         self._pending: list = []  # (step, epoch, lr, loss tensor, elapsed_s) not yet copied from the device
         self._t_last = time.perf_counter()
 
@@ -438,6 +442,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
+            "best": self.best,
             "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
             "elapsed_s": self.elapsed_s, "finished": self.finished,
             "config": self.config.to_dict(),
@@ -471,6 +476,7 @@ class Trainer:
         self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         self.elapsed_s, self.finished = state["elapsed_s"], state["finished"]
         self.history = {k: list(v) for k, v in state["history"].items()}
+        self.best = state.get("best")
         self._pending = []
         ranks = state.get("rng_ranks")
         set_rng_state(ranks[self.rank] if ranks else state["rng"])
@@ -572,6 +578,10 @@ class Trainer:
         h["val_loss"].append(val_loss)
         h["val_nll"].append(val_nll)
         h["val_elapsed_s"].append(self.elapsed_s)
+        if self.config.keep_best and (self.best is None or val_nll < self.best["val_nll"]):
+            weights = self.eval_model().state_dict()  # every process holds the same weights and val_nll
+            self.best = {"model": {k: v.detach().clone() for k, v in weights.items()}, "val_nll": val_nll,
+                         "step": self.step, "epoch": self.epoch}
 
     # ---------------------------------------------------------------- training
     def _tick(self) -> None:
