@@ -61,7 +61,7 @@ browser: site-strict
 		echo "Browser test skipped: Chromium is not installed (install it with: sudo apt-get install chromium chromium-driver)"
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_browser.py
 
-## benchmarks: run every benchmark of chapter 11 (CPU, 2 threads, < 10 min on 2 cores) into benchmarks/results/
+## benchmarks: run every benchmark of chapter 11 (CPU, 2 threads; kv_cache 1 thread; < 10 min on 2 cores) into benchmarks/results/
 ## (BENCH_ARGS="--device cuda" on a GPU; "--quick --out-dir /tmp/bench" for a smoke run of seconds)
 benchmarks: venv
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)

@@ -29,10 +29,16 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def add_common_arguments(parser) -> None:
-    """Options every benchmark takes: --device, --threads, --quick, --out, --out-dir, --note."""
+def add_common_arguments(parser, default_threads: int = 2) -> None:
+    """Options every benchmark takes: --device, --threads, --quick, --out, --out-dir, --note.
+
+    ``default_threads`` is the default of ``--threads``: 2 (the course machine's cores) for benchmarks whose
+    operators carry enough work to share; 1 for batch-1 decoding (``kv_cache.py``), whose operators are so
+    small that a second thread only adds a synchronisation per operator call.
+    """
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
-    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads on the CPU (default 2)")
+    parser.add_argument("--threads", type=int, default=default_threads,
+                        help=f"torch.set_num_threads on the CPU (default {default_threads})")
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes, few repeats: checks that the script runs (numbers meaningless)")
     parser.add_argument("--out", default=None, help="output JSON file (default results/<name>_<device>.json)")

@@ -14,9 +14,16 @@ script checks that both modes return L tokens and the same tokens.
   next to the formula 2 × layers × d_model × bytes per token for self-attention plus the cross-attention
   memory 2 × layers × src_len × d_model × bytes once (:func:`tmlib.benchmarking.kv_cache_bytes`).
 
+* Threads: 1 by default (``--threads`` overrides).  Decoding one sentence is latency-bound: a cached step makes
+  about 600 operator calls on tensors of one query position, each a few microseconds of work, so a second thread
+  has nothing to share and only adds an OpenMP fork/join barrier per call; on a shared 2-core virtual machine
+  that barrier swung single calls from tens of microseconds to milliseconds.  The profile still times a cached
+  step with 1 and 2 threads (and ``--threads``) side by side, ``s_per_token_by_threads``.
+
 Usage::
 
-    python benchmarks/kv_cache.py            # CPU, 2 threads -> results/kv_cache_cpu.json
+    python benchmarks/kv_cache.py                # CPU, 1 thread -> results/kv_cache_cpu.json
+    python benchmarks/kv_cache.py --threads 2    # both cores per operator call
 """
 from __future__ import annotations
 
@@ -81,7 +88,7 @@ def profile_cached_step(model, src, n_tokens: int, eos_id: int, device, clock=ti
     top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:6]
     threads = torch.get_num_threads()
     per_thread_count = {}
-    for n_threads in sorted({1, threads}):  # batch-1 steps are tiny: do more threads help or cost?
+    for n_threads in sorted({1, 2, threads}):  # batch-1 steps are tiny: do more threads help or cost?
         torch.set_num_threads(n_threads)
         run()
         per_thread_count[str(n_threads)] = {
@@ -111,7 +118,7 @@ def profile_cached_step(model, src, n_tokens: int, eos_id: int, device, clock=ti
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_common_arguments(p)
+    add_common_arguments(p, default_threads=1)  # batch-1 decoding: latency-bound, see the module docstring
     p.add_argument("--lengths", type=int, nargs="+", default=[10, 25, 50, 100, 200], help="output tokens L")
     p.add_argument("--src-len", type=int, default=20, help="source tokens (Multi30k sentences: ~15)")
     p.add_argument("--repeats", type=int, default=3)

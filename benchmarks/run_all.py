@@ -8,13 +8,17 @@ Runs, each in its own process (a fresh allocator, a fresh torch.compile cache):
 4. ``throughput.py`` – training tokens/s, tmlib vs ``nn.Transformer`` (presets small and base), and for
    ``small`` the effect of ``torch.compile``, bf16 autocast and the explicit (unfused) attention path.
 
+``--threads`` (default 2) sets the torch threads of every benchmark but ``kv_cache.py``, which gets
+``--decode-threads`` (default 1): decoding one sentence is latency-bound (microseconds of work per operator
+call), and a second thread only adds a synchronisation per call.
+
 Each writes ``results/<name>_<device>.json``; this script writes ``results/run_all_<device>.json`` with the
 time of each part and of the whole (on the course machine, 2 cores: under 10 minutes).  Run it on a quiet
 machine: other jobs competing for the cores change every timing.
 
 Usage::
 
-    python benchmarks/run_all.py                 # CPU, 2 threads
+    python benchmarks/run_all.py                 # CPU, 2 threads (kv_cache.py: 1 thread, --decode-threads)
     python benchmarks/run_all.py --device cuda   # on a GPU (every SDPA backend, bf16 attention)
     python benchmarks/run_all.py --quick --out-dir /tmp/bench   # seconds: checks that everything runs
 """
@@ -35,15 +39,19 @@ def plan(args) -> list[tuple[str, list[str]]]:
     """``(name, argv)`` of each benchmark, with the common options applied."""
     out_dir = Path(args.out_dir) if args.out_dir else HERE / "results"
     device = args.device
-    common = ["--device", device, "--threads", str(args.threads), "--clock", args.clock]
-    if args.note:
-        common += ["--note", args.note]
+
+    def common(threads: int) -> list[str]:
+        opts = ["--device", device, "--threads", str(threads), "--clock", args.clock]
+        return opts + (["--note", args.note] if args.note else [])
+
     quick = ["--quick"] if args.quick else []
     steps = []
     for name in ("attention_cost", "table1", "kv_cache"):
-        steps.append((name, [str(HERE / f"{name}.py"), *common, *quick, "--out-dir", str(out_dir)]))
+        # batch-1 decoding is latency-bound: by default one thread, no barrier per operator call
+        threads = args.decode_threads if name == "kv_cache" else args.threads
+        steps.append((name, [str(HERE / f"{name}.py"), *common(threads), *quick, "--out-dir", str(out_dir)]))
     dev = "cuda" if device in ("cuda", "auto") and _cuda() else "cpu"
-    tp = [str(HERE / "throughput.py"), *common, "--out", str(out_dir / f"throughput_{dev}.json")]
+    tp = [str(HERE / "throughput.py"), *common(args.threads), "--out", str(out_dir / f"throughput_{dev}.json")]
     if args.quick:
         tp += ["--presets", "tiny", "--repeats", "1", "--warmup", "1", "--steps", "1",
                "--variants", "bf16", "explicit_attention"]
@@ -63,7 +71,9 @@ def _cuda() -> bool:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2, help="torch threads of every benchmark but kv_cache (default 2)")
+    p.add_argument("--decode-threads", type=int, default=1,
+                   help="torch threads of kv_cache.py (default 1: decoding one sentence is latency-bound)")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of every script (seconds)")
     p.add_argument("--out-dir", default=None, help="where the JSON files go (default benchmarks/results)")
     p.add_argument("--only", nargs="*", default=None, help="run only these benchmarks (names as listed above)")
@@ -94,7 +104,7 @@ def main(argv=None) -> int:
     dev = "cuda" if args.device in ("cuda", "auto") and _cuda() else "cpu"
     record = {"benchmark": "the whole suite (benchmarks/run_all.py)", "device": dev, "machine": machine_info(),
               "command": "python benchmarks/run_all.py " + shlex.join(sys.argv[1:] if argv is None else argv),
-              "settings": {"threads": args.threads, "clock": args.clock, "quick": args.quick, "only": args.only}, "note": args.note,
+              "settings": {"threads": args.threads, "decode_threads": args.decode_threads, "clock": args.clock, "quick": args.quick, "only": args.only}, "note": args.note,
               "elapsed_s": round(total, 1), "results": parts}
     (out_dir / f"run_all_{dev}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"total: {total:.0f} s ({total / 60:.1f} min)")

@@ -92,6 +92,14 @@ def test_kv_cache_script(tmp_path):
     assert rec["settings"]["model"]["parameters"] > 0
 
 
+def test_kv_cache_defaults_to_one_thread():
+    # batch-1 decoding is latency-bound: one thread by default, --threads still overrides; the others keep 2
+    assert kv_cache.build_parser().parse_args([]).threads == 1
+    assert kv_cache.build_parser().parse_args(["--threads", "2"]).threads == 2
+    assert table1.build_parser().parse_args([]).threads == 2
+    assert attention_cost.build_parser().parse_args([]).threads == 2
+
+
 def test_throughput_variants(tmp_path):
     out = tmp_path / "tp.json"
     throughput.main(["--presets", "tiny", "--threads", "1", "--repeats", "1", "--warmup", "1", "--steps", "1",
@@ -121,10 +129,12 @@ def test_run_all_plans_every_benchmark(tmp_path):
 
     import run_all
 
-    args = argparse.Namespace(device="cpu", threads=2, quick=False, out_dir=str(tmp_path), note="", clock="wall")
+    args = argparse.Namespace(device="cpu", threads=2, decode_threads=1, quick=False, out_dir=str(tmp_path), note="",
+                              clock="wall")
     steps = dict(run_all.plan(args))
     assert list(steps) == ["attention_cost", "table1", "kv_cache", "throughput"]
-    assert all("--threads" in cmd and "2" in cmd for cmd in steps.values())
+    threads = {name: cmd[cmd.index("--threads") + 1] for name, cmd in steps.items()}
+    assert threads == {"attention_cost": "2", "table1": "2", "kv_cache": "1", "throughput": "2"}
     tp = steps["throughput"]
     assert tp[tp.index("--variants") + 1:tp.index("--variant-presets")] == ["compile", "bf16", "explicit_attention"]
     assert tp[tp.index("--out") + 1] == str(tmp_path / "throughput_cpu.json")
