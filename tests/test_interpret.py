@@ -380,16 +380,27 @@ def test_permute_rows_keeps_values_and_masks():
         I.permute_rows(w, allowed.double())
 
 
-def test_override_identity_zero_and_shape(model, batch):
-    head = I.Head("cross", 1, 0)
+@pytest.mark.parametrize("head, shape", [(I.Head("cross", 1, 0), (2, 4, 5)),
+                                         (I.Head("encoder self", 0, 1), (2, 5, 5)),  # fused Q|K|V projection
+                                         (I.Head("decoder self", 1, 0), (2, 4, 4))])
+def test_override_identity_zero_and_shape(model, batch, head, shape):
     plain = model(*batch)
     same, w, w2 = I.override_head_attention(model, *batch, head, lambda w_, allowed: w_)
     torch.testing.assert_close(same, plain, atol=1e-5, rtol=0)
-    assert w.shape == (2, 4, 5) and torch.equal(w, w2)
+    assert w.shape == shape and torch.equal(w, w2)
     zero, _, _ = I.override_head_attention(model, *batch, head, lambda w_, allowed: torch.zeros_like(w_))
     with I.ablate_heads(model, [head]):
         ablated = model(*batch)
     torch.testing.assert_close(zero, ablated, atol=1e-5, rtol=0)  # zero weights = no head
+    # a different substitution changes the logits: the hooks do act on this head
+    uniform, _, _ = I.override_head_attention(model, *batch, head,
+                                              lambda w_, allowed: allowed / allowed.sum(-1, keepdim=True))
+    assert (uniform - plain).abs().max() > 1e-4
+    assert "project_qkv" not in vars(I.attention_module(model, head.kind, head.layer))  # the wrapper is gone
+
+
+def test_override_errors_and_hooks_removed(model, batch):
+    head = I.Head("cross", 1, 0)
     with pytest.raises(ValueError, match="shape"):
         I.override_head_attention(model, *batch, head, lambda w_, allowed: w_[:, :1])
     with pytest.raises(ValueError, match="recorded"):
