@@ -106,6 +106,9 @@ def main(argv=None) -> int:
         "target_tokens_per_s_median": round(float(np.nanmedian(history["tokens_per_s"])), 1),
         "val_loss": round(history["val_loss"][-1], 4) if history["val_loss"] else None,
         "val_nll": round(history["val_nll"][-1], 4) if history["val_nll"] else None,
+        "weights_scored": (f"kept best (keep_best): step {trained.best_step}" if trained.best_step is not None
+                           else "last"),
+        "best_val_nll": round(min(history["val_nll"]), 4) if trained.best_step is not None else None,
         "test_set": "multi30k test_2016_flickr (1000 sentences), German->English",
         "note": args.note,
     }
