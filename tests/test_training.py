@@ -453,7 +453,9 @@ def test_train_config_checks_and_legacy_layout():
               "seed": 0, "device": "auto", "threads": 2, "amp": True, "cpu_amp": True, "checkpoint_every": 500,
               "val_every_epoch": True, "progress": True, "progress_interval": 10.0}
     config = T.TrainConfig.from_dict(legacy)
-    assert config.model == PRESETS_CPU and config.max_sentence_len == 100 and config.amp == "auto"
+    # tmlib 0.1's recommended model: today's "cpu" preset with the dropout it had then
+    assert config.model == dataclasses.replace(PRESETS_CPU, dropout=0.1)
+    assert config.max_sentence_len == 100 and config.amp == "auto"
 
 
 # ------------------------------------------------------------------ the command line
