@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from tmlib.decoding import beam_search, default_max_lengths, greedy_decode, length_penalty_gnmt
+from tmlib.decoding import TableModel, beam_search, default_max_lengths, greedy_decode, length_penalty_gnmt
 
 transformer = pytest.importorskip("tmlib.transformer", reason="tmlib.transformer (the model) is not available")
 
@@ -41,53 +41,21 @@ def sequence_log_prob(model, src_row: torch.Tensor, tokens: list[int], limit: in
 
 
 # ----------------------------------------------------------------------------- a toy model with known answers
-class PrefixCache:
-    """Toy cache: remembers the decoded prefix (rows follow ``reorder`` like a real KV cache)."""
-
-    def __init__(self):
-        self.tokens = None
-
-    def __len__(self):
-        return 0 if self.tokens is None else self.tokens.shape[1]
-
-    def reorder(self, index):
-        if self.tokens is not None:
-            self.tokens = self.tokens.index_select(0, index)
+# The toy model is tmlib.decoding.TableModel on this table (chapter 9 uses the same class).
+#  Vocabulary: 0 <pad>, 1 <bos>, 2 <eos>, 3 "A", 4 "B", 5 "C", 6 "D".  Sequence probabilities:
+#  greedy picks A (0.6), then A (0.4), then <eos> (1.0): P(A A) = 0.24;
+#  the best sequence is B <eos>: 0.4 * 0.9 = 0.36, which greedy misses.
+TOY_TABLE = {(): {3: 0.6, 4: 0.4}, (3,): {3: 0.4, 4: 0.3, EOS: 0.3}, (4,): {EOS: 0.9, 3: 0.1}, (3, 3): {EOS: 1.0}}
 
 
-class TableModel(nn.Module):
-    """Next-token probabilities from a fixed table keyed by the prefix after <bos>; any other prefix -> <eos>.
-
-    Vocabulary: 0 <pad>, 1 <bos>, 2 <eos>, 3 "A", 4 "B", 5 "C", 6 "D".  Sequence probabilities:
-    greedy picks A (0.6), then A (0.4), then <eos> (1.0): P(A A) = 0.24;
-    the best sequence is B <eos>: 0.4 * 0.9 = 0.36, which greedy misses.
-    """
-
-    pad_id, max_len, vocab = PAD, 32, 7
-    table = {(): {3: 0.6, 4: 0.4}, (3,): {3: 0.4, 4: 0.3, EOS: 0.3}, (4,): {EOS: 0.9, 3: 0.1}, (3, 3): {EOS: 1.0}}
-
-    def new_cache(self):
-        return PrefixCache()
-
-    def encode(self, src):
-        return torch.zeros(src.shape[0], src.shape[1], 1)  # (batch, src_len, 1)
-
-    def decode(self, tgt, memory, src, cache=None):
-        if cache is not None:
-            cache.tokens = tgt if cache.tokens is None else torch.cat([cache.tokens, tgt], dim=1)
-            tgt_full = cache.tokens
-        else:
-            tgt_full = tgt
-        probs = torch.full((tgt_full.shape[0], self.vocab), 1e-30)
-        for row, prefix in enumerate(tgt_full[:, 1:].tolist()):
-            for token, p in self.table.get(tuple(prefix), {EOS: 1.0}).items():
-                probs[row, token] = p
-        return probs.log()[:, None, :].expand(-1, tgt.shape[1], -1)  # (batch, t_in, vocab)
+def toy_model() -> TableModel:
+    """A fresh toy model; tests may replace its ``table`` or ``max_len``."""
+    return TableModel(TOY_TABLE, vocab_size=7, eos_id=EOS, pad_id=PAD)
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_toy_beam_finds_the_best_sequence_greedy_misses(use_cache):
-    toy, src = TableModel(), torch.tensor([[3, 4, 3]])
+    toy, src = toy_model(), torch.tensor([[3, 4, 3]])
     assert greedy_decode(toy, src, BOS, EOS, use_cache=use_cache) == [[3, 3]]
     for beam in (2, 3, 4):
         assert beam_search(toy, src, BOS, EOS, beam_size=beam, length_penalty=0.0, use_cache=use_cache) == [[4]]
@@ -98,7 +66,7 @@ def test_toy_beam_finds_the_best_sequence_greedy_misses(use_cache):
 def test_toy_beam_cache_follows_the_surviving_hypotheses(use_cache):
     # Both survivors of step 2 extend hypothesis "B" (row 1), so the cache must be reordered to rows [1, 1]:
     # a cache still holding "A" in row 0 would continue "A A" -> "C" instead of "B A" -> <eos>.
-    toy = TableModel()
+    toy = toy_model()
     toy.table = {(): {3: 0.51, 4: 0.49}, (3,): {EOS: 0.2, 3: 0.2, 4: 0.2, 5: 0.2, 6: 0.2},
                  (4,): {3: 0.5, 4: 0.5}, (4, 3): {EOS: 1.0}, (4, 4): {EOS: 0.5, 3: 0.5}, (3, 3): {5: 1.0}}
     out = beam_search(toy, torch.tensor([[3]]), BOS, EOS, beam_size=2, length_penalty=0.0, use_cache=use_cache)
@@ -107,7 +75,7 @@ def test_toy_beam_cache_follows_the_surviving_hypotheses(use_cache):
 
 def test_toy_length_penalty_prefers_longer_when_strong():
     # log 0.24 / lp(3) vs log 0.36 / lp(2): with alpha = 0 "B" wins, with a large alpha "A A" wins
-    toy, src = TableModel(), torch.tensor([[3]])
+    toy, src = toy_model(), torch.tensor([[3]])
     a = 3.0  # (8/7)**a must exceed log(0.24)/log(0.36) = 1.40, i.e. a > 2.5
     assert math.log(0.24) / length_penalty_gnmt(3, a) > math.log(0.36) / length_penalty_gnmt(2, a)
     assert beam_search(toy, src, BOS, EOS, beam_size=2, length_penalty=a) == [[3, 3]]
@@ -121,7 +89,7 @@ def test_length_penalty_closed_form():
 
 
 def test_toy_eos_first_gives_empty_output_and_max_len_truncates():
-    toy = TableModel()
+    toy = toy_model()
     toy.table = {(): {EOS: 0.7, 3: 0.3}}
     src = torch.tensor([[3, 3]])
     assert greedy_decode(toy, src, BOS, EOS) == [[]]
@@ -133,7 +101,7 @@ def test_toy_eos_first_gives_empty_output_and_max_len_truncates():
 
 
 def test_default_max_length_is_input_plus_50_capped():
-    toy = TableModel()
+    toy = toy_model()
     src = torch.tensor([[5, 6, 7, PAD], [5, PAD, PAD, PAD]])
     toy.max_len = 1000
     assert default_max_lengths(toy, src) == [53, 51]
@@ -220,11 +188,11 @@ def test_decoding_restores_training_mode():
 @pytest.mark.parametrize("beam_size", [0, -1, 2.5, True])
 def test_bad_beam_size(beam_size):
     with pytest.raises(ValueError, match="beam_size"):
-        beam_search(TableModel(), torch.tensor([[3]]), BOS, EOS, beam_size=beam_size)
+        beam_search(toy_model(), torch.tensor([[3]]), BOS, EOS, beam_size=beam_size)
 
 
 def test_bad_inputs():
-    toy = TableModel()
+    toy = toy_model()
     with pytest.raises(ValueError, match="float32"):
         greedy_decode(toy, torch.tensor([[3.0, 4.0]]), BOS, EOS)
     with pytest.raises(ValueError, match="float32"):
@@ -246,8 +214,6 @@ def test_bad_inputs():
 def test_table_model_worked_example_of_chapter_9():
     """tmlib.decoding.TableModel: greedy takes "the dog" (P = 0.12), beam search (k = 2) finds "a dog runs"
     (P = 0.288), as chapter 9 computes by hand."""
-    from tmlib.decoding import TableModel
-
     THE, A, DOG, CAT, RUNS = 3, 4, 5, 6, 7
     table = {(): {THE: 0.5, A: 0.4, CAT: 0.1}, (THE,): {DOG: 0.4, CAT: 0.3, RUNS: 0.3}, (A,): {DOG: 0.9, CAT: 0.1},
              (THE, DOG): {EOS: 0.6, RUNS: 0.4}, (THE, CAT): {EOS: 0.5, RUNS: 0.5}, (A, DOG): {RUNS: 0.8, EOS: 0.2},

@@ -314,6 +314,21 @@ class _EpochBatches:
         return self.iterator.collate_indices(self.batches[k])
 
 
+def check_indices(idx: Sequence[int], n: int, caller: str, what: str = "example") -> np.ndarray:
+    """``idx`` as a flat int64 array of indices into ``n`` items, for a batch built by ``caller``.
+
+    Raises:
+        ValueError: ``idx`` is empty.
+        IndexError: an index is outside ``[0, n)``.
+    """
+    idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+    if not idx.size:
+        raise ValueError(f"{caller} needs at least one index")
+    if idx.min() < 0 or idx.max() >= n:
+        raise IndexError(f"{what} indices must be in [0, {n}), got {idx.min()}..{idx.max()}")
+    return idx
+
+
 class BatchIterator:
     """Epochs of padded :class:`Batch` es over tokenized examples (deterministic given seed and epoch).
 
@@ -394,11 +409,7 @@ class BatchIterator:
             ValueError: ``idx`` is empty.
             IndexError: an index is out of range.
         """
-        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
-        if not idx.size:
-            raise ValueError("collate_indices needs at least one index")
-        if idx.min() < 0 or idx.max() >= self.num_examples:
-            raise IndexError(f"example indices must be in [0, {self.num_examples}), got {idx.min()}..{idx.max()}")
+        idx = check_indices(idx, self.num_examples, "collate_indices", "example")
         src_flat, src_len = _gather(self.src_flat, self.src_offsets, idx)
         tgt_flat, tgt_len = _gather(self.tgt_flat, self.tgt_offsets, idx)
         return _collate_flat(src_flat, src_len, tgt_flat, tgt_len, self.pad_id, self.bos_id, self.eos_id)
@@ -464,11 +475,7 @@ class BatchIterator:
             ValueError: ``idx`` is empty.
             IndexError: an index is out of range.
         """
-        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
-        if not idx.size:
-            raise ValueError("n_tokens_of needs at least one index")
-        if idx.min() < 0 or idx.max() >= self.num_examples:
-            raise IndexError(f"example indices must be in [0, {self.num_examples}), got {idx.min()}..{idx.max()}")
+        idx = check_indices(idx, self.num_examples, "n_tokens_of", "example")
         return int((self.tgt_offsets[idx + 1] - self.tgt_offsets[idx]).sum()) + int(idx.size)
 
     def fingerprint(self) -> str:

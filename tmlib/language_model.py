@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .batching import Batch, token_batches
+from .batching import Batch, check_indices, token_batches
 from .validation import check_int, check_token_id
 
 __all__ = ["SentenceBatches", "caption_corpus", "loss_by_position", "lm_forward"]
@@ -104,11 +104,7 @@ class SentenceBatches:
         Raises:
             ValueError: ``idx`` is empty. IndexError: an index is out of range.
         """
-        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
-        if not idx.size:
-            raise ValueError("collate_indices needs at least one index")
-        if idx.min() < 0 or idx.max() >= self.num_sentences:
-            raise IndexError(f"sentence indices must be in [0, {self.num_sentences}), got {idx.min()}..{idx.max()}")
+        idx = check_indices(idx, self.num_sentences, "collate_indices", "sentence")
         lengths = self.lengths[idx]  # (batch,)
         width = int(lengths.max())
         cols = np.arange(width)[None, :]  # (1, width)

@@ -110,6 +110,28 @@ def _check_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
     return mask
 
 
+def _check_qkv(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``q``, ``k``, ``v`` as float64 arrays, checked as attention inputs (see :func:`scaled_dot_product_attention`
+    for the errors)."""
+    q = _as_float_array(q, "q")
+    k = _as_float_array(k, "k")
+    v = _as_float_array(v, "v")
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        if arr.ndim < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions (seq_len, dim), got shape {arr.shape}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share d_k: q has shape {q.shape}, k has shape {k.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of positions: k has shape {k.shape}, v has shape {v.shape}"
+        )
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ValueError(
+            f"q, k and v must share leading (batch) dimensions: got {q.shape}, {k.shape}, {v.shape}"
+        )
+    return q, k, v
+
+
 def scaled_dot_product_attention(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
     """Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V  (paper §3.2.1, equation 1).
 
@@ -131,22 +153,7 @@ def scaled_dot_product_attention(q, k, v, mask=None) -> tuple[np.ndarray, np.nda
             not broadcast, or a query row is fully masked.
         TypeError: a non-numeric input or a non-boolean mask.
     """
-    q = _as_float_array(q, "q")
-    k = _as_float_array(k, "k")
-    v = _as_float_array(v, "v")
-    for name, arr in (("q", q), ("k", k), ("v", v)):
-        if arr.ndim < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (seq_len, dim), got shape {arr.shape}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must share d_k: q has shape {q.shape}, k has shape {k.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same number of positions: k has shape {k.shape}, v has shape {v.shape}"
-        )
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
-        raise ValueError(
-            f"q, k and v must share leading (batch) dimensions: got {q.shape}, {k.shape}, {v.shape}"
-        )
+    q, k, v = _check_qkv(q, k, v)
     d_k = q.shape[-1]
     scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_k)  # (..., n_q, n_k)
     if mask is not None:
@@ -701,20 +708,7 @@ def online_softmax_attention(q, k, v, block_size: int) -> np.ndarray:
         TypeError: non-numeric inputs or a non-integer ``block_size``.
         ValueError: the shapes disagree as in :func:`scaled_dot_product_attention`, or ``block_size`` < 1.
     """
-    q = _as_float_array(q, "q")
-    k = _as_float_array(k, "k")
-    v = _as_float_array(v, "v")
-    for name, arr in (("q", q), ("k", k), ("v", v)):
-        if arr.ndim < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (seq_len, dim), got shape {arr.shape}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must share d_k: q has shape {q.shape}, k has shape {k.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same number of positions: k has shape {k.shape}, v has shape {v.shape}"
-        )
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
-        raise ValueError(f"q, k and v must share leading (batch) dimensions: got {q.shape}, {k.shape}, {v.shape}")
+    q, k, v = _check_qkv(q, k, v)
     if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)):
         raise TypeError(f"block_size must be an integer, got {block_size!r}")
     if block_size < 1:
