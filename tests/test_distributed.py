@@ -28,6 +28,7 @@ import torch.multiprocessing as mp  # noqa: E402
 from tmlib import distributed as D  # noqa: E402
 from tmlib.data import BatchIterator  # noqa: E402
 from tmlib.presets import make_model  # noqa: E402
+from toy_data import toy_examples  # noqa: E402
 from tmlib.recipe import make_optimizer, make_scheduler, translation_loss  # noqa: E402
 from tmlib.trainer import TrainConfig, Trainer  # noqa: E402
 
@@ -76,18 +77,10 @@ def _launch(fn, *args, world_size=2, device="cpu", time_limit_s=TIME_LIMIT_S):
 # ------------------------------------------------------------------ the toy task
 
 
-def _toy_examples(n=120, seed=0):
-    """Reverse-a-sequence task over ids 4..19 with varied lengths (so that batches differ in size)."""
-    rng = np.random.default_rng(seed)
-    ex = []
-    for _ in range(n):
-        s = rng.integers(4, 20, rng.integers(2, 9)).tolist()
-        ex.append((s, s[::-1]))
-    return ex
 
 
 def _batches():
-    return BatchIterator(_toy_examples(), max_tokens=96, seed=0), BatchIterator(_toy_examples(30, seed=1),
+    return BatchIterator(toy_examples(), max_tokens=96, seed=0), BatchIterator(toy_examples(30, seed=1),
                                                                               max_tokens=96, shuffle=False)
 
 
@@ -351,7 +344,7 @@ def test_n_tokens_of_equals_the_collated_batch():
     for epoch in (0, 1):
         for idx in train.batches(epoch):
             assert train.n_tokens_of(idx) == train.collate_indices(idx).n_tokens
-    assert train.n_tokens_of([0]) == len(_toy_examples()[0][1]) + 1  # the target plus <eos>
+    assert train.n_tokens_of([0]) == len(toy_examples()[0][1]) + 1  # the target plus <eos>
     with pytest.raises(ValueError, match="at least one index"):
         train.n_tokens_of([])
     with pytest.raises(IndexError, match=r"\[0, 120\)"):
@@ -359,11 +352,11 @@ def test_n_tokens_of_equals_the_collated_batch():
 
 
 def test_fingerprint_tells_different_batches_apart():
-    a, b = BatchIterator(_toy_examples(), 96, seed=0), BatchIterator(_toy_examples(), 96, seed=0)
+    a, b = BatchIterator(toy_examples(), 96, seed=0), BatchIterator(toy_examples(), 96, seed=0)
     assert a.fingerprint() == b.fingerprint()
-    assert BatchIterator(_toy_examples(), 96, seed=1).fingerprint() != a.fingerprint()
-    assert BatchIterator(_toy_examples(), 95, seed=0).fingerprint() != a.fingerprint()
-    assert BatchIterator(_toy_examples(seed=5), 96, seed=0).fingerprint() != a.fingerprint()
+    assert BatchIterator(toy_examples(), 96, seed=1).fingerprint() != a.fingerprint()
+    assert BatchIterator(toy_examples(), 95, seed=0).fingerprint() != a.fingerprint()
+    assert BatchIterator(toy_examples(seed=5), 96, seed=0).fingerprint() != a.fingerprint()
 
 
 def test_torchrun_environment_and_devices(monkeypatch):

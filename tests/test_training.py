@@ -16,6 +16,7 @@ from tmlib import numpy_ref as R  # noqa: E402
 from tmlib import training as T  # noqa: E402
 from tmlib.data import BatchIterator  # noqa: E402
 from tmlib.presets import make_model  # noqa: E402
+from toy_data import toy_examples  # noqa: E402
 
 SHARED = Path(os.environ.get("TMLIB_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
 needs_data = pytest.mark.skipif(not (SHARED / "multi30k" / "train.de.gz").is_file(),
@@ -205,14 +206,6 @@ def test_full_disk_gives_a_clear_error_and_keeps_the_old_checkpoint(tmp_path, mo
 # ------------------------------------------------------------------ the loop and exact resume
 
 
-def _toy_examples(n=120, seed=0):
-    """Reverse-a-sequence task over ids 4..19: short, varied lengths so that batches differ."""
-    rng = np.random.default_rng(seed)
-    ex = []
-    for _ in range(n):
-        s = rng.integers(4, 20, rng.integers(2, 9)).tolist()
-        ex.append((s, s[::-1]))
-    return ex
 
 
 def _trainer(tmp_path, name, **cfg):
@@ -221,8 +214,8 @@ def _trainer(tmp_path, name, **cfg):
     cfg = {"amp": "off", "log_every": 3, **cfg}
     config = T.TrainConfig(model=model.config, warmup_steps=5, lr_factor=2.0, max_tokens=96, seed=0, device="cpu",
                            progress=False, checkpoint_minutes=None, grad_clip=1.0, threads=1, **cfg)
-    train = BatchIterator(_toy_examples(), max_tokens=96, seed=0)
-    val = BatchIterator(_toy_examples(30, seed=1), max_tokens=96, shuffle=False)
+    train = BatchIterator(toy_examples(), max_tokens=96, seed=0)
+    val = BatchIterator(toy_examples(30, seed=1), max_tokens=96, shuffle=False)
     return T.Trainer(model, train, val, config, checkpoint_path=tmp_path / name / "checkpoint.pt")
 
 
@@ -401,7 +394,7 @@ def test_gradient_accumulation_equals_one_batch_holding_all_tokens(tmp_path):
     """Two batches accumulated in one step give the update of a single batch holding both (float64)."""
     from tmlib.data import collate
 
-    ex = _toy_examples(16)
+    ex = toy_examples(16)
     a_idx, b_idx = list(range(0, 6)), list(range(6, 16))
     states = []
     for mode in ("accumulate", "single"):
