@@ -120,7 +120,9 @@ class TranslationData:
         Raises:
             tmlib.data.DataError: the data is missing or corrupt (the message says how to get it).
         """
-        from .data import BatchIterator, encode_pairs, filter_by_length, load_multi30k, train_tokenizer
+        from .batching import BatchIterator, encode_pairs, filter_by_length
+        from .multi30k import load_multi30k
+        from .tokenizer import train_tokenizer
 
         train_pairs = load_multi30k("train", data_dir)
         val_pairs = load_multi30k("val", data_dir)
@@ -237,7 +239,7 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
     With several processes (an initialised process group) every process calls it: rank 0 trains the tokenizer
     and sends it to the others (unless resuming: the stored one), and only rank 0 writes into ``out_dir``.
     """
-    from .data import BPETokenizer
+    from .tokenizer import BPETokenizer
     from .utils import seed_everything
 
     out = Path(out_dir) if out_dir is not None else None
@@ -305,7 +307,7 @@ def load_trained(path: str | os.PathLike, device=None) -> TrainedModel:
         FileNotFoundError: no checkpoint there.
         tmlib.checkpoint.CheckpointError: the file is not a readable tmlib checkpoint.
     """
-    from .data import BPETokenizer
+    from .tokenizer import BPETokenizer
     from .utils import get_device
 
     path = Path(path)

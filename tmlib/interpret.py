@@ -546,7 +546,7 @@ def nll_per_token(model, batches: Iterable) -> float:
     Raises:
         ValueError: no batch or no target token.
     """
-    from .training import translation_loss
+    from .recipe import translation_loss
 
     was_training = model.training
     model.eval()
@@ -554,9 +554,9 @@ def nll_per_token(model, batches: Iterable) -> float:
     try:
         for batch in batches:
             logits = model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
-            n_tok = int((batch.tgt_out != model.pad_id).sum())
-            total += float(translation_loss(logits, batch.tgt_out, model.pad_id, label_smoothing=0.0)) * n_tok
-            n += n_tok
+            total += float(translation_loss(logits, batch.tgt_out, model.pad_id, label_smoothing=0.0,
+                                            reduction="sum"))
+            n += int((batch.tgt_out != model.pad_id).sum())
     finally:
         model.train(was_training)
     if n == 0:

@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     the other messages by rank 0."""
     from . import distributed
     from .checkpoint import CheckpointError
-    from .data import DataError
+    from .multi30k import DataError
 
     try:
         env = distributed.torchrun_env()
