@@ -3,7 +3,7 @@
 For n = 64, 128, …, 4096 query/key positions of width d_k = 64 (``--batch`` × ``--heads`` independent
 attention problems), it measures
 
-* ``explicit``: :func:`tmlib.attention.scaled_dot_product_attention` with ``need_weights=True``, the formula
+* ``explicit``: :func:`tmlib.model.attention.scaled_dot_product_attention` with ``need_weights=True``, the formula
   written out: the (n, n) scores and weights are materialised;
 * ``sdpa``: :func:`torch.nn.functional.scaled_dot_product_attention`, PyTorch's dispatcher picking a kernel
   (on the CPU a FlashAttention-style tiled kernel, on a GPU flash / memory-efficient / cuDNN);
@@ -12,12 +12,12 @@ attention problems), it measures
   cannot run the case is recorded as unavailable with PyTorch's reason;
 
 each in a ``forward`` pass (under ``torch.no_grad``) and a ``forward_backward`` pass (gradients with respect to
-Q, K and V).  Time: median of ``--repeats`` timed calls (:func:`tmlib.benchmarking.time_call`).  Peak
-memory: measured with :func:`tmlib.benchmarking.peak_memory_bytes` (the profiler's allocator events on the CPU,
+Q, K and V).  Time: median of ``--repeats`` timed calls (:func:`tmlib.analysis.benchmarking.time_call`).  Peak
+memory: measured with :func:`tmlib.analysis.benchmarking.peak_memory_bytes` (the profiler's allocator events on the CPU,
 ``torch.cuda.max_memory_allocated`` on CUDA), next to the formula batch·heads·n²·bytes of *one* score
-matrix (:func:`tmlib.costs.attention_matrix_bytes`), which is shown, not substituted.  The exponent of n is
+matrix (:func:`tmlib.analysis.costs.attention_matrix_bytes`), which is shown, not substituted.  The exponent of n is
 fitted by least squares on log-log data for n ≥ ``--fit-min-n`` with a 95% interval
-(:func:`tmlib.benchmarking.fit_power_law`).
+(:func:`tmlib.analysis.benchmarking.fit_power_law`).
 
 A method stops growing n once one call takes longer than ``--max-seconds`` (the JSON says where and why).
 
@@ -38,9 +38,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from common import add_common_arguments, clock_of, start, write_record
-from tmlib.attention import scaled_dot_product_attention
-from tmlib.benchmarking import fit_power_law, peak_memory_bytes, time_call
-from tmlib.costs import attention_matrix_bytes
+from tmlib.model import scaled_dot_product_attention
+from tmlib.analysis import fit_power_law, peak_memory_bytes, time_call
+from tmlib.analysis import attention_matrix_bytes
 
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
             "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}

@@ -16,7 +16,7 @@ Usage (from the repository root)::
     flock -x /tmp/tm-cpu.lock .venv/bin/python benchmarks/attention_paths.py          # CPU, 2 threads
     python benchmarks/attention_paths.py --device cuda                                # on a GPU
 
-Writes ``benchmarks/results/attention_paths_<device>.json`` with :func:`tmlib.machine.machine_info`.
+Writes ``benchmarks/results/attention_paths_<device>.json`` with :func:`tmlib.analysis.machine.machine_info`.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import torch
 
-from tmlib.attention import KVCache, MultiHeadAttention, causal_mask
-from tmlib.machine import machine_info
+from tmlib.model import KVCache, MultiHeadAttention, causal_mask
+from tmlib.analysis import machine_info
 from tmlib.utils import get_device
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -1,13 +1,13 @@
-"""Benchmark: building one padded batch (tmlib.batching) before and after NumPy packing, µs per batch.
+"""Benchmark: building one padded batch (tmlib.data.batching) before and after NumPy packing, µs per batch.
 
-Three ways to turn tokenized examples into a :class:`tmlib.batching.Batch`, timed on the same batches:
+Three ways to turn tokenized examples into a :class:`tmlib.data.batching.Batch`, timed on the same batches:
 
 * ``loop`` — the implementation before packing (``tmlib.data.collate`` until the split): one row at a time,
   three ``torch.as_tensor`` copies per sentence in a Python loop (kept here verbatim as the baseline);
-* ``collate`` — :func:`tmlib.batching.collate` on the same list of ``(src_ids, tgt_ids)`` lists: the ids are
+* ``collate`` — :func:`tmlib.data.batching.collate` on the same list of ``(src_ids, tgt_ids)`` lists: the ids are
   flattened once with ``np.fromiter``, padded with one boolean-mask assignment per tensor, then
   ``torch.from_numpy``;
-* ``collate_indices`` — :meth:`tmlib.batching.BatchIterator.collate_indices`, the training path: the examples
+* ``collate_indices`` — :meth:`tmlib.data.batching.BatchIterator.collate_indices`, the training path: the examples
   are already packed in flat int32 arrays, so the batch is a vectorised gather and pad.
 
 Batches hold sentences with source lengths uniform in [8, 20] and target lengths uniform in [7, 19] tokens
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def loop_collate(examples, pad_id=0, bos_id=1, eos_id=2):
     """The row-at-a-time collate that tmlib used before (baseline)."""
-    from tmlib.batching import Batch
+    from tmlib.data import Batch
 
     b = len(examples)
     s_len = max(len(s) for s, _ in examples)
@@ -66,8 +66,8 @@ def median_us(fn, number: int, repeats: int) -> float:
 
 
 def main(argv=None) -> int:
-    from tmlib.batching import BatchIterator, collate
-    from tmlib.machine import describe_machine, machine_info
+    from tmlib.data import BatchIterator, collate
+    from tmlib.analysis import describe_machine, machine_info
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tokens", type=int, nargs="+", default=[2000, 25000], help="padded tokens per batch")

@@ -35,11 +35,11 @@ import torch
 
 from tmlib.data import BatchIterator, encode_pairs, filter_by_length, load_multi30k, train_tokenizer
 from tmlib.decoding import translate_corpus
-from tmlib.experiment import RECOMMENDED
-from tmlib.machine import machine_info
-from tmlib.metrics import bleu_scores
-from tmlib.presets import PRESETS, make_model
-from tmlib.trainer import Trainer
+from tmlib.training import RECOMMENDED
+from tmlib.analysis import machine_info
+from tmlib.decoding import bleu_scores
+from tmlib.model import PRESETS, make_model
+from tmlib.training import Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cpu_recipe.json"
 #: The former recommended recipe (8,000-token vocabulary, warm-up 200, factor 0.3, 2,000-token batches).

@@ -5,14 +5,14 @@ d_ff=512)`` (d_model 256, 4 heads), untrained, evaluation mode.  To make every r
 ``eos_id`` is set to the vocabulary size, an id the model cannot predict (argmax ranges over 0 … V-1); the
 script checks that both modes return L tokens and the same tokens.
 
-* Time: :func:`tmlib.decoding.greedy_decode` with ``use_cache=True`` (one new position per step, earlier keys
+* Time: :func:`tmlib.decoding.search.greedy_decode` with ``use_cache=True`` (one new position per step, earlier keys
   and values reused: O(t) work at step t) and ``use_cache=False`` (the whole prefix recomputed every step:
   O(t²) attention work and t positions through every layer and the output projection), for output lengths
   ``--lengths``, one sentence of ``--src-len`` tokens, timed in alternating order, median of ``--repeats``.
-* Memory: the bytes of the tensors the :class:`tmlib.transformer.DecoderCache` actually holds after L steps
-  (``cache.self_attn[i].k/.v`` and ``cache.cross_attn[i].k/.v``, :func:`tmlib.benchmarking.decoder_cache_bytes`),
+* Memory: the bytes of the tensors the :class:`tmlib.model.transformer.DecoderCache` actually holds after L steps
+  (``cache.self_attn[i].k/.v`` and ``cache.cross_attn[i].k/.v``, :func:`tmlib.analysis.benchmarking.decoder_cache_bytes`),
   next to the formula 2 × layers × d_model × bytes per token for self-attention plus the cross-attention
-  memory 2 × layers × src_len × d_model × bytes once (:func:`tmlib.benchmarking.kv_cache_bytes`).
+  memory 2 × layers × src_len × d_model × bytes once (:func:`tmlib.analysis.benchmarking.kv_cache_bytes`).
 
 * Threads: 1 by default (``--threads`` overrides).  Decoding one sentence is latency-bound: a cached step makes
   about 600 operator calls on tensors of one query position, each a few microseconds of work, so a second thread
@@ -35,9 +35,9 @@ import time
 import torch
 
 from common import add_common_arguments, clock_of, start, write_record
-from tmlib.benchmarking import decoder_cache_bytes, kv_cache_bytes, time_call
+from tmlib.analysis import decoder_cache_bytes, kv_cache_bytes, time_call
 from tmlib.decoding import greedy_decode
-from tmlib.presets import make_model
+from tmlib.model import make_model
 
 VOCAB = 8000
 
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
           f"{prof['aten_calls_per_step']:.0f} aten calls, output projection {1e3 * prof['output_projection_s']:.2f} ms",
           file=sys.stderr)
     settings = {"model": cfg, "src_len": args.src_len, "lengths": args.lengths, "repeats": args.repeats,
-                "batch": 1, "bos_id": 1, "eos_id": eos_id, "decoder": "tmlib.decoding.greedy_decode",
+                "batch": 1, "bos_id": 1, "eos_id": eos_id, "decoder": "tmlib.decoding.search.greedy_decode",
                 "threads": torch.get_num_threads(), "clock": args.clock, "quick": args.quick}
     write_record(args, "kv_cache", "greedy decoding time per sentence with/without the KV cache; cache bytes",
                  device, t0, settings, {"timing": timing, "memory": memory, "profile": prof}, argv)

@@ -13,7 +13,7 @@ What each run reports (JSON ``runs[]``):
 * ``val_loss``: cross-entropy (nats per token) on the validation captions cut like the training ones
   (``--crop`` predictions, i.e. ``<bos>`` plus the first ``crop`` tokens);
 * ``extrapolation``: on the *whole* validation captions, the loss at positions ``< crop`` and ``>= crop``
-  (positions the model never saw in training; :func:`tmlib.language_model.loss_by_position`);
+  (positions the model never saw in training; :func:`tmlib.data.captions.loss_by_position`);
 * ``parameters``; ``tokens_per_s`` (median over the trainer's logging windows of target tokens per second,
   data included, 2 threads); ``train_seconds``; ``steps`` and ``tokens`` (every variant: the same);
 * ``kv_cache_bytes_per_token``: bytes of keys and values the KV cache stores per generated token and sequence
@@ -25,7 +25,7 @@ Usage (from the repository root; the recorded run held the exclusive CPU lock)::
     flock -x /tmp/tm-cpu.lock .venv/bin/python benchmarks/modern.py
     python benchmarks/modern.py --steps 20 --only baseline llama --out /tmp/modern.json   # a quick try
 
-Writes ``benchmarks/results/modern_cpu.json`` (with :func:`tmlib.machine.machine_info`).
+Writes ``benchmarks/results/modern_cpu.json`` (with :func:`tmlib.analysis.machine.machine_info`).
 """
 from __future__ import annotations
 
@@ -42,13 +42,13 @@ from pathlib import Path
 
 import torch
 
-from tmlib.feed_forward import swiglu_hidden_size
-from tmlib.language_model import SentenceBatches, caption_corpus, lm_forward, loss_by_position
-from tmlib.machine import machine_info
-from tmlib.presets import ModelConfig, count_parameters
-from tmlib.trainer import TrainConfig, Trainer
+from tmlib.model import swiglu_hidden_size
+from tmlib.data import SentenceBatches, caption_corpus, lm_forward, loss_by_position
+from tmlib.analysis import machine_info
+from tmlib.model import ModelConfig, count_parameters
+from tmlib.training import TrainConfig, Trainer
 from tmlib.utils import seed_everything
-from tmlib.variants import DecoderOnly
+from tmlib.model import DecoderOnly
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -5,7 +5,7 @@ recurrent O(n·d²), convolutional O(k·n·d²)), sequential operations (O(1), O
 §4 concludes that self-attention is cheaper than recurrence when n < d.  This script times, for every n and d
 of a grid, the forward pass (evaluation mode, ``torch.no_grad``) of
 
-* ``self_attention``: :class:`tmlib.attention.MultiHeadAttention` (d_model = d, heads of width
+* ``self_attention``: :class:`tmlib.model.attention.MultiHeadAttention` (d_model = d, heads of width
   ``--d-head``, the fused SDPA path), projections included: 8·n·d² + 4·n²·d FLOPs per sequence;
 * ``recurrent``: ``torch.nn.LSTM(d, d)``, one layer, PyTorch's fused kernel (oneDNN on the CPU, cuDNN on
   CUDA): 16·n·d² FLOPs (four gates, input and hidden products);
@@ -31,8 +31,8 @@ import torch
 from torch import nn
 
 from common import add_common_arguments, clock_of, start, write_record
-from tmlib.attention import MultiHeadAttention
-from tmlib.benchmarking import fit_power_law, time_call
+from tmlib.model import MultiHeadAttention
+from tmlib.analysis import fit_power_law, time_call
 
 LAYERS = ("self_attention", "recurrent", "convolutional")
 

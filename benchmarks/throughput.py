@@ -52,9 +52,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tmlib.flops import transformer_flops
-from tmlib.machine import machine_info
-from tmlib.presets import PRESETS, make_model
+from tmlib.analysis import transformer_flops
+from tmlib.analysis import machine_info
+from tmlib.model import PRESETS, make_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

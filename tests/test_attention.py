@@ -1,4 +1,4 @@
-"""Tests of tmlib.attention against the NumPy references, the lecture's numbers and torch.nn.MultiheadAttention."""
+"""Tests of tmlib.model.attention against the NumPy references, the lecture's numbers and torch.nn.MultiheadAttention."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from tmlib import examples as E
-from tmlib import numpy_ref as R
-from tmlib.attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from tmlib.course import examples as E
+from tmlib import ref as R
+from tmlib.model import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
 DEVICES = ["cpu", pytest.param("cuda", marks=CUDA)]
@@ -485,7 +485,7 @@ def test_function_is_causal_is_aligned_to_the_last_queries():
 def test_torch_causal_flag_and_no_mask_are_what_reaches_the_kernel(monkeypatch):
     """The decoder's full pass reaches F.scaled_dot_product_attention with is_causal=True and no mask tensor;
     a cached single-token step with no mask at all; padding only where there is some."""
-    import tmlib.attention as A
+    import tmlib.model.attention as A
 
     calls = []
     real = A.F.scaled_dot_product_attention

@@ -1,4 +1,4 @@
-"""Tests of tmlib.batching: padded batches against a plain reference, token budgets, the pinned batch order
+"""Tests of tmlib.data.batching: padded batches against a plain reference, token budgets, the pinned batch order
 that exact resume relies on, host-side id checks, and the DataLoader path (workers, pinned memory)."""
 import hashlib
 import json
@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tmlib import batching as B  # noqa: E402
+from tmlib.data import batching as B  # noqa: E402
 
 
 def reference_collate(examples, pad_id=0, bos_id=1, eos_id=2):
@@ -31,7 +31,7 @@ def reference_collate(examples, pad_id=0, bos_id=1, eos_id=2):
 
 
 def reference_length_batches(lengths, batch_tokens):
-    """tmlib.metrics._length_batches before it was merged into tmlib.batching.length_batches."""
+    """tmlib.decoding.metrics._length_batches before it was merged into tmlib.data.batching.length_batches."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
     batches, current, longest = [], [], 0
     for i in order:

@@ -1,12 +1,12 @@
-"""tmlib.benchmarking: the power-law fit (synthetic data of known exponent), timers, measured memory, cache bytes."""
+"""tmlib.analysis.benchmarking: the power-law fit (synthetic data of known exponent), timers, measured memory, cache bytes."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from tmlib import benchmarking as B
-from tmlib.presets import make_model
+from tmlib.analysis import benchmarking as B
+from tmlib.model import make_model
 
 
 # ---------------------------------------------------------------- fit_power_law
@@ -187,7 +187,7 @@ def test_power_law_plot_draws_points_and_fit():
     import matplotlib
 
     matplotlib.use("Agg")
-    from tmlib.plotting import power_law_plot
+    from tmlib.course import power_law_plot
 
     n = np.array([64, 128, 256, 512])
     fit = B.fit_power_law(n, 2.0 * n ** 2)

@@ -1,9 +1,9 @@
-"""Tests of tmlib.checks.check_close: tolerances, messages a student can act on, the old signature."""
+"""Tests of tmlib.course.checks.check_close: tolerances, messages a student can act on, the old signature."""
 import numpy as np
 import pytest
 import torch
 
-from tmlib.checks import check_close, tolerance_text
+from tmlib.course import check_close, tolerance_text
 
 
 def test_old_signature_still_works():

@@ -11,11 +11,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tmlib.batching import BatchIterator  # noqa: E402
-from tmlib.checkpoint import load_checkpoint  # noqa: E402
+from tmlib.data import BatchIterator  # noqa: E402
+from tmlib.training import load_checkpoint  # noqa: E402
 from tmlib.decoding import beam_search, greedy_decode  # noqa: E402
-from tmlib.presets import make_model  # noqa: E402
-from tmlib.trainer import TrainConfig, Trainer, resolve_precision  # noqa: E402
+from tmlib.model import make_model  # noqa: E402
+from tmlib.training import TrainConfig, Trainer, resolve_precision  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
 

@@ -1,4 +1,4 @@
-"""Tests of tmlib.decoding: greedy search and beam search (paper §6.1).
+"""Tests of tmlib.decoding.search: greedy search and beam search (paper §6.1).
 
 Independent references: a hand-made toy "model" with fixed next-token tables (the best sequence is
 known by hand), teacher-forced log-probabilities from ``model(src, tgt)``, and decoding each
@@ -12,7 +12,7 @@ from torch import nn
 
 from tmlib.decoding import TableModel, beam_search, default_max_lengths, greedy_decode, length_penalty_gnmt
 
-transformer = pytest.importorskip("tmlib.transformer", reason="tmlib.transformer (the model) is not available")
+transformer = pytest.importorskip("tmlib.model.transformer", reason="tmlib.model.transformer (the model) is not available")
 
 PAD, BOS, EOS = 0, 1, 2
 VOCAB = 12
@@ -41,7 +41,7 @@ def sequence_log_prob(model, src_row: torch.Tensor, tokens: list[int], limit: in
 
 
 # ----------------------------------------------------------------------------- a toy model with known answers
-# The toy model is tmlib.decoding.TableModel on this table (chapter 9 uses the same class).
+# The toy model is tmlib.decoding.search.TableModel on this table (chapter 9 uses the same class).
 #  Vocabulary: 0 <pad>, 1 <bos>, 2 <eos>, 3 "A", 4 "B", 5 "C", 6 "D".  Sequence probabilities:
 #  greedy picks A (0.6), then A (0.4), then <eos> (1.0): P(A A) = 0.24;
 #  the best sequence is B <eos>: 0.4 * 0.9 = 0.36, which greedy misses.
@@ -212,7 +212,7 @@ def test_bad_inputs():
 
 
 def test_table_model_worked_example_of_chapter_9():
-    """tmlib.decoding.TableModel: greedy takes "the dog" (P = 0.12), beam search (k = 2) finds "a dog runs"
+    """tmlib.decoding.search.TableModel: greedy takes "the dog" (P = 0.12), beam search (k = 2) finds "a dog runs"
     (P = 0.288), as chapter 9 computes by hand."""
     THE, A, DOG, CAT, RUNS = 3, 4, 5, 6, 7
     table = {(): {THE: 0.5, A: 0.4, CAT: 0.1}, (THE,): {DOG: 0.4, CAT: 0.3, RUNS: 0.3}, (A,): {DOG: 0.9, CAT: 0.1},

@@ -1,4 +1,4 @@
-"""Data-parallel training (tmlib.distributed, the DDP parts of tmlib.trainer and tmlib.train).
+"""Data-parallel training (tmlib.training.distributed, the DDP parts of tmlib.training.trainer and tmlib.train).
 
 Two CPU processes talk over gloo on 127.0.0.1 (``torch.multiprocessing.spawn``, a free port, a time limit, the
 processes killed if they overrun). The claims checked:
@@ -25,12 +25,12 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.multiprocessing as mp  # noqa: E402
 
-from tmlib import distributed as D  # noqa: E402
+from tmlib.training import distributed as D  # noqa: E402
 from tmlib.data import BatchIterator  # noqa: E402
-from tmlib.presets import make_model  # noqa: E402
+from tmlib.model import make_model  # noqa: E402
 from toy_data import toy_examples  # noqa: E402
-from tmlib.recipe import make_optimizer, make_scheduler, translation_loss  # noqa: E402
-from tmlib.trainer import TrainConfig, Trainer  # noqa: E402
+from tmlib.training import make_optimizer, make_scheduler, translation_loss  # noqa: E402
+from tmlib.training import TrainConfig, Trainer  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
                                 reason="this torch build has no torch.distributed with gloo")
@@ -428,7 +428,7 @@ def test_cli_under_torchrun_with_two_processes(tmp_path):
     assert state["world_size"] == 2 and state["step"] == 3 and len(state["history"]["loss"]) == 3
     assert len(state["rng_ranks"]) == 2
     assert {"checkpoint.pt", "history.json", "tokenizer.json", "config.json"} <= {p.name for p in out.iterdir()}
-    from tmlib.experiment import load_trained
+    from tmlib.training import load_trained
 
     trained = load_trained(out, device="cpu")  # the plain model's weights, not DDP's ("module." prefixes)
     assert trained.step == 3 and trained.tokenizer.vocab_size == 500

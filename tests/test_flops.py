@@ -1,10 +1,10 @@
-"""tmlib.flops: FLOP formulas checked by hand and against torch.utils.flop_counter; peaks; MFU."""
+"""tmlib.analysis.flops: FLOP formulas checked by hand and against torch.utils.flop_counter; peaks; MFU."""
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from tmlib import flops as FL
-from tmlib.presets import make_model
+from tmlib.analysis import flops as FL
+from tmlib.model import make_model
 
 
 def test_transformer_flops_by_hand():

@@ -1,4 +1,4 @@
-"""Tests of tmlib.interpret (chapter 10): attention capture, per-head statistics on hand-made matrices with known
+"""Tests of tmlib.analysis.interpret (chapter 10): attention capture, per-head statistics on hand-made matrices with known
 answers, BPE-to-word merging, head ablation against weights zeroed by hand, attention substitution, distances,
 bertviz output.  Models are tiny and random: what is tested is the machinery, not a trained model."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tmlib import interpret as I
-from tmlib.presets import make_model
+from tmlib.analysis import interpret as I
+from tmlib.model import make_model
 
 LN = math.log
 
@@ -544,7 +544,7 @@ def test_head_grid_and_alignment_panels(model, batch):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from tmlib.plotting import alignment_panels, head_grid
+    from tmlib.course import alignment_panels, head_grid
 
     table = I.head_statistics(model, [batch])
     ax = head_grid(table, "entropy", title="Entropy")

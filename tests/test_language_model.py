@@ -1,14 +1,14 @@
-"""Tests of tmlib.language_model: sentence batches for a decoder-only LM, loss by position, and one Trainer run."""
+"""Tests of tmlib.data.captions: sentence batches for a decoder-only LM, loss by position, and one Trainer run."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from tmlib.language_model import SentenceBatches, lm_forward, loss_by_position
-from tmlib.trainer import TrainConfig, Trainer
-from tmlib.presets import PRESETS
-from tmlib.variants import DecoderOnly
+from tmlib.data import SentenceBatches, lm_forward, loss_by_position
+from tmlib.training import TrainConfig, Trainer
+from tmlib.model import PRESETS
+from tmlib.model import DecoderOnly
 
 SENTENCES = [[5, 6, 7], [8], [], [9, 10, 11, 12, 13], [5, 5]]
 

@@ -1,7 +1,7 @@
-"""tmlib.machine: the machine description stored with every measured figure."""
+"""tmlib.analysis.machine: the machine description stored with every measured figure."""
 import json
 
-from tmlib import machine
+from tmlib.analysis import machine
 
 
 def test_machine_info_is_json_and_complete():

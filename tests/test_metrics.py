@@ -1,5 +1,5 @@
-"""Tests of tmlib.metrics: sacreBLEU scores against hand computations, and corpus translation
-(tmlib.decoding.translate_corpus, re-exported by tmlib.metrics).
+"""Tests of tmlib.decoding.metrics: sacreBLEU scores against hand computations, and corpus translation
+(tmlib.decoding.search.translate_corpus, re-exported by tmlib.decoding.metrics).
 
 BLEU by hand: BLEU = BP · exp(¼ Σ log p_n), BP = exp(1 − r/c) when the hypothesis length c is
 shorter than the reference length r, else 1 (Papineni et al. 2002).
@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch import nn
 
-import tmlib.decoding
-from tmlib.batching import length_batches
-from tmlib.metrics import bleu_scores, translate_corpus
+import tmlib.decoding.search
+from tmlib.data import length_batches
+from tmlib.decoding import bleu_scores, translate_corpus
 
 
 def test_identical_corpus_scores_100():
@@ -69,7 +69,7 @@ def test_bad_inputs():
 
 
 def test_translate_corpus_is_the_decoding_function():
-    assert translate_corpus is tmlib.decoding.translate_corpus
+    assert translate_corpus is tmlib.decoding.search.translate_corpus
 
 
 def test_translation_batches_cover_everything_within_budget():

@@ -1,7 +1,7 @@
-"""Tests of the full model (tmlib.transformer, embeddings, positional, feed_forward, presets, variants).
+"""Tests of the full model (tmlib.model.transformer, embeddings, positional, feed_forward, presets, variants).
 
 The reference points are independent of the code under test: torch.nn.Transformer (weights copied in),
-tmlib.numpy_ref, closed-form parameter counts, and invariances (causality, padding, caching).
+tmlib.ref.numpy_ref, closed-form parameter counts, and invariances (causality, padding, caching).
 """
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ import torch
 from torch import nn
 
 import tmlib
-from tmlib import numpy_ref as R
-from tmlib.embeddings import Generator, TokenEmbedding
-from tmlib.feed_forward import PositionwiseFeedForward
-from tmlib.positional import PositionalEncoding
-from tmlib.presets import PRESETS, copy_task_batch, count_parameters, make_model
-from tmlib.transformer import Transformer, nn_transformer_logits, to_nn_transformer
-from tmlib.variants import DecoderOnly, EncoderOnly
+import tmlib.model
+from tmlib import ref as R
+from tmlib.model import Generator, TokenEmbedding
+from tmlib.model import PositionwiseFeedForward
+from tmlib.model import PositionalEncoding
+from tmlib.model import PRESETS, copy_task_batch, count_parameters, make_model
+from tmlib.model import Transformer, nn_transformer_logits, to_nn_transformer
+from tmlib.model import DecoderOnly, EncoderOnly
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]
 V = 13  # toy vocabulary: 0 = pad, 1 = BOS, 2 = EOS, 3..12 symbols
@@ -429,12 +430,12 @@ def test_tiny_model_learns_copy_task():
     assert time.perf_counter() - start < 60
 
 
-def test_import_numpy_ref_does_not_import_torch():
-    code = "import sys, tmlib, tmlib.numpy_ref; assert 'torch' not in sys.modules; print(sorted(dir(tmlib))[:3])"
+def test_import_ref_and_course_do_not_import_torch():
+    code = "import sys, tmlib, tmlib.ref, tmlib.course.examples; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
-    assert tmlib.Transformer is Transformer and tmlib.make_model is make_model
+    assert tmlib.model.Transformer is Transformer and tmlib.model.make_model is make_model
     with pytest.raises(AttributeError):
-        tmlib.NoSuchThing  # noqa: B018
+        tmlib.model.NoSuchThing  # noqa: B018
 
 
 # --------------------------------------------------------------------------- source masks and host syncs

@@ -21,15 +21,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tmlib.alibi import ALiBi, alibi_slopes
-from tmlib.attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
-from tmlib.feed_forward import PositionwiseFeedForward, SwiGLUFeedForward, make_feed_forward, swiglu_hidden_size
-from tmlib.norms import RMSNorm, make_norm
-from tmlib.positional import NoPositionalEncoding, make_positional
-from tmlib.presets import PRESETS, ModelConfig, count_parameters, make_model
-from tmlib.rotary import RotaryEmbedding, interleaved_to_halves, rope_frequencies
-from tmlib.transformer import DecoderLayer, to_nn_transformer
-from tmlib.variants import DecoderOnly, EncoderOnly
+from tmlib.model import ALiBi, alibi_slopes
+from tmlib.model import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from tmlib.model import PositionwiseFeedForward, SwiGLUFeedForward, make_feed_forward, swiglu_hidden_size
+from tmlib.model import RMSNorm, make_norm
+from tmlib.model import NoPositionalEncoding, make_positional
+from tmlib.model import PRESETS, ModelConfig, count_parameters, make_model
+from tmlib.model import RotaryEmbedding, interleaved_to_halves, rope_frequencies
+from tmlib.model import DecoderLayer, to_nn_transformer
+from tmlib.model import DecoderOnly, EncoderOnly
 
 V = 13
 
@@ -403,10 +403,10 @@ def test_config_errors():
 
 def _llama_pair(dtype, d=32, h=4, kv=2, d_ff=48, seed=0):
     """Our pre-RMSNorm/SwiGLU/RoPE/GQA/bias-free block and transformers' LlamaDecoderLayer with the same
-    weights (tmlib.llama.to_llama_decoder_layer: W^Q and W^K rows permuted from our interleaved RoPE layout to
+    weights (tmlib.model.llama.to_llama_decoder_layer: W^Q and W^K rows permuted from our interleaved RoPE layout to
     Llama's rotate_half layout, what HF's conversion script does)."""
     pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
-    from tmlib.llama import to_llama_decoder_layer
+    from tmlib.model import to_llama_decoder_layer
 
     torch.manual_seed(seed)
     ours = DecoderLayer(d, h, d_ff, dropout=0.0, norm_first=True, cross_attention=False, norm="rms", ffn="swiglu",
@@ -455,7 +455,7 @@ def test_block_equals_llama_decoder_layer(dtype, atol):
     """The whole block (pre-RMSNorm, SwiGLU, RoPE, GQA, no biases) against LlamaDecoderLayer with HF's own
     rotary module. Tolerance: 1e-5 in float32; in float64 1e-6, because HF's LlamaRMSNorm normalizes in
     float32 whatever the input dtype (its RoPE too), so float64 agreement stops at float32's precision."""
-    from tmlib.llama import llama_rotary
+    from tmlib.model import llama_rotary
 
     ours, ref, cfg = _llama_pair(dtype)
     x = torch.randn(2, 10, 32, dtype=dtype, generator=torch.Generator().manual_seed(2))
@@ -475,7 +475,7 @@ def test_block_equals_llama_decoder_layer(dtype, atol):
 
 def test_llama_mapping_refuses_other_blocks():
     pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
-    from tmlib.llama import halves_layout_rows, to_llama_decoder_layer
+    from tmlib.model import halves_layout_rows, to_llama_decoder_layer
 
     with pytest.raises(ValueError, match="not a Llama-style block"):
         to_llama_decoder_layer(DecoderLayer(16, 2, 8, cross_attention=False))

@@ -1,4 +1,4 @@
-"""Tests of tmlib.multi30k: loading Multi30k, its checks, and every failure mode with its message.
+"""Tests of tmlib.data.multi30k: loading Multi30k, its checks, and every failure mode with its message.
 
 Most tests use small fake files (the right number of lines, their sha256 patched into the registry), so
 they run without the data and without internet; downloads go to an HTTP server on 127.0.0.1.
@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("pooch")
 
-from tmlib import multi30k as M  # noqa: E402
+from tmlib.data import multi30k as M  # noqa: E402
 
 SHARED = Path(os.environ.get("TMLIB_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
 needs_data = pytest.mark.skipif(not (SHARED / "multi30k" / "train.de.gz").is_file(),

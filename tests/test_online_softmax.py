@@ -1,9 +1,9 @@
-"""tmlib.numpy_ref.online_softmax_attention: block-wise attention equals the direct formula."""
+"""tmlib.ref.numpy_ref.online_softmax_attention: block-wise attention equals the direct formula."""
 import numpy as np
 import pytest
 
-from tmlib import examples as E
-from tmlib import numpy_ref as R
+from tmlib.course import examples as E
+from tmlib import ref as R
 
 
 @pytest.mark.parametrize("block_size", [1, 2, 3, 7, 16, 100])

@@ -1,21 +1,21 @@
 """Tests of Part I, notebooks 1 and 2: every intermediate of the lecture's attention examples,
-the two- and three-head examples, head splitting, and the cost arithmetic of tmlib.costs.
+the two- and three-head examples, head splitting, and the cost arithmetic of tmlib.analysis.costs.
 
 Expected values are written independently of the code under test: integer matrices typed
 from the hand computation, softmax rows as explicit exponentials with ``math.exp``, matrix
 products as Python loops, byte counts as hand multiplications.  tests/test_numpy_ref.py
 already checks the final weights/outputs of numpy_ref on these examples; this file checks
 the intermediates, the lecture's printed numbers (which are correct roundings and which are
-not: see book/errata/01.md and 02.md), and tmlib.costs.
+not: see book/errata/01.md and 02.md), and tmlib.analysis.costs.
 """
 import math
 
 import numpy as np
 import pytest
 
-from tmlib import costs as C
-from tmlib import examples as E
-from tmlib import numpy_ref as R
+from tmlib.analysis import costs as C
+from tmlib.course import examples as E
+from tmlib import ref as R
 
 L = E.LECTURE_PRINTED
 R2 = math.sqrt(2.0)

@@ -8,8 +8,8 @@ never by calling the function under test a second time.
 import numpy as np
 import pytest
 
-from tmlib import examples as E
-from tmlib import numpy_ref as R
+from tmlib.course import examples as E
+from tmlib import ref as R
 
 
 # ---------------------------------------------------------------- feed-forward (notebook 3)
@@ -232,7 +232,7 @@ def test_cat_chased_mouse_sentences_indistinguishable_without_pe():
 
 
 def test_ffn_parameter_count():
-    from tmlib import costs
+    from tmlib.analysis import costs
 
     assert costs.ffn_parameter_count(512, 2048) == 512 * 2048 + 2048 + 2048 * 512 + 512 == 2_099_712
     assert costs.ffn_parameter_count(1024, 4096) == 8_393_728

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from tmlib import costs as C
-from tmlib import examples as E
-from tmlib import numpy_ref as R
+from tmlib.analysis import costs as C
+from tmlib.course import examples as E
+from tmlib import ref as R
 
 A = math.exp(1 / math.sqrt(2))  # e^{1/√2}
 B = math.exp(math.sqrt(2))      # e^{√2}

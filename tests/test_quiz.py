@@ -1,4 +1,4 @@
-"""Self-check questions (tmlib.quiz): the widget's HTML, the questions on the pages, and (when a site has been
+"""Self-check questions (tmlib.course.quiz): the widget's HTML, the questions on the pages, and (when a site has been
 built) the questions in the built HTML."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tmlib import quiz as Q
+from tmlib.course import quiz as Q
 
 ROOT = Path(__file__).resolve().parent.parent
 # where each self-check question lives (notebook or page) -> its quiz names
@@ -47,7 +47,7 @@ def test_numeric_html_and_validation():
 
 def test_paper_page_holds_exactly_the_generated_block():
     text = (ROOT / "book/paper.md").read_text()
-    assert Q.paper_quiz_block() in text, "regenerate with: python -m tmlib.quiz paper"
+    assert Q.paper_quiz_block() in text, "regenerate with: python -m tmlib.course.quiz paper"
     names = [q.name for q in Q.PAPER_QUIZ]
     assert len(set(names)) == len(names) == 5
     year = [q for q in Q.PAPER_QUIZ if q.kind == "numeric"][0]

@@ -1,4 +1,4 @@
-"""Tests of tmlib.tokenizer: the shared BPE tokenizer on Multi30k, and its handling of awkward input."""
+"""Tests of tmlib.data.tokenizer: the shared BPE tokenizer on Multi30k, and its handling of awkward input."""
 import os
 from pathlib import Path
 
@@ -7,8 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 
-from tmlib import tokenizer as T  # noqa: E402
-from tmlib.multi30k import load_multi30k  # noqa: E402
+from tmlib.data import tokenizer as T  # noqa: E402
+from tmlib.data import load_multi30k  # noqa: E402
 
 SHARED = Path(os.environ.get("TMLIB_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

@@ -1,5 +1,5 @@
-"""Tests of the training side: the paper's recipe (§5, tmlib.recipe), checkpoints (tmlib.checkpoint), the loop
-and exact resume (tmlib.trainer), the experiment (tmlib.experiment) and the command line (tmlib.train)."""
+"""Tests of the training side: the paper's recipe (§5, tmlib.training.recipe), checkpoints (tmlib.training.checkpoint), the loop
+and exact resume (tmlib.training.trainer), the experiment (tmlib.training.experiment) and the command line (tmlib.train)."""
 import dataclasses
 import math
 import os
@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
-from tmlib import numpy_ref as R  # noqa: E402
+from tmlib import ref as R  # noqa: E402
 from tmlib import training as T  # noqa: E402
 from tmlib.data import BatchIterator  # noqa: E402
-from tmlib.presets import make_model  # noqa: E402
+from tmlib.model import make_model  # noqa: E402
 from toy_data import toy_examples  # noqa: E402
 
 SHARED = Path(os.environ.get("TMLIB_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -179,7 +179,7 @@ def test_save_is_durable_and_cleans_leftovers(tmp_path, monkeypatch):
     synced = []
     real_fsync = os.fsync
     monkeypatch.setattr(U.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
-    from tmlib.checkpoint import remove_stale_temporaries
+    from tmlib.training import remove_stale_temporaries
     assert remove_stale_temporaries(path) == [leftover]
     T.save_checkpoint(path, {"format": T.CHECKPOINT_FORMAT})
     assert len(synced) >= 1  # the file (and the folder) are flushed before and after the rename
@@ -320,7 +320,7 @@ def test_run_training_load_or_train_and_cli(tmp_path):
 
 @pytest.mark.parametrize("native", [True, False])
 def test_amp_auto_uses_bf16_only_where_native(tmp_path, monkeypatch, native):
-    import tmlib.trainer as TR
+    import tmlib.training.trainer as TR
 
     monkeypatch.setattr(TR, "cpu_has_native_bf16", lambda: native)
     on = _trainer(tmp_path, f"amp{native}", amp="auto")
@@ -419,7 +419,7 @@ def test_gradient_accumulation_equals_one_batch_holding_all_tokens(tmp_path):
 def test_compile_option_trains_the_same(tmp_path, monkeypatch):
     """``compile=True`` runs the model through torch.compile with dynamic shapes (graph capture checked with the
     quick "aot_eager" backend here; the default inductor backend is measured in benchmarks/throughput.py)."""
-    from tmlib.trainer import Trainer
+    from tmlib.training import Trainer
 
     monkeypatch.setattr(Trainer, "_compiled", staticmethod(lambda m: torch.compile(m, dynamic=True,
                                                                                   backend="aot_eager")))
@@ -500,7 +500,7 @@ EXPECTED_PARAMETERS = {"base": 63_119_496, "big": 214_282_376, "small": 7_585_60
 @pytest.mark.parametrize("preset", [None, *EXPECTED_PARAMETERS])
 def test_cli_builds_exactly_the_preset_it_names(preset):
     """`--preset base` must build the paper's base model (not the recommended CPU model with base's name)."""
-    from tmlib.presets import PRESETS, count_parameters
+    from tmlib.model import PRESETS, count_parameters
     from tmlib.train import parse_config
 
     config, _ = parse_config(["--out", "/nonexistent/run"] + (["--preset", preset] if preset else []))
@@ -556,9 +556,9 @@ def test_ema_of_the_weights_is_kept_saved_and_loaded(tmp_path):
 def test_keep_best_keeps_the_weights_of_the_lowest_validation_nll(tmp_path):
     """keep_best: after every validation pass the weights are copied if their validation NLL is the lowest so far;
     the checkpoint stores them, resume restores them, and load_trained returns them (not the last weights)."""
-    from tmlib.experiment import load_trained
+    from tmlib.training import load_trained
 
-    from tmlib.tokenizer import train_tokenizer
+    from tmlib.data import train_tokenizer
 
     t = _trainer(tmp_path, "best", max_steps=40, keep_best=True)
     t.tokenizer = train_tokenizer([("a b c d", "e f g h")] * 3, vocab_size=20)  # load_trained needs one

@@ -7,11 +7,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tmlib.checkpoint import CHECKPOINT_FORMAT  # noqa: E402
+from tmlib.training import CHECKPOINT_FORMAT  # noqa: E402
 from tmlib.data import BatchIterator, train_tokenizer  # noqa: E402
 from tmlib.decoding import greedy_decode  # noqa: E402
-from tmlib.presets import PRESETS, make_model  # noqa: E402
-from tmlib.trainer import TrainConfig, Trainer  # noqa: E402
+from tmlib.model import PRESETS, make_model  # noqa: E402
+from tmlib.training import TrainConfig, Trainer  # noqa: E402
 from tmlib.translate import main  # noqa: E402
 
 SENTENCES = ["ein mann fährt fahrrad .", "zwei hunde spielen im schnee .", "eine frau liest ein buch ."]

@@ -1,8 +1,8 @@
-"""Tests of tmlib.utils and tmlib.checks."""
+"""Tests of tmlib.utils and tmlib.course.checks."""
 import numpy as np
 import pytest
 
-from tmlib.checks import check_close, check_shape
+from tmlib.course import check_close, check_shape
 from tmlib.utils import seed_everything
 
 

@@ -6,16 +6,16 @@
     torchrun --nproc_per_node=4 -m tmlib.train --preset base --accumulate 2 --max-tokens 3125 --out runs/ddp
 
 Under ``torchrun`` (one node or several: ``--nnodes``, ``--node_rank``, ``--rdzv_backend c10d``,
-``--rdzv_endpoint host:port``) the same program trains with data parallelism (:mod:`tmlib.distributed`):
+``--rdzv_endpoint host:port``) the same program trains with data parallelism (:mod:`tmlib.training.distributed`):
 each process uses the GPU ``cuda:LOCAL_RANK`` (NCCL) or the CPU (gloo), trains on its share of every step's
 batches (a step holds about ``max_tokens × accumulate × processes`` padded tokens), and rank 0 alone shows the
 progress bar and writes the run folder, which must be on a file system every node sees for ``--resume``. A
 run continues only on as many processes as it started with.
 
-Every option comes from the configuration dataclasses (:class:`tmlib.trainer.TrainConfig` and its model,
-:class:`tmlib.presets.ModelConfig`), through ``simple_parsing``: a new field is written once, with its help
-text, and appears here. ``--preset NAME`` chooses the model of :data:`tmlib.presets.PRESETS` exactly; the
-recipe options keep the recommended values (:data:`tmlib.experiment.RECOMMENDED`) unless given.
+Every option comes from the configuration dataclasses (:class:`tmlib.training.trainer.TrainConfig` and its model,
+:class:`tmlib.model.presets.ModelConfig`), through ``simple_parsing``: a new field is written once, with its help
+text, and appears here. ``--preset NAME`` chooses the model of :data:`tmlib.model.presets.PRESETS` exactly; the
+recipe options keep the recommended values (:data:`tmlib.training.experiment.RECOMMENDED`) unless given.
 
 Every argument is checked before any work; a user error prints one ``error: ...`` line and exits with
 status 2 (a missing or corrupt data set too: the message says how to get it). Ctrl-C finishes the current
@@ -33,9 +33,9 @@ import re
 import sys
 from pathlib import Path
 
-from .experiment import RECOMMENDED, resume_config
-from .presets import PRESETS, get_preset
-from .trainer import RUNTIME_FIELDS, TrainConfig
+from tmlib.training.experiment import RECOMMENDED, resume_config
+from tmlib.model.presets import PRESETS, get_preset
+from tmlib.training.trainer import RUNTIME_FIELDS, TrainConfig
 
 __all__ = ["main", "build_parser", "parse_config", "UsageError", "RECOMMENDED"]
 
@@ -51,7 +51,7 @@ def _fail(message: str):
 def _presets_help() -> str:
     import torch
 
-    from .presets import count_parameters, make_model
+    from tmlib.model.presets import count_parameters, make_model
 
     lines = []
     for name, cfg in PRESETS.items():
@@ -66,7 +66,7 @@ def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
     """The argument parser, whose configuration options default to ``default``.
 
     Run options: ``--out``, ``--resume``, ``--data-dir``, ``--preset``. Configuration options: one per field
-    of :class:`~tmlib.trainer.TrainConfig` and of its ``model`` (:class:`~tmlib.presets.ModelConfig`),
+    of :class:`~tmlib.training.trainer.TrainConfig` and of its ``model`` (:class:`~tmlib.model.presets.ModelConfig`),
     e.g. ``--max-minutes``, ``--lr-factor``, ``--d-model``, ``--n-encoder-layers``; optional values accept
     ``none`` (``--grad-clip none``: no clipping).
     """
@@ -91,7 +91,7 @@ def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
     run.add_argument("--data-dir", default=None, metavar="DIR",
                      help="folder holding multi30k/*.gz (default: $TMLIB_DATA_DIR, else the user cache)")
     run.add_argument("--preset", default=None, choices=sorted(PRESETS),
-                     help="the model: a preset of tmlib.presets.PRESETS exactly (default: cpu); model options "
+                     help="the model: a preset of tmlib.model.presets.PRESETS exactly (default: cpu); model options "
                           "given with it override its fields")
     p.add_arguments(TrainConfig, dest="config", default=default)
     return p
@@ -101,7 +101,7 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
     """Parse and check the command line; no data is read and nothing is written.
 
     Returns:
-        ``(config, args)``: the :class:`~tmlib.trainer.TrainConfig` to train with and the run options.
+        ``(config, args)``: the :class:`~tmlib.training.trainer.TrainConfig` to train with and the run options.
 
     Raises:
         UsageError: any invalid argument, a run folder that exists without ``--resume`` or is missing with it,
@@ -153,15 +153,15 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
 def _check_environment(config: TrainConfig, data_dir) -> None:
     """Checks that need the machine or the data, still before any work: the ``torchrun`` environment, device,
     precision, data files."""
-    from . import distributed
-    from .trainer import resolve_precision
+    from tmlib.training import distributed
+    from tmlib.training.trainer import resolve_precision
 
     try:
         device = distributed.local_device(config.device, distributed.torchrun_env())
         resolve_precision(config.amp, device)
     except ValueError as err:
         _fail(str(err))
-    from . import data
+    from tmlib import data
 
     try:
         if hasattr(data, "check_multi30k"):
@@ -176,11 +176,11 @@ def _check_environment(config: TrainConfig, data_dir) -> None:
 def main(argv=None) -> int:
     """Entry point of ``python -m tmlib.train``; returns the exit status (0 done, 2 user error, 1 failure,
     130 interrupted after saving). Under ``torchrun`` every process runs it inside
-    :func:`tmlib.distributed.process_group`; errors are printed by every process (prefixed with its rank),
+    :func:`tmlib.training.distributed.process_group`; errors are printed by every process (prefixed with its rank),
     the other messages by rank 0."""
-    from . import distributed
-    from .checkpoint import CheckpointError
-    from .multi30k import DataError
+    from tmlib.training import distributed
+    from tmlib.training.checkpoint import CheckpointError
+    from tmlib.data.multi30k import DataError
 
     try:
         env = distributed.torchrun_env()
@@ -198,7 +198,7 @@ def main(argv=None) -> int:
     except UsageError as err:
         error(err)
         return 2
-    from .experiment import run_training
+    from tmlib.training.experiment import run_training
 
     try:
         with distributed.process_group(config.device, env):

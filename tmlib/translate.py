@@ -6,7 +6,7 @@ Usage::
     echo "Ein Mann fährt Fahrrad." | python -m tmlib.translate --checkpoint runs/multi30k
 
 One input line gives one output line. The checkpoint is the one written by ``python -m tmlib.train``
-(:func:`tmlib.experiment.load_trained` reads it with ``torch.load(weights_only=True)``: model weights, model
+(:func:`tmlib.training.experiment.load_trained` reads it with ``torch.load(weights_only=True)``: model weights, model
 configuration and the BPE tokenizer). Decoding is greedy with ``--beam-size 1``, otherwise beam search with
 GNMT's length penalty (the paper, §6.1: beam 4, α = 0.6). When the input is a terminal each line is translated
 as soon as it is typed; otherwise the lines are translated in length-sorted batches (``--batch-tokens``) and
@@ -107,10 +107,10 @@ def main(argv=None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
-    from .checkpoint import CheckpointError
-    from .decoding import translate_corpus
-    from .experiment import load_trained
-    from .utils import get_device
+    from tmlib.training.checkpoint import CheckpointError
+    from tmlib.decoding.search import translate_corpus
+    from tmlib.training.experiment import load_trained
+    from tmlib.utils import get_device
 
     try:
         device = get_device(None if args.device == "auto" else args.device)

@@ -35,7 +35,7 @@ The markup (cell metadata key ``assignment``; CONTRIBUTING.md, "Assignments", is
   test case worth P points (default 1);
 * the same with ``"check": "hidden"`` is a hidden test: only in the autograder.
 
-Check and test cells run against the notebook's global variables; they should call ``tmlib.checks.check_close``
+Check and test cells run against the notebook's global variables; they should call ``tmlib.course.checks.check_close``
 (whose messages state the tolerance) or ``assert`` with a message. They also run, against the reference
 solution, whenever the chapter is executed (the site build and nbval), so a check that rejects the course's own
 solution fails ``make test``.

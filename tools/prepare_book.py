@@ -1,7 +1,7 @@
 """Step 1 of `make book`: train the models the chapters load, in the terminal, with a progress bar.
 
 Chapter 9 (and chapter 10, which looks inside the same model) load the run in ``runs/multi30k`` that this
-script trains with the recommended configuration (``tmlib.experiment.RECOMMENDED``: a 15-minute budget). The
+script trains with the recommended configuration (``tmlib.training.experiment.RECOMMENDED``: a 15-minute budget). The
 book build then only loads it, so the long step is visible here instead of hidden behind "Executing
 notebook". An interrupted run (Ctrl-C) is saved and continued the next time; a finished run is reused.
 
@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
-    from tmlib.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+    from tmlib.training import CHECKPOINT_NAME, CheckpointError, load_checkpoint
     from tmlib.data import DataError, check_multi30k
-    from tmlib.experiment import default_run, run_training
-    from tmlib.machine import describe_machine
+    from tmlib.training import default_run, run_training
+    from tmlib.analysis import describe_machine
     from tmlib.utils import smoke_mode
 
     if smoke_mode():

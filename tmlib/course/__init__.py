@@ -1,0 +1,23 @@
+"""The course's helpers for notebooks: the lecture's worked-example inputs, answer checks for exercises,
+self-check quizzes and titled, labelled figures.
+"""
+
+from tmlib.course.checks import check_close, check_shape, tolerance_text
+from tmlib.course.examples import (
+    ATTENTION_EXAMPLES, ATTENTION_EXAMPLE_1, ATTENTION_EXAMPLE_2, ATTENTION_EXAMPLE_3, AttentionExample,
+    CROSS_ATTENTION_EXAMPLE, FFN_EXAMPLE, FeedForwardExample, LECTURE_PRINTED, LR_EXAMPLE, MHA_EXAMPLE_2,
+    MHA_EXAMPLE_3, MultiHeadExample
+)
+from tmlib.course.plotting import (
+    alignment_panels, attention_heads, attention_heatmap, head_grid, mask_panels, positional_encoding_heatmap,
+    power_law_plot
+)
+from tmlib.course.quiz import PAPER_QUIZ, Quiz, choice, numeric, paper_quiz_block
+
+__all__ = [
+    "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3", "AttentionExample",
+    "CROSS_ATTENTION_EXAMPLE", "FFN_EXAMPLE", "FeedForwardExample", "LECTURE_PRINTED", "LR_EXAMPLE",
+    "MHA_EXAMPLE_2", "MHA_EXAMPLE_3", "MultiHeadExample", "PAPER_QUIZ", "Quiz", "alignment_panels",
+    "attention_heads", "attention_heatmap", "check_close", "check_shape", "choice", "head_grid", "mask_panels",
+    "numeric", "paper_quiz_block", "positional_encoding_heatmap", "power_law_plot", "tolerance_text"
+]

@@ -1,0 +1,247 @@
+"""Self-check questions for the pages: a small HTML + JavaScript widget, with no dependency and nothing loaded
+from a network.
+
+A notebook cell returns a :class:`Quiz` (multiple choice or numeric); Jupyter, Colab and the site (myst-nb renders
+``text/html`` outputs) show it as a question with buttons or an input box. After the first try the widget says
+whether the answer is right and shows the explanation. Everything is in the cell's output: one ``<div>`` with a
+small ``<style>`` and an inline ``<script>`` that wires up that div only (ES5, no library, no CDN; MathJax is not
+needed: write formulas in plain text/Unicode).
+
+Stable hooks for browser tests (documented in CONTRIBUTING.md, "Self-check questions"):
+
+* ``div.tm-quiz#tm-quiz-<name>`` with ``data-kind="choice"`` or ``"numeric"`` and ``data-state`` =
+  ``unanswered`` → ``correct`` or ``wrong`` after a try;
+* choice: ``button.tm-quiz-option`` (``data-correct="true"`` on the right ones); numeric:
+  ``input.tm-quiz-input`` and ``button.tm-quiz-submit``;
+* ``div.tm-quiz-feedback`` (verdict) and ``div.tm-quiz-explanation`` (hidden until a try).
+
+Why not ``jupyterquiz``: its JavaScript force-loads MathJax from a CDN when the page's MathJax has not finished
+loading (``show_questions.js``), which breaks the offline site, and a quiz written in a notebook would need it
+installed in Colab too. This widget is about 60 lines of JavaScript.
+
+The front-matter page ``book/paper.md`` cannot run code, so it embeds the HTML of :data:`PAPER_QUIZ` in a
+``{raw} html`` block; ``python -m tmlib.course.quiz paper`` prints that block, and ``tests/test_quiz.py`` checks that
+the page holds exactly it.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+
+__all__ = ["Quiz", "choice", "numeric", "PAPER_QUIZ", "paper_quiz_block"]
+
+_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+_STYLE = """<style>
+.tm-quiz{border:1px solid #c8c8c8;border-left:4px solid #5a7dbf;border-radius:4px;padding:.6em 1em;margin:1em 0;}
+.tm-quiz[data-state=correct]{border-left-color:#2e8540;}
+.tm-quiz[data-state=wrong]{border-left-color:#c0392b;}
+.tm-quiz-title{font-weight:bold;margin:0 0 .3em 0;}
+.tm-quiz-options{display:flex;flex-direction:column;gap:.3em;margin:.5em 0;}
+.tm-quiz-option,.tm-quiz-submit{text-align:left;padding:.3em .6em;border:1px solid #aaa;border-radius:3px;
+ background:#f7f7f7;cursor:pointer;font:inherit;color:inherit;}
+.tm-quiz-option[data-picked=true][data-correct=true]{background:#dff0d8;border-color:#2e8540;}
+.tm-quiz-option[data-picked=true][data-correct=false]{background:#f8d7da;border-color:#c0392b;}
+.tm-quiz-input{padding:.3em;width:10em;font:inherit;}
+.tm-quiz-feedback{font-weight:bold;margin:.4em 0;}
+.tm-quiz-explanation{margin:.4em 0;}
+</style>"""
+
+# One script per quiz, bound to its own id; idempotent (a re-rendered output does not bind twice).
+_SCRIPT = """<script>
+(function () {
+  var root = document.getElementById(%(id)s);
+  if (!root || root.getAttribute("data-ready") === "1") { return; }
+  root.setAttribute("data-ready", "1");
+  var feedback = root.querySelector(".tm-quiz-feedback");
+  var explanation = root.querySelector(".tm-quiz-explanation");
+  function show(ok, message) {
+    root.setAttribute("data-state", ok ? "correct" : "wrong");
+    feedback.textContent = message;
+    feedback.hidden = false;
+    explanation.hidden = false;
+  }
+  if (root.getAttribute("data-kind") === "choice") {
+    var options = root.querySelectorAll(".tm-quiz-option");
+    for (var i = 0; i < options.length; i++) {
+      options[i].addEventListener("click", function (event) {
+        var button = event.currentTarget;
+        button.setAttribute("data-picked", "true");
+        var ok = button.getAttribute("data-correct") === "true";
+        var note = button.getAttribute("data-feedback") || "";
+        show(ok, (ok ? "Correct. " : "Not this one. ") + note);
+      });
+    }
+  } else {
+    var input = root.querySelector(".tm-quiz-input");
+    var answer = parseFloat(root.getAttribute("data-answer"));
+    var tolerance = parseFloat(root.getAttribute("data-tolerance"));
+    var check = function () {
+      var value = parseFloat(String(input.value).replace(",", "."));
+      if (isNaN(value)) { feedback.textContent = "Please type a number."; feedback.hidden = false; return; }
+      var ok = Math.abs(value - answer) <= tolerance;
+      show(ok, ok ? "Correct." : "Not quite: " + value + " is off by more than " + tolerance + ".");
+    };
+    root.querySelector(".tm-quiz-submit").addEventListener("click", check);
+    input.addEventListener("keydown", function (event) { if (event.key === "Enter") { check(); } });
+  }
+})();
+</script>"""
+
+
+@dataclass(frozen=True)
+class Quiz:
+    """One self-check question, rendered as HTML by Jupyter (``_repr_html_``) and by the site.
+
+    Build it with :func:`choice` or :func:`numeric`.
+    """
+    name: str
+    kind: str  # "choice" or "numeric"
+    question: str
+    explanation: str
+    options: tuple[tuple[str, bool, str], ...] = ()  # (text, correct, feedback) for "choice"
+    answer: float | None = None  # for "numeric"
+    tolerance: float | None = None
+    title: str = "Check yourself"
+
+    @property
+    def element_id(self) -> str:
+        return f"tm-quiz-{self.name}"
+
+    def to_html(self) -> str:
+        """The question as one self-contained HTML fragment (style, markup, script)."""
+        e = html.escape
+        attrs = f'class="tm-quiz" id="{self.element_id}" data-kind="{self.kind}" data-state="unanswered"'
+        if self.kind == "numeric":
+            attrs += f' data-answer="{self.answer!r}" data-tolerance="{self.tolerance!r}"'
+            body = ('<div class="tm-quiz-answer"><input class="tm-quiz-input" type="text" inputmode="decimal" '
+                    f'aria-label="your answer"> <button type="button" class="tm-quiz-submit">Check</button></div>')
+        else:
+            buttons = "".join(
+                f'<button type="button" class="tm-quiz-option" data-correct="{"true" if ok else "false"}" '
+                f'data-picked="false" data-feedback="{e(note)}">{e(text)}</button>'
+                for text, ok, note in self.options)
+            body = f'<div class="tm-quiz-options">{buttons}</div>'
+        return (f'{_STYLE}<div {attrs}><p class="tm-quiz-title">{e(self.title)}</p>'
+                f'<p class="tm-quiz-question">{e(self.question)}</p>{body}'
+                f'<div class="tm-quiz-feedback" role="status" hidden></div>'
+                f'<div class="tm-quiz-explanation" hidden>{e(self.explanation)}</div></div>'
+                + _SCRIPT % {"id": json.dumps(self.element_id)})
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def __repr__(self) -> str:  # the plain-text output next to the HTML (e.g. in a terminal)
+        return f"Quiz {self.name!r}: {self.question}"
+
+
+def _check_common(name: str, question: str, explanation: str) -> None:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"quiz name must be lower-case words joined by '-', e.g. 'nb06-label-smoothing'; got {name!r}")
+    for label, text in (("question", question), ("explanation", explanation)):
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"quiz {name!r}: the {label} must be a non-empty string")
+
+
+def choice(name: str, question: str, options, explanation: str, title: str = "Check yourself") -> Quiz:
+    """A multiple-choice question.
+
+    Args:
+        name: a unique id on the site (lower-case words joined by ``-``); the element id is ``tm-quiz-<name>``.
+        question, explanation: plain text (HTML is escaped); the explanation appears after the first try.
+        options: a sequence of ``(text, correct)`` or ``(text, correct, feedback)``; at least two, at least one
+            correct. The feedback is shown when that option is picked.
+
+    Raises:
+        ValueError: a malformed name, an empty text, fewer than two options or none correct.
+    """
+    _check_common(name, question, explanation)
+    opts = []
+    for opt in options:
+        if len(opt) not in (2, 3) or not isinstance(opt[1], bool):
+            raise ValueError(f"quiz {name!r}: each option is (text, correct: bool[, feedback]), got {opt!r}")
+        opts.append((str(opt[0]), opt[1], str(opt[2]) if len(opt) == 3 else ""))
+    if len(opts) < 2 or not any(ok for _, ok, _ in opts):
+        raise ValueError(f"quiz {name!r}: needs at least two options and at least one correct one")
+    return Quiz(name, "choice", question, explanation, options=tuple(opts), title=title)
+
+
+def numeric(name: str, question: str, answer: float, tolerance: float, explanation: str,
+            title: str = "Check yourself") -> Quiz:
+    """A question whose answer is a number, accepted when ``|typed - answer| <= tolerance``.
+
+    Args:
+        answer: the right value; compute it in the cell (with tmlib) rather than typing it.
+        tolerance: the accepted absolute error (state it in the question when it matters).
+
+    Raises:
+        ValueError: a malformed name, an empty text, a non-finite answer or a negative tolerance.
+    """
+    _check_common(name, question, explanation)
+    answer, tolerance = float(answer), float(tolerance)
+    if answer != answer or abs(answer) == float("inf") or not tolerance >= 0:
+        raise ValueError(f"quiz {name!r}: answer must be finite and tolerance >= 0, got {answer}, {tolerance}")
+    return Quiz(name, "numeric", question, explanation, answer=answer, tolerance=tolerance, title=title)
+
+
+# The tutorial's (seed 002) closing quiz, Q1-Q5, posed on book/paper.md. Answers follow the paper
+# (Vaswani et al., 2017, arXiv:1706.03762); see the errata for the tutorial's claims that do not hold.
+PAPER_QUIZ = (
+    choice("paper-q1", "Q1. What was the key claim of 'Attention Is All You Need'?", [
+        ("Attention alone, without recurrence or convolution, is enough for state-of-the-art sequence "
+         "transduction (translation).", True, ""),
+        ("Attention was invented in this paper.", False,
+         "Attention on top of recurrent encoder-decoders dates from Bahdanau et al. (2015)."),
+        ("Recurrent networks need attention to be trained at all.", False, ""),
+        ("Deeper LSTMs translate better than shallow ones.", False, ""),
+    ], "The title is the claim: a model built only from attention and position-wise feed-forward layers, with no "
+       "recurrence and no convolution, set a new state of the art on WMT 2014 English-German (28.4 BLEU) and "
+       "English-French (41.8 BLEU) at a fraction of the training cost.", title="The paper in five questions"),
+    choice("paper-q2", "Q2. What is the main advantage of the Transformer over a recurrent encoder-decoder?", [
+        ("All positions of a sentence are processed in parallel, and any two positions are one attention step "
+         "apart.", True, ""),
+        ("Its cost grows only linearly with the sentence length.", False,
+         "Self-attention costs O(n²·d) per layer: quadratic in the length n."),
+        ("It has far fewer parameters.", False, "The base model has about 65 million parameters."),
+        ("It needs no positional information.", False, "It needs positional encodings, because attention ignores order."),
+    ], "A recurrent layer needs n sequential steps for n tokens; self-attention needs O(1) sequential operations "
+       "and connects every pair of positions directly (the paper's Table 1). That made training much faster on "
+       "GPUs: the base model trained in 12 hours on 8 P100s."),
+    choice("paper-q3", "Q3. Which components make up one encoder layer of the Transformer?", [
+        ("Multi-head self-attention and a position-wise feed-forward network, each wrapped in a residual "
+         "connection followed by layer normalization.", True, ""),
+        ("An LSTM, an attention layer and a softmax.", False, ""),
+        ("Masked self-attention, cross-attention and a feed-forward network.", False,
+         "That is a decoder layer: it adds masked self-attention and attention over the encoder output."),
+        ("A convolution with kernel width 3 and a pooling layer.", False, ""),
+    ], "Encoder layer: LayerNorm(x + SelfAttention(x)), then LayerNorm(x + FFN(x)) (post-LN, as in the paper). "
+       "A decoder layer has three sub-layers: masked self-attention, encoder-decoder (cross) attention and the FFN. "
+       "Chapters 2, 3 and 5 build each piece."),
+    choice("paper-q4", "Q4. Why did the Transformer change NLP so quickly?", [
+        ("It trained in parallel and scaled well, so much larger models could be pre-trained on much more text "
+         "(BERT, GPT).", True, ""),
+        ("It won the NIPS 2017 best-paper award.", False,
+         "It did not: the NIPS 2017 best-paper awards went to other papers (see the errata)."),
+        ("It was the first neural machine translation system.", False, ""),
+        ("It removed the need for tokenization.", False, "It uses byte-pair / word-piece subword tokens."),
+    ], "Parallel training over positions and a simple, uniform architecture made it practical to scale models and "
+       "data; encoder-only (BERT, 2018) and decoder-only (GPT, 2018-2020) pre-trained models followed within two "
+       "years. Its success came from results and scalability, not from an award."),
+    numeric("paper-q5", "Q5. In which year was 'Attention Is All You Need' published? (type the year)",
+            2017, 0, "June 2017 on arXiv (1706.03762), then at NIPS 2017 in December 2017."),
+)
+
+
+def paper_quiz_block() -> str:
+    """The ``{raw} html`` block of :data:`PAPER_QUIZ` that ``book/paper.md`` holds (exactly)."""
+    return "```{raw} html\n" + "\n".join(q.to_html() for q in PAPER_QUIZ) + "\n```\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["paper"]:
+        raise SystemExit("usage: python -m tmlib.course.quiz paper   (prints the block for book/paper.md)")
+    sys.stdout.write(paper_quiz_block())

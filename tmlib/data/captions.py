@@ -1,0 +1,191 @@
+"""A decoder-only language model on the English captions of Multi30k (chapter 12): data and evaluation.
+
+The translation batches of :mod:`tmlib.data.batching` pair a source with a target, and a source may not be empty.
+A language model has only one sequence per example, so :class:`SentenceBatches` batches single sentences the
+same way (token-count batches bucketed by length, :func:`tmlib.data.batching.token_batches`, deterministic per seed
+and epoch) and returns the same :class:`tmlib.data.batching.Batch` with an empty ``src``: the
+:class:`tmlib.training.trainer.Trainer` trains on it with ``forward_fn=lambda m, b: m(b.tgt_in)``.
+
+Each sentence becomes ``<bos> y_1 … y_m <eos>``; the model reads ``<bos> y_1 … y_m`` (``tgt_in``) and predicts
+``y_1 … y_m <eos>`` (``tgt_out``). With ``max_positions=L`` a sentence is cut to its first ``L`` predictions
+(``tgt_in`` and ``tgt_out`` of length at most L): chapter 12 trains on short windows and evaluates on whole
+captions to measure how each position scheme extrapolates (:func:`loss_by_position`).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence as SequenceABC
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from tmlib.data.batching import Batch, check_indices, token_batches
+from tmlib.validation import check_int, check_token_id
+
+__all__ = ["SentenceBatches", "caption_corpus", "loss_by_position", "lm_forward"]
+
+
+def lm_forward(model, batch: Batch) -> torch.Tensor:
+    """The ``forward_fn`` of :class:`tmlib.training.trainer.Trainer` for a decoder-only model: logits
+    ``(batch, len, V)`` of ``model(batch.tgt_in)``, aligned with ``batch.tgt_out``."""
+    return model(batch.tgt_in)
+
+
+class SentenceBatches:
+    """Padded batches of single sentences for a language model, bucketed by length.
+
+    Args:
+        sentences: token-id lists without special tokens (empty ones are allowed: they teach ``<eos>``).
+        max_tokens: padded tokens per batch (see :func:`tmlib.data.batching.token_batches`).
+        shuffle: bucketed random order (training) or sorted fixed order (evaluation).
+        seed: epoch ``e`` uses ``numpy.random.default_rng([seed, e])``.
+        pad_id, bos_id, eos_id: special ids.
+        max_positions: cut each sentence to its first ``max_positions`` predictions; ``None``: whole sentences.
+        vocab_size: if given, every id must be below it (checked once, here, on the host).
+
+    Attributes:
+        pad_id: the padding id (the trainer ignores these labels).
+
+    Batches (:class:`tmlib.data.batching.Batch`): ``src`` is an empty ``(batch, 0)`` int64 tensor; ``tgt_in``
+    ``(batch, len)`` = ``<bos> y_1 …``, ``tgt_out`` ``(batch, len)`` = ``y_1 … <eos>`` (cut sentences end
+    without ``<eos>``), right-padded with ``pad_id``; ``n_tokens`` = non-pad labels.
+
+    Raises:
+        ValueError: no sentences, a negative id or one ``>= vocab_size``, bad sizes.
+    """
+
+    def __init__(self, sentences: Sequence[Sequence[int]], max_tokens: int = 4000, *, shuffle: bool = True,
+                 seed: int = 0, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, max_positions: int | None = None,
+                 vocab_size: int | None = None):
+        if not isinstance(sentences, SequenceABC):
+            sentences = list(sentences)
+        if not sentences:
+            raise ValueError("SentenceBatches needs at least one sentence")
+        self.max_tokens = check_int(max_tokens, "max_tokens", minimum=1)
+        self.seed = check_int(seed, "seed", minimum=0)
+        self.shuffle = bool(shuffle)
+        self.max_positions = check_int(max_positions, "max_positions", minimum=1, allow_none=True)
+        self.vocab_size = check_int(vocab_size, "vocab_size", minimum=1, allow_none=True)
+        self.pad_id, self.bos_id, self.eos_id = (check_token_id(v, n, self.vocab_size) for v, n in
+                                                 ((pad_id, "pad_id"), (bos_id, "bos_id"), (eos_id, "eos_id")))
+        # each sentence as one stream <bos> y_1 … y_m <eos>, cut to max_positions + 1 ids
+        streams = [[self.bos_id, *s, self.eos_id] for s in sentences]
+        if self.max_positions is not None:
+            streams = [s[: self.max_positions + 1] for s in streams]
+        self.lengths = np.array([len(s) - 1 for s in streams], dtype=np.int64)  # predictions per sentence
+        self.flat = np.fromiter((i for s in streams for i in s), dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths + 1)])
+        if self.flat.min() < 0 or (self.vocab_size is not None and self.flat.max() >= self.vocab_size):
+            raise ValueError(f"token ids must be in [0, {self.vocab_size}), got {self.flat.min()}..{self.flat.max()}")
+        self._cache: tuple[int, list[list[int]]] | None = None
+
+    @property
+    def num_sentences(self) -> int:
+        return len(self.lengths)
+
+    def n_tokens(self) -> int:
+        """Labels (predicted tokens) per epoch."""
+        return int(self.lengths.sum())
+
+    def batches(self, epoch: int = 0) -> list[list[int]]:
+        """Index lists of epoch ``epoch`` (:func:`tmlib.data.batching.token_batches` on the sentence lengths)."""
+        if self._cache is None or self._cache[0] != epoch:
+            pairs = np.stack([np.zeros_like(self.lengths), self.lengths - 1], axis=1)  # size = len(tgt_in)
+            self._cache = (epoch, token_batches(pairs, self.max_tokens, shuffle=self.shuffle, seed=self.seed,
+                                                epoch=epoch))
+        return self._cache[1]
+
+    def __len__(self) -> int:
+        return len(self.batches(0))
+
+    def collate_indices(self, idx: Sequence[int]) -> Batch:
+        """The padded :class:`~tmlib.data.batching.Batch` of sentences ``idx`` (vectorised NumPy, one copy per tensor).
+
+        Raises:
+            ValueError: ``idx`` is empty. IndexError: an index is out of range.
+        """
+        idx = check_indices(idx, self.num_sentences, "collate_indices", "sentence")
+        lengths = self.lengths[idx]  # (batch,)
+        width = int(lengths.max())
+        cols = np.arange(width)[None, :]  # (1, width)
+        real = cols < lengths[:, None]  # (batch, width)
+        pos = np.minimum(self.offsets[idx][:, None] + cols, len(self.flat) - 2)  # (batch, width), clipped
+        tgt_in = np.where(real, self.flat[pos], self.pad_id)  # <bos> y_1 …
+        tgt_out = np.where(real, self.flat[pos + 1], self.pad_id)  # y_1 … <eos>
+        src = np.zeros((len(idx), 0), dtype=np.int64)
+        return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), int(lengths.sum()))
+
+    def epoch(self, epoch: int = 0, start: int = 0):
+        """Yield the padded batches of ``epoch`` from batch ``start`` on."""
+        for idx in self.batches(epoch)[start:]:
+            yield self.collate_indices(idx)
+
+    def __iter__(self):
+        return self.epoch(0)
+
+
+def caption_corpus(vocab_size: int = 2000, data_dir=None):
+    """The English captions of Multi30k, tokenized with an English-only BPE vocabulary.
+
+    Args:
+        vocab_size: BPE vocabulary size, learned on the English training captions only.
+        data_dir: where Multi30k is (see :func:`tmlib.data.multi30k.load_multi30k`).
+
+    Returns:
+        ``(tokenizer, train_ids, val_ids)``: a :class:`tmlib.data.tokenizer.BPETokenizer` and the captions of the
+        training (29,000) and validation (1,014) splits as id lists.
+
+    Raises:
+        tmlib.data.multi30k.DataError (via load_multi30k): the data is missing or corrupt.
+    """
+    from tmlib.data.multi30k import load_multi30k
+    from tmlib.data.tokenizer import train_tokenizer
+
+    train = [en for _, en in load_multi30k("train", data_dir)]
+    val = [en for _, en in load_multi30k("val", data_dir)]
+    tokenizer = train_tokenizer([("", en) for en in train], vocab_size)  # the German side left empty
+    return tokenizer, tokenizer.encode_batch(train), tokenizer.encode_batch(val)
+
+
+@torch.no_grad()
+def loss_by_position(model, batches: SentenceBatches, split: int, device=None) -> dict[str, float]:
+    """Cross-entropy (nats per token) of a language model on ``batches``, before and from position ``split``.
+
+    Position t is the t-th prediction of a sentence (t = 0 predicts y_1 from ``<bos>``). Used for
+    extrapolation: a model trained on sentences cut to ``split`` predictions never saw positions ≥ ``split``.
+
+    Args:
+        model: called as ``model(tgt_in)`` → logits ``(batch, len, V)``; put in eval mode here.
+        batches: evaluation batches (e.g. ``SentenceBatches(..., shuffle=False)``).
+        split: first position of the second group (≥ 1).
+        device: where to run (default: the model's).
+
+    Returns:
+        ``{"all": …, "before": …, "from": …, "n_before": …, "n_from": …}``: mean losses over all labels, over
+        positions < split and ≥ split (NaN if there are none), and the label counts.
+
+    Raises:
+        ValueError: ``split`` < 1.
+    """
+    check_int(split, "split", minimum=1)
+    device = next(model.parameters()).device if device is None else torch.device(device)
+    was_training = model.training
+    model.eval()
+    sums = torch.zeros(2, dtype=torch.float64, device=device)
+    counts = torch.zeros(2, dtype=torch.float64, device=device)
+    for batch in batches.epoch(0):
+        batch = batch.to(device)
+        logits = model(batch.tgt_in)  # (batch, len, V)
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()  # the softmax of half-precision logits in float32
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.tgt_out, reduction="none")  # (batch, len)
+        real = batch.tgt_out != batches.pad_id  # (batch, len)
+        late = torch.arange(nll.shape[1], device=device)[None, :] >= split  # (1, len)
+        for g, where in enumerate((real & ~late, real & late)):
+            sums[g] += nll[where].double().sum()
+            counts[g] += where.sum()
+    model.train(was_training)
+    (s0, s1), (c0, c1) = sums.tolist(), counts.tolist()
+    nan = float("nan")
+    return {"all": (s0 + s1) / max(c0 + c1, 1), "before": s0 / c0 if c0 else nan, "from": s1 / c1 if c1 else nan,
+            "n_before": int(c0), "n_from": int(c1)}

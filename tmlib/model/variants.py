@@ -1,0 +1,207 @@
+"""The two other families built from the same layers (paper §3.1 components; Figure 1 cut in half).
+
+* :class:`EncoderOnly` (BERT-style): embeddings + encoder stack, bidirectional self-attention; a
+  classification head on the first token and a masked-language-model head tied to the embedding.
+* :class:`DecoderOnly` (GPT-style): embeddings + decoder layers *without* cross-attention
+  (``DecoderLayer(cross_attention=False)``), causal mask, tied output layer, KV-cached ``generate``.
+
+Both reuse :class:`~tmlib.model.transformer.Encoder` / :class:`~tmlib.model.transformer.Decoder`, the sinusoidal
+:class:`~tmlib.model.positional.PositionalEncoding` (BERT and GPT learn positions instead; the course keeps the
+paper's table) and the paper's post-LN layout unless ``norm_first=True``. The modern options of chapter 12
+(``norm``, ``ffn``, ``positions``, ``n_kv_heads``, ``bias``; see :class:`tmlib.model.presets.ModelConfig`) are
+keyword arguments of both, and :meth:`DecoderOnly.from_config` builds a language model from a ``ModelConfig``.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tmlib.model.embeddings import Generator, TokenEmbedding
+from tmlib.model.positional import make_positional
+from tmlib.model.presets import ModelConfig
+from tmlib.model.transformer import Decoder, DecoderCache, Encoder, check_sequence, xavier_init_
+
+__all__ = ["EncoderOnly", "DecoderOnly"]
+
+
+class EncoderOnly(nn.Module):
+    """Encoder-only Transformer (BERT-style): every position sees every non-pad position.
+
+    Args:
+        vocab_size: vocabulary size.
+        d_model, n_heads, n_layers, d_ff, dropout, max_len, norm_first: as :class:`~tmlib.model.transformer.Transformer`.
+        pad_id: padding id, masked as keys; ``None`` for no padding mask.
+        n_classes: size of the classification head, or ``None`` for no such head.
+        norm, ffn, positions, n_kv_heads, bias: the modern options (keyword only; defaults: the paper's layers).
+
+    Heads:
+        * :meth:`classify`: logits ``(batch, n_classes)`` from the first token's final vector (BERT puts a
+          ``[CLS]`` token there; BERT's extra dense+tanh "pooler" is left out).
+        * :meth:`mlm_logits`: logits ``(batch, seq_len, vocab_size)`` through a :class:`Generator` whose weight
+          *is* the embedding matrix (tied, as BERT; BERT's extra dense+LayerNorm transform is left out).
+
+    Shapes:
+        forward ``ids`` long ``(batch, seq_len)`` → hidden states ``(batch, seq_len, d_model)``.
+
+    Raises:
+        ValueError: ``d_model`` not divisible by ``n_heads``; ids not 2-D, too long or outside the vocabulary;
+            :meth:`classify` without ``n_classes``.
+        TypeError: ids not an integer tensor.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 512, n_heads: int = 8, n_layers: int = 6, d_ff: int = 2048,
+                 dropout: float = 0.1, max_len: int = 512, pad_id: int | None = 0, n_classes: int | None = None,
+                 norm_first: bool = False, *, norm: str = "layer", ffn: str = "relu", positions: str = "sinusoidal",
+                 n_kv_heads: int | None = None, bias: bool = True):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        _check_options(d_model, n_heads, norm, ffn, positions, n_kv_heads, bias)
+        self.vocab_size, self.d_model, self.max_len, self.pad_id = vocab_size, d_model, max_len, pad_id
+        self.embed = TokenEmbedding(vocab_size, d_model, pad_id)
+        self.positional = make_positional(positions, d_model, max_len, dropout)
+        self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first, norm=norm, ffn=ffn,
+                               positions=positions, n_kv_heads=n_kv_heads, bias=bias, max_len=max_len)
+        self.mlm_head = Generator(d_model, vocab_size)
+        self.mlm_head.proj.weight = self.embed.embedding.weight  # tied (§3.4)
+        self.classifier = nn.Linear(d_model, n_classes) if n_classes is not None else None
+        xavier_init_(self, (self.embed,))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_sequence(ids, "ids", self.max_len)
+        mask = None if self.pad_id is None else ids != self.pad_id  # (batch, seq_len), True = real token
+        if mask is not None and ids.device.type == "cpu" and not torch.compiler.is_compiling() and bool(mask.all()):
+            mask = None  # no padding (read on the CPU, where it is free): no mask to build and apply
+        x = self.positional(self.embed(ids))  # (batch, seq_len, d_model)
+        return self.encoder(x, key_padding_mask=mask)  # (batch, seq_len, d_model)
+
+    def classify(self, ids: torch.Tensor) -> torch.Tensor:
+        """Sequence-level logits ``(batch, n_classes)`` from the first position."""
+        if self.classifier is None:
+            raise ValueError("this EncoderOnly has no classification head: construct it with n_classes=...")
+        return self.classifier(self(ids)[:, 0])  # (batch, d_model) -> (batch, n_classes)
+
+    def mlm_logits(self, ids: torch.Tensor) -> torch.Tensor:
+        """Masked-LM logits ``(batch, seq_len, vocab_size)`` at every position."""
+        return self.mlm_head(self(ids))  # (batch, seq_len, vocab_size)
+
+
+class DecoderOnly(nn.Module):
+    """Decoder-only Transformer (GPT-style language model): causal self-attention, no encoder.
+
+    Args:
+        vocab_size, d_model, n_heads, n_layers, d_ff, dropout, max_len, norm_first: as
+            :class:`~tmlib.model.transformer.Transformer`.
+        norm, ffn, positions, n_kv_heads, bias: the modern options (keyword only; defaults: the paper's layers;
+            see :class:`tmlib.model.presets.ModelConfig`). With ``positions="rope"`` or ``"alibi"`` positions act in
+            every self-attention and continue across a KV cache (the new tokens sit at ``len(cache)`` onwards).
+
+    There is no padding mask: prompts in one batch must have the same length (left-padding would need
+    per-row positions).  The output layer's weight is the embedding matrix (tied).
+
+    Shapes:
+        forward ``ids`` long ``(batch, n_new)`` (with ``cache``: only the new tokens, at positions
+        ``len(cache)`` onwards) → logits ``(batch, n_new, vocab_size)``; position t predicts token t + 1.
+
+    Raises:
+        ValueError: ``d_model`` not divisible by ``n_heads``; ids not 2-D, outside the vocabulary, or beyond
+            ``max_len`` positions; bad ``generate`` arguments.
+        TypeError: ids not an integer tensor.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 512, n_heads: int = 8, n_layers: int = 6, d_ff: int = 2048,
+                 dropout: float = 0.1, max_len: int = 512, norm_first: bool = False, *, norm: str = "layer",
+                 ffn: str = "relu", positions: str = "sinusoidal", n_kv_heads: int | None = None, bias: bool = True):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        _check_options(d_model, n_heads, norm, ffn, positions, n_kv_heads, bias)
+        self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
+        self.embed = TokenEmbedding(vocab_size, d_model)
+        self.positional = make_positional(positions, d_model, max_len, dropout)
+        self.decoder = Decoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first, cross_attention=False,
+                               norm=norm, ffn=ffn, positions=positions, n_kv_heads=n_kv_heads, bias=bias,
+                               max_len=max_len)
+        self.generator = Generator(d_model, vocab_size)
+        self.generator.proj.weight = self.embed.embedding.weight  # tied (§3.4)
+        xavier_init_(self)
+
+    @classmethod
+    def from_config(cls, config: ModelConfig) -> "DecoderOnly":
+        """A language model from a :class:`~tmlib.model.presets.ModelConfig`: ``n_decoder_layers`` layers, ``vocab_size``
+        tokens, and the config's widths, dropout, ``max_len``, layout and modern options (``n_encoder_layers``,
+        ``pad_id``, ``tgt_vocab_size`` and ``tie_embeddings`` do not apply: the output layer is always tied).
+
+        Raises:
+            TypeError: ``config`` is not a ``ModelConfig``.
+        """
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"config must be a tmlib.model.presets.ModelConfig, got {type(config).__name__}")
+        return cls(config.vocab_size, config.d_model, config.n_heads, config.n_decoder_layers, config.d_ff,
+                   config.dropout, config.max_len, config.norm_first, norm=config.norm, ffn=config.ffn,
+                   positions=config.positions, n_kv_heads=config.n_kv_heads, bias=config.bias)
+
+    def new_cache(self) -> DecoderCache:
+        """An empty cache (self-attention only) for incremental decoding."""
+        return self.decoder.new_cache()
+
+    def forward(self, ids: torch.Tensor, cache: DecoderCache | None = None) -> torch.Tensor:
+        check_sequence(ids, "ids", self.max_len)
+        offset = len(cache) if cache is not None else 0
+        x = self.positional(self.embed(ids), offset=offset)  # (batch, n_new, d_model)
+        x = self.decoder(x, cache=cache)  # (batch, n_new, d_model), causal
+        return self.generator(x)  # (batch, n_new, vocab_size)
+
+    @torch.no_grad()
+    def generate(self, prompt_ids: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, greedy: bool = False, use_cache: bool = True,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+        """Continue ``prompt_ids`` ``(batch, prompt_len)`` by ``max_new_tokens`` tokens.
+
+        Each step takes the logits of the last position, divides by ``temperature``, keeps the ``top_k`` largest
+        (if given) and samples (``torch.multinomial`` with ``generator``), or takes the arg-max when ``greedy``.
+        With ``use_cache`` the prompt is encoded once and each new token costs one position through the
+        :class:`DecoderCache`; without it the whole prefix is re-run every step (same result, more work).
+        Call ``model.eval()`` first, or dropout makes the steps random.
+
+        Returns:
+            long ``(batch, prompt_len + max_new_tokens)``: the prompt followed by the new tokens.
+
+        Raises:
+            ValueError: ``max_new_tokens`` < 0, ``temperature`` ≤ 0 when sampling, ``top_k`` < 1, or
+                ``prompt_len + max_new_tokens`` > ``max_len``.
+        """
+        check_sequence(prompt_ids, "prompt_ids", self.max_len)
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        if not greedy and temperature <= 0:
+            raise ValueError(f"temperature must be > 0 when sampling, got {temperature}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        total = prompt_ids.shape[1] + max_new_tokens
+        if total > self.max_len:
+            raise ValueError(f"prompt length {prompt_ids.shape[1]} + max_new_tokens {max_new_tokens} = {total} "
+                             f"exceeds max_len={self.max_len}")
+        out = prompt_ids  # (batch, t)
+        cache = self.new_cache() if use_cache else None
+        step_input = prompt_ids  # with a cache: only the tokens the cache has not seen
+        for _ in range(max_new_tokens):
+            logits = self(step_input if use_cache else out, cache=cache)[:, -1]  # (batch, vocab_size)
+            if greedy:
+                next_id = logits.argmax(dim=-1, keepdim=True)  # (batch, 1)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (batch, 1)
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                probs = torch.softmax(logits, dim=-1)  # (batch, vocab_size)
+                next_id = torch.multinomial(probs, 1, generator=generator)  # (batch, 1)
+            out = torch.cat([out, next_id], dim=1)  # (batch, t + 1)
+            step_input = next_id
+        return out
+
+
+def _check_options(d_model: int, n_heads: int, norm, ffn, positions, n_kv_heads, bias) -> None:
+    """Validate the modern options as :class:`~tmlib.model.presets.ModelConfig` does (one set of rules and messages)."""
+    ModelConfig(d_model=d_model, n_heads=n_heads, n_encoder_layers=1, n_decoder_layers=1, d_ff=1, dropout=0.0,
+                vocab_size=1, pad_id=None, norm=norm, ffn=ffn, positions=positions, n_kv_heads=n_kv_heads, bias=bias)

@@ -1,0 +1,156 @@
+"""Checkpoints and random-number-generator state: nothing a user trained is lost.
+
+* :func:`save_checkpoint` writes atomically and durably (temporary file in the same folder, ``fsync``,
+  ``os.replace``): an interruption, a full disk or a crash leaves the previous checkpoint intact.
+* :func:`load_checkpoint` reads with ``torch.load(weights_only=True)``, which refuses files that carry
+  Python code, and turns every failure into a :class:`CheckpointError` that says what the file is and what
+  to do (never torch's advice to retry with ``weights_only=False``).
+* :func:`get_rng_state` / :func:`set_rng_state` capture Python's, NumPy's and torch's generators (CPU and
+  CUDA) as plain tensors, so that a resumed run draws the same dropout masks as an uninterrupted one.
+
+A checkpoint written by :class:`tmlib.training.trainer.Trainer` is a dict with ``"format": CHECKPOINT_FORMAT``.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import pickle
+import random
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tmlib.utils import atomic_write, remove_stale_temporaries
+
+__all__ = ["CHECKPOINT_NAME", "CHECKPOINT_FORMAT", "CheckpointError", "save_checkpoint", "load_checkpoint",
+           "get_rng_state", "set_rng_state", "remove_stale_temporaries"]
+
+#: File name of the checkpoint inside a run folder.
+CHECKPOINT_NAME = "checkpoint.pt"
+#: The ``"format"`` entry of the checkpoints this version writes ("-1" had the older configuration layout;
+#: :func:`tmlib.training.experiment.load_trained` still reads it).
+CHECKPOINT_FORMAT = "tmlib-checkpoint-2"
+_KNOWN_FORMATS = ("tmlib-checkpoint-1", CHECKPOINT_FORMAT)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be written or read; the message names the file and says what to do."""
+
+
+def _nbytes(obj) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(v) for v in obj)
+    return 0
+
+
+def _starts_like_zip(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def save_checkpoint(path: str | os.PathLike, state: dict) -> None:
+    """``torch.save(state, path)``, atomically and durably.
+
+    Args:
+        path: the checkpoint file (its folder is created if needed).
+        state: tensors and plain containers (what ``torch.load(weights_only=True)`` can read back).
+
+    Raises:
+        CheckpointError: the disk is full or not writable; the previous checkpoint at ``path`` is intact
+            and the message says how large the checkpoint is.
+    """
+    path = Path(path)
+    try:
+        with atomic_write(path) as tmp:
+            torch.save(state, tmp)
+    except OSError as err:
+        size = f"about {_nbytes(state) / 2**20:.0f} MB"
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise CheckpointError(f"no space left on the device while writing {path} (the checkpoint needs {size}); "
+                                  "the previous checkpoint is intact: free some space and continue with --resume"
+                                  ) from err
+        raise CheckpointError(f"cannot write {path} ({err.strerror or err}); the previous checkpoint is intact") from err
+
+
+def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_format: bool = True) -> dict:
+    """Read a checkpoint with ``torch.load(weights_only=True)``.
+
+    Args:
+        path: the ``checkpoint.pt`` file.
+        map_location: where to put the tensors (default: CPU; the trainer moves what it restores).
+        require_format: check that the file is a tmlib checkpoint (a dict with a known ``"format"``).
+
+    Returns:
+        The checkpoint dict.
+
+    Raises:
+        FileNotFoundError: no file at ``path`` (the message says how to produce one).
+        CheckpointError: ``path`` is a folder, not a PyTorch file, truncated or corrupt, a file that carries
+            Python code (refused, never run), or a PyTorch file that is not a tmlib checkpoint.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder, not a checkpoint file: pass the run folder's {CHECKPOINT_NAME}")
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}: train one with `python -m tmlib.train --out "
+                                f"{path.parent}` (or tmlib.training.experiment.run_training)")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "Unsupported global" in str(err) or "not an allowed global" in str(err):
+            raise CheckpointError(
+                f"{path} holds Python objects that could run code when loaded; it was refused (tmlib checkpoints "
+                "hold only tensors and plain values, so this file was not written by tmlib)") from err
+        raise CheckpointError(f"{path} is not a PyTorch checkpoint file (it cannot be unpickled)") from err
+    except Exception as err:  # noqa: BLE001 - whatever torch raises on a damaged or foreign file
+        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if _starts_like_zip(path):  # torch.save writes a zip archive: this one is cut short or damaged
+            raise CheckpointError(f"cannot read checkpoint {path}: it is truncated or corrupt ({text}); delete it "
+                                  "and train again") from err
+        raise CheckpointError(f"{path} is not a PyTorch checkpoint file ({text})") from err
+    if require_format and not (isinstance(state, dict) and state.get("format") in _KNOWN_FORMATS):
+        raise CheckpointError(f"{path} is a PyTorch file but not a tmlib checkpoint (expected a dict with 'format' in "
+                              f"{list(_KNOWN_FORMATS)}); train one with `python -m tmlib.train`")
+    return state
+
+
+# --------------------------------------------------------------------------------------------------
+# Random-number-generator state
+# --------------------------------------------------------------------------------------------------
+
+def get_rng_state() -> dict:
+    """The states of Python's, NumPy's and torch's (CPU and every CUDA device) generators, as CPU tensors and
+    plain containers (loadable with ``torch.load(weights_only=True)``)."""
+    version, state, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "python": [version, torch.tensor(state, dtype=torch.int64), gauss],
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+        "torch": torch.get_rng_state(),
+        "cuda": [s.cpu() for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    """Inverse of :func:`get_rng_state`. Works whatever device the checkpoint was mapped to: every state is
+    brought to the CPU first (``torch.set_rng_state`` and NumPy need CPU data). CUDA states are restored only
+    where CUDA is available (a run moved from a GPU to a CPU keeps its CPU generators)."""
+    version, st, gauss = state["python"]
+    random.setstate((version, tuple(int(x) for x in st.cpu().tolist()), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached)))
+    torch.set_rng_state(state["torch"].cpu().to(torch.uint8))
+    cuda = state.get("cuda") or []
+    if cuda and torch.cuda.is_available():
+        n = min(len(cuda), torch.cuda.device_count())
+        for i in range(n):
+            torch.cuda.set_rng_state(cuda[i].cpu().to(torch.uint8), i)
