@@ -8,6 +8,7 @@ from tmlib.course.examples import (
     CROSS_ATTENTION_EXAMPLE, FFN_EXAMPLE, FeedForwardExample, LECTURE_PRINTED, LR_EXAMPLE, MHA_EXAMPLE_2,
     MHA_EXAMPLE_3, MultiHeadExample
 )
+from tmlib.course.listing import show_source
 from tmlib.course.plotting import (
     alignment_panels, attention_heads, attention_heatmap, head_grid, mask_panels, positional_encoding_heatmap,
     power_law_plot
@@ -15,7 +16,7 @@ from tmlib.course.plotting import (
 from tmlib.course.quiz import PAPER_QUIZ, Quiz, choice, numeric, paper_quiz_block
 
 __all__ = [
-    "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3", "AttentionExample",
+    "show_source", "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3", "AttentionExample",
     "CROSS_ATTENTION_EXAMPLE", "FFN_EXAMPLE", "FeedForwardExample", "LECTURE_PRINTED", "LR_EXAMPLE",
     "MHA_EXAMPLE_2", "MHA_EXAMPLE_3", "MultiHeadExample", "PAPER_QUIZ", "Quiz", "alignment_panels",
     "attention_heads", "attention_heatmap", "check_close", "check_shape", "choice", "head_grid", "mask_panels",
