@@ -581,7 +581,8 @@ def greedy_bleu(model, tokenizer, sources: Sequence[str], references: Sequence[s
     Raises:
         TypeError / ValueError: from ``tmlib.decoding.metrics`` for non-text input or lists of different lengths.
     """
-    from tmlib.decoding.search.metrics import bleu_scores, translate_corpus
+    from tmlib.decoding.metrics import bleu_scores
+    from tmlib.decoding.search import translate_corpus
 
     hyps = translate_corpus(model, tokenizer, list(sources), beam_size=1, progress=False)
     return float(bleu_scores(hyps, list(references))["bleu"])
