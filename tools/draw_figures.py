@@ -1,0 +1,177 @@
+"""Draw the course's two overview diagrams as SVG: the encoder-decoder (the paper's Figure 1) and multi-head
+attention (its Figure 2), each box labelled with the chapter that builds it.
+
+    python tools/draw_figures.py        # writes book/figures/transformer.svg and book/figures/multi_head_attention.svg
+
+The drawings are the course's own (boxes and arrows written here), not copies of the paper's figures.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent.parent / "book" / "figures"
+FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
+COLOURS = {"attn": "#f9d9a6", "ffn": "#b9dcf2", "norm": "#f4f1bb", "embed": "#f6c3c3", "out": "#d7c8ee",
+           "plain": "#ffffff"}
+
+
+class Canvas:
+    """A minimal SVG writer: rounded boxes with a title and a chapter label, arrows, frames and text."""
+
+    def __init__(self, width: int, height: int, title: str):
+        self.width, self.height = width, height
+        self.items = [f"<title>{title}</title>",
+                      "<defs><marker id='arrow' viewBox='0 0 10 10' refX='9' refY='5' markerWidth='7' "
+                      "markerHeight='7' orient='auto-start-reverse'><path d='M 0 0 L 10 5 L 0 10 z' fill='#333'/>"
+                      "</marker></defs>",
+                      f"<rect width='{width}' height='{height}' fill='white'/>"]
+
+    def box(self, x, y, w, h, text, chapter=None, kind="plain"):
+        self.items.append(f"<rect x='{x}' y='{y}' width='{w}' height='{h}' rx='6' fill='{COLOURS[kind]}' "
+                          f"stroke='#333' stroke-width='1.2'/>")
+        ty = y + h / 2 + (0 if chapter is None else -5)
+        self.text(x + w / 2, ty + 5, text, size=13)
+        if chapter is not None:
+            self.text(x + w / 2, y + h - 6, chapter, size=10, colour="#555", italic=True)
+
+    def text(self, x, y, s, size=12, colour="#111", anchor="middle", italic=False, bold=False):
+        style = (" font-style='italic'" if italic else "") + (" font-weight='bold'" if bold else "")
+        self.items.append(f"<text x='{x}' y='{y}' {FONT} font-size='{size}' fill='{colour}' "
+                          f"text-anchor='{anchor}'{style}>{s}</text>")
+
+    def arrow(self, *points):
+        d = " ".join(f"{'M' if i == 0 else 'L'} {x} {y}" for i, (x, y) in enumerate(points))
+        self.items.append(f"<path d='{d}' fill='none' stroke='#333' stroke-width='1.4' marker-end='url(#arrow)'/>")
+
+    def frame(self, x, y, w, h, label):
+        self.items.append(f"<rect x='{x}' y='{y}' width='{w}' height='{h}' rx='10' fill='#f4f4f4' "
+                          f"stroke='#888' stroke-dasharray='5 3'/>")
+        self.text(x + w + 8, y + h / 2, label, size=14, anchor="start", bold=True)
+
+    def svg(self) -> str:
+        body = "\n".join(self.items)
+        return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{self.width}' height='{self.height}' "
+                f"viewBox='0 0 {self.width} {self.height}'>\n{body}\n</svg>\n")
+
+
+def transformer() -> str:
+    """The encoder-decoder of §3.1 (the paper's Figure 1), bottom to top."""
+    c = Canvas(820, 760, "The Transformer: encoder (left) and decoder (right)")
+    bw, bh = 200, 40
+    ex, dx = 130, 470  # left edges of the encoder and decoder columns
+    # inputs and embeddings
+    c.text(ex + bw / 2, 745, "source tokens (German)", size=12)
+    c.text(dx + bw / 2, 745, "target tokens, shifted right", size=12)
+    c.box(ex, 670, bw, bh + 6, "Embedding × √d_model", "chapter 8", "embed")
+    c.box(dx, 670, bw, bh + 6, "Embedding × √d_model", "chapter 8", "embed")
+    for x, side in ((ex, -1), (dx, 1)):
+        cx = x + bw / 2
+        c.arrow((cx, 732), (cx, 718))
+        c.arrow((cx, 670), (cx, 638))  # into the sum
+        c.items.append(f"<circle cx='{cx}' cy='{628}' r='10' fill='white' stroke='#333' stroke-width='1.2'/>")
+        c.text(cx, 633, "+", size=16)
+        px = cx + side * 30 if side > 0 else cx - 30 - 150
+        c.box(px, 610, 150, 36, "positional encoding", None, "embed")
+        c.text(px + 75, 660, "chapter 4", size=10, colour="#555", italic=True)
+        c.arrow((px if side > 0 else px + 150, 628), (cx + side * 10, 628))
+        c.arrow((cx, 618), (cx, 594))
+    # encoder layer
+    c.frame(ex - 20, 290, bw + 40, 300, "")
+    c.text(ex - 30, 445, "N ×", size=15, anchor="end", bold=True)
+    c.box(ex, 520, bw, bh + 6, "Multi-head self-attention", "chapters 1, 2, 7", "attn")
+    c.box(ex, 470, bw, 36, "Add &amp; LayerNorm", None, "norm")
+    c.box(ex, 380, bw, bh + 6, "Feed-forward network", "chapter 3", "ffn")
+    c.box(ex, 330, bw, 36, "Add &amp; LayerNorm", None, "norm")
+    c.text(ex + bw / 2, 308, "encoder layer · chapters 3, 8", size=11, colour="#555", italic=True)
+    c.arrow((ex + bw / 2, 594), (ex + bw / 2, 566))
+    c.arrow((ex + bw / 2, 520), (ex + bw / 2, 506))
+    c.arrow((ex + bw / 2, 470), (ex + bw / 2, 426))
+    c.arrow((ex + bw / 2, 380), (ex + bw / 2, 366))
+    c.arrow((ex - 8, 580), (ex - 8, 488), (ex, 488))  # residual around attention
+    c.arrow((ex - 8, 450), (ex - 8, 348), (ex, 348))  # residual around the FFN
+    # decoder layer
+    c.frame(dx - 20, 140, bw + 40, 450, "")
+    c.text(dx + bw + 30, 370, "× N", size=15, anchor="start", bold=True)
+    c.box(dx, 520, bw, bh + 6, "Masked multi-head self-attn.", "chapter 5", "attn")
+    c.box(dx, 470, bw, 36, "Add &amp; LayerNorm", None, "norm")
+    c.box(dx, 380, bw, bh + 6, "Cross-attention", "chapter 5", "attn")
+    c.box(dx, 330, bw, 36, "Add &amp; LayerNorm", None, "norm")
+    c.box(dx, 240, bw, bh + 6, "Feed-forward network", "chapter 3", "ffn")
+    c.box(dx, 190, bw, 36, "Add &amp; LayerNorm", None, "norm")
+    c.text(dx + bw / 2, 160, "decoder layer · chapters 5, 8", size=11, colour="#555", italic=True)
+    c.arrow((dx + bw / 2, 594), (dx + bw / 2, 566))
+    c.arrow((dx + bw / 2, 520), (dx + bw / 2, 506))
+    c.arrow((dx + bw / 2, 470), (dx + bw / 2, 426))
+    c.arrow((dx + bw / 2, 380), (dx + bw / 2, 366))
+    c.arrow((dx + bw / 2, 330), (dx + bw / 2, 286))
+    c.arrow((dx + bw / 2, 240), (dx + bw / 2, 226))
+    c.arrow((dx + bw + 8, 580), (dx + bw + 8, 488), (dx + bw, 488))
+    c.arrow((dx + bw + 8, 450), (dx + bw + 8, 348), (dx + bw, 348))
+    c.arrow((dx + bw + 8, 310), (dx + bw + 8, 208), (dx + bw, 208))
+    # memory: the encoder's output feeds every decoder layer's cross-attention (keys and values)
+    mx = (ex + bw + dx) / 2  # the memory's path runs between the two columns
+    c.arrow((ex + bw / 2, 330), (ex + bw / 2, 270), (mx, 270), (mx, 403), (dx, 403))
+    c.text((ex + bw / 2 + mx) / 2, 262, "memory", size=11, colour="#555", italic=True)
+    c.text(mx, 420, "keys, values", size=10, colour="#555", italic=True)
+    # output
+    c.box(dx, 80, bw, bh + 6, "Linear + softmax (tied)", "chapter 8", "out")
+    c.arrow((dx + bw / 2, 140), (dx + bw / 2, 126))
+    c.arrow((dx + bw / 2, 80), (dx + bw / 2, 52))
+    c.text(dx + bw / 2, 42, "next-token probabilities (English)", size=12)
+    c.text(ex + bw / 2, 100, "trained with the recipe of chapter 6,", size=11, colour="#555", italic=True)
+    c.text(ex + bw / 2, 116, "on Multi30k in chapter 9; decoded by", size=11, colour="#555", italic=True)
+    c.text(ex + bw / 2, 132, "greedy and beam search (chapter 9)", size=11, colour="#555", italic=True)
+    return c.svg()
+
+
+def multi_head_attention() -> str:
+    """Multi-head attention of §3.2.2 (right) built from scaled dot-product attention of §3.2.1 (left)."""
+    c = Canvas(760, 430, "Scaled dot-product attention (left) and multi-head attention (right)")
+    # left: equation 1, bottom to top
+    x, w = 60, 200
+    c.text(x + w / 2, 18, "Scaled dot-product attention · chapter 1", size=13, bold=True)
+    c.box(x, 340, w, 34, "MatMul  Q K<tspan baseline-shift='super' font-size='9'>T</tspan>", None, "attn")
+    c.box(x, 286, w, 34, "Scale  ÷ √d_k", None, "plain")
+    c.box(x, 232, w, 34, "Mask (optional) · ch. 5", None, "plain")
+    c.box(x, 178, w, 34, "Softmax over keys", None, "attn")
+    c.box(x, 90, w, 34, "MatMul  with V", None, "attn")
+    for y0, y1 in ((340, 320), (286, 266), (232, 212), (178, 124)):
+        c.arrow((x + w / 2, y0), (x + w / 2, y1))
+    c.text(x + w / 2 - 50, 408, "Q", size=14, bold=True)
+    c.text(x + w / 2 + 50, 408, "K", size=14, bold=True)
+    c.text(x + w + 30, 408, "V", size=14, bold=True)
+    c.arrow((x + w / 2 - 50, 394), (x + w / 2 - 50, 374))
+    c.arrow((x + w / 2 + 50, 394), (x + w / 2 + 50, 374))
+    c.arrow((x + w + 30, 394), (x + w + 30, 107), (x + w, 107))
+    c.arrow((x + w / 2, 90), (x + w / 2, 50))
+    c.text(x + w / 2 + 8, 48, "output", size=12, anchor="start")
+    # right: multi-head
+    rx = 420
+    c.text(rx + 140, 18, "Multi-head attention · chapters 2, 7", size=13, bold=True)
+    for i, name in enumerate(("Q", "K", "V")):
+        bx = rx + i * 100
+        c.text(bx + 40, 408, name, size=14, bold=True)
+        c.box(bx, 330, 80, 40, f"Linear W<tspan baseline-shift='super' font-size='9'>{name}</tspan>", None,
+              "plain")
+        c.arrow((bx + 40, 394), (bx + 40, 370))
+        c.arrow((bx + 40, 330), (bx + 40, 262))
+    c.frame(rx - 10, 200, 300, 60, "")
+    c.box(rx, 208, 280, 44, "Scaled dot-product attention", "h heads of size d_k = d_model / h", "attn")
+    c.box(rx + 60, 140, 160, 34, "Concat heads", None, "plain")
+    c.box(rx + 60, 80, 160, 34, "Linear W<tspan baseline-shift='super' font-size='9'>O</tspan>", None, "plain")
+    c.arrow((rx + 140, 208), (rx + 140, 174))
+    c.arrow((rx + 140, 140), (rx + 140, 114))
+    c.arrow((rx + 140, 80), (rx + 140, 50))
+    c.text(rx + 148, 48, "output", size=12, anchor="start")
+    return c.svg()
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "transformer.svg").write_text(transformer())
+    (OUT / "multi_head_attention.svg").write_text(multi_head_attention())
+    print(f"wrote {OUT / 'transformer.svg'} and {OUT / 'multi_head_attention.svg'}")
+
+
+if __name__ == "__main__":
+    main()
