@@ -1,0 +1,283 @@
+"""The book's prose pages (`book/*.md`): the numbers they state without a notebook cell behind them, recomputed
+here from closed forms or from the stored benchmark records (`benchmarks/results/*.json`), and the rule that the
+pages a student reads do not talk about the course's machinery.
+
+NumPy and the JSON records only: these checks do not depend on tmlib, so they stay independent of the code whose
+results the pages describe. When a record is measured again, the page that quotes it must be updated with it."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _page(rel: str) -> str:
+    return (ROOT / rel).read_text()
+
+
+def _record(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _assert_in(text: str, *needles: str, where: str) -> None:
+    text = " ".join(text.split())  # Markdown wraps lines anywhere
+    missing = [n for n in needles if " ".join(n.split()) not in text]
+    assert not missing, f"{where} does not state {missing}"
+
+
+# ------------------------------------------------------------------ errata: rows computed on the page itself
+
+def test_errata_attention_is_not_linear_in_its_input():
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # three tokens, W^Q = W^K = W^V = I, d_k = 2
+
+    def self_attention(x):
+        return _softmax(x @ x.T / np.sqrt(2)) @ x
+
+    once, doubled_input = self_attention(x), self_attention(2 * x)
+    assert not np.allclose(doubled_input, 2 * once)  # not homogeneous, so not linear
+    weights = _softmax(x @ x.T / np.sqrt(2))
+    v1, v2 = np.arange(6.0).reshape(3, 2), np.ones((3, 2))
+    np.testing.assert_allclose(weights @ (v1 + 2 * v2), weights @ v1 + 2 * (weights @ v2), atol=1e-12)  # linear in V
+    text = _page("book/errata/03.md")
+    for row in (once[0], doubled_input[0], 2 * once[0]):
+        _assert_in(text, f"({row[0]:.4f}, {row[1]:.4f})", where="book/errata/03.md")
+
+
+def test_errata_positional_encoding_exponents():
+    d = 512
+    pairs = np.arange(d // 2)
+    paper = 2 * pairs / d  # exponent of 10000 for pair i
+    loop = 2 * (2 * pairs) / d  # the first write-up's loop: i already even, then 2i again
+    assert f"{loop.max():.4f}" == "1.9922" and f"{paper.max():.4f}" == "0.9961"
+    assert int((loop > paper.max()).sum()) == 128
+    as_dimension_index = 2 * np.arange(d) / d  # the slides' "i = dimension index" put into 2i/d_model
+    assert 1.99 < as_dimension_index.max() < 2
+    assert f"{np.sin(1e-4):.4f}" == "0.0001" and f"{np.sin(1 / 100):.4f}" == "0.0100"
+    _assert_in(_page("book/errata/04.md"), "1.9922", "0.9961", "128 of its 256", "0.0001", "0.0100",
+               where="book/errata/04.md")
+
+
+def test_errata_layer_norm_epsilon_convention():
+    eps = 1e-5
+
+    def relative_difference(sigma):  # |inside - outside| / |outside| for a row of standard deviation sigma
+        return abs(1 - (sigma + eps) / np.sqrt(sigma**2 + eps))
+
+    assert f"{relative_difference(1.0):.0e}" == "5e-06"
+    assert f"{100 * relative_difference(0.01):.1f}" == "4.6"
+    assert round(100 * relative_difference(np.sqrt(eps))) == 29
+    assert round(100 * relative_difference(1e-4)) == 97
+    _assert_in(_page("book/errata.md"), r"$5\cdot10^{-6}$ at $\sigma = 1$", "4.6% at $\\sigma = 0.01$",
+               r"29% at $\sigma = \sqrt{\epsilon}", "97% at $\\sigma = 10^{-4}$", where="book/errata.md")
+
+
+def test_errata_omissions_and_conventions_numbers():
+    def lr(step, d_model=512, warmup=4000):
+        return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+    text = _page("book/errata.md")
+    for step in (1, 1000, 4000, 10_000, 100_000):
+        mantissa, exponent = f"{lr(step):.3e}".split("e")
+        _assert_in(text, rf"${mantissa}\cdot10^{{{int(exponent)}}}$", where=f"book/errata.md (lr at step {step})")
+    d_model, h, d_head = 4, 3, 2  # three heads of width 2 over d_model = 4
+    params = 3 * (d_model * h * d_head + h * d_head) + (h * d_head * d_model + d_model)
+    assert params == 118
+    d, heads, n = 512, 8, 100  # the slides' practice problem 1
+    assert (d // heads, 4 * d * d, 4 * d * d + 4 * d, heads * n * n * 4) == (64, 1_048_576, 1_050_624, 320_000)
+    assert f"{0.9 + 0.1 / 37_000:.7f}" == "0.9000027"
+    bert_attention = 32 * 12 * 512 * 512 * 4
+    assert (bert_attention, bert_attention / 2**20) == (402_653_184, 384)
+    _assert_in(text, "118 parameters", "$1{,}048{,}576$", "$1{,}050{,}624$", "$320{,}000$", "$0.9000027$",
+               "$402{,}653{,}184$", "384 MiB", where="book/errata.md")
+
+
+# ------------------------------------------------------------------ the measurements appendix and benchmarks/README
+
+def _windows(values) -> str:
+    return ", ".join(f"{v:.0f}" for v in values[:-1]) + f" and {values[-1]:.0f}"
+
+
+def test_measurements_page_describes_the_machine_of_every_record():
+    text = _page("book/measurements.md")
+    machines, names = [], sorted(p.name for p in RESULTS.glob("*.json"))
+    for name in names:
+        _assert_in(text, f"`{name}`", where="book/measurements.md's table of records")
+        record = _record(name)
+        found = [record["machine"]] if "machine" in record else []
+        runs = record.get("runs", [])
+        runs = list(runs.values()) if isinstance(runs, dict) else runs
+        found += [r["machine"] for r in runs if isinstance(r, dict) and "machine" in r]
+        assert found, f"{name} has no machine record"
+        machines += found
+    assert {m["cpu_model"] for m in machines} == {"AMD EPYC"} and {m["cpu_count"] for m in machines} == {2}
+    assert {m["gpu"] for m in machines} == {None}
+    assert {m["torch_version"] for m in machines} == {"2.13.0+cpu"}
+    assert {m["python_version"] for m in machines} == {"3.11.7"}
+    assert all(m["cpu_native_bf16"] and "avx512_bf16" in m["cpu_flags"] for m in machines)
+    dates = sorted(m["date"] for m in machines)
+    assert dates[0].startswith("2026-11-21") and dates[-1].startswith("2026-11-21")
+    _assert_in(text, "21 November 2026", f"between {dates[0][11:16]} and {dates[-1][11:16]} UTC", "PyTorch 2.13.0",
+               "Python 3.11.7", "AVX-512 BF16", "2 logical CPUs", where="book/measurements.md")
+    rates = _record("throughput_cpu.json")["matmul_flops_per_s"]
+    _assert_in(text, f"about {rates['float32'] / 1e9:.0f} GFLOP/s in float32 and {rates['bfloat16'] / 1e9:.0f} GFLOP/s",
+               f"({_record('run_all_cpu.json')['elapsed_s']:,.0f} s)", where="book/measurements.md")
+
+
+def test_measurements_page_spreads_and_windows():
+    text = _page("book/measurements.md")
+    ratios = []
+    for name, key in (("attention_cost_cpu.json", "rows"), ("table1_cpu.json", "grid")):
+        ratios += [max(r["times_s"]) / min(r["times_s"]) for r in _record(name)["results"][key]]
+    median, p90 = np.percentile(ratios, [50, 90])
+    _assert_in(text, f"Over the {len(ratios)} timed cases", f"at least {median:.1f} times as long",
+               f"at least {p90:.1f} times as long in a tenth", where="book/measurements.md")
+    base = next(r for r in _record("throughput_cpu.json")["results"] if r["preset"] == "base")
+    ours, theirs = base["windows_tokens_per_s"]["tmlib"], base["windows_tokens_per_s"]["nn"]
+    _assert_in(text, _windows(ours), _windows(theirs),
+               f"({base['tokens_per_s']['tmlib']:.0f} against {base['tokens_per_s']['nn']:.0f})",
+               f"a factor of {base['ratio_tmlib_over_nn']:.1f}", where="book/measurements.md")
+    assert abs(ours[-1] / theirs[-1] - 1) < 0.05  # "the last two windows of both agree"
+
+
+def test_measurements_page_results_at_a_glance():
+    text = _page("book/measurements.md")
+    tr = _record("translate_cpu.json")
+    best_step = int(re.search(r"step (\d+)", tr["weights_scored"]).group(1))
+    _assert_in(text, f"{tr['parameters']:,} parameters", f"{tr['steps']:,} steps ({tr['epochs_completed']} epochs)",
+               f"in {tr['minutes_trained']:.1f} minutes", f"{tr['target_tokens_per_s_median']:,.0f} target tokens/s",
+               f"(step {best_step:,})", where="book/measurements.md (translate_cpu.json)")
+    b, g = tr["beam4"], tr["greedy"]
+    _assert_in(text, f"BLEU {b['bleu']:.2f} cased, {b['bleu_lowercase']:.2f} lowercased, chrF {b['chrf']:.2f}",
+               f"greedy: {g['bleu']:.2f}, {g['bleu_lowercase']:.2f}, {g['chrf']:.2f}", where="book/measurements.md")
+
+    fits = {(f["method"], f["pass"]): f for f in _record("attention_cost_cpu.json")["results"]["fits"]}
+    rows = {(r["method"], r["pass"], r["n"]): r for r in _record("attention_cost_cpu.json")["results"]["rows"]}
+    ex, fused = fits[("explicit", "forward")], fits[("sdpa", "forward")]
+    ex_row, fused_row = rows[("explicit", "forward", 4096)], rows[("sdpa", "forward", 4096)]
+    _assert_in(text, f"$n^{{{ex['memory']['exponent']:.2f}}}$", f"$n^{{{fused['memory']['exponent']:.2f}}}$",
+               f"$n^{{{ex['time']['exponent']:.2f}}}$", f"$n^{{{fused['time']['exponent']:.2f}}}$",
+               f"{ex_row['median_s']:.2f} s and {ex_row['peak_bytes'] / 1e6:.0f} MB",
+               f"{fused_row['median_s']:.2f} s and {fused_row['peak_bytes'] / 1e6:.1f} MB", where="book/measurements.md")
+
+    cross = {c["d"]: c["attention_slower_than_recurrent_from_n"] for c in _record("table1_cpu.json")["results"]["crossovers"]}
+    assert cross == {64: 128, 128: 256, 256: 256, 512: None, 1024: 32}, "update the Table 1 row of the page"
+
+    kv = {t["output_tokens"]: t["speedup"] for t in _record("kv_cache_cpu.json")["results"]["timing"]}
+    mem = _record("kv_cache_cpu.json")["results"]["memory"]
+    assert all(m["equal"] for m in mem)
+    by_threads = _record("kv_cache_cpu.json")["results"]["profile"]["s_per_token_by_threads"]
+    _assert_in(text, f"{kv[10]:.1f} times as fast at 10 tokens", f"{kv[50]:.1f} times at 50", f"{kv[200]:.1f} times at 200",
+               f"{mem[0]['formula']['per_token']:,} bytes per generated token",
+               f"{mem[0]['formula']['cross_attn']:,} bytes for the 20 source tokens",
+               f"{1e3 * by_threads['1']['with_cache']:.2f} ms per token with 1 thread",
+               f"{1e3 * by_threads['2']['with_cache']:.2f} ms with 2", where="book/measurements.md (kv_cache_cpu.json)")
+
+    small = next(r for r in _record("throughput_cpu.json")["results"] if r["preset"] == "small")
+    v = small["variants"]
+    _assert_in(text, f"{small['tokens_per_s']['tmlib']:.0f} target tokens/s (course model) against "
+                     f"{small['tokens_per_s']['nn']:.0f}",
+               f"bf16 {v['bf16']['ratio_over_eager_fp32']:.2f} times", f"`torch.compile` {v['compile']['ratio_over_eager_fp32']:.2f} times",
+               f"(its first step took {v['compile']['first_step_s']:.0f} s)",
+               f"{v['explicit_attention']['ratio_over_eager_fp32']:.2f} times the fused one", where="book/measurements.md")
+
+    collate = {r["tokens"]: r["us_per_batch"] for r in _record("collate_cpu.json")["results"]}[25000]
+    _assert_in(text, f"{collate['collate_indices']:.0f} µs", f"{collate['loop']:,.0f} µs", where="book/measurements.md")
+
+    ddp = {r["name"]: r for r in _record("ddp_cpu.json")["results"]}
+    one, two = ddp["1 process, 1 thread"], ddp["2 processes (torchrun), 1 thread each"]
+    _assert_in(text, f"{one['tokens_per_s']:,.0f} target tokens/s with one process",
+               f"{two['tokens_per_s']:,.0f} with two processes", f"({two['speedup_vs_1_process_1_thread']:.2f} times)",
+               where="book/measurements.md (ddp_cpu.json)")
+
+    modern = {r["name"]: r for r in _record("modern_cpu.json")["runs"]}
+    _assert_in(text, f"{len(modern)} runs of {modern['baseline']['steps']} steps each",
+               f"({modern['baseline']['tokens']:,} training tokens)", f"{modern['baseline']['val_loss']:.3f} for the 2017 baseline",
+               f"{modern['pre-LN']['val_loss']:.3f} with pre-LN", f"{modern['Llama-style']['val_loss']:.3f} for the Llama-style",
+               f"ends at {modern['post-LN, no warm-up']['val_loss']:.3f}", where="book/measurements.md (modern_cpu.json)")
+
+
+def test_measurements_page_slow_cpu_section():
+    text = _page("book/measurements.md")
+    rec = _record("cpu_recipe.json")
+    base, v4000 = rec["runs"]["base@1700"], rec["runs"]["v4000@1900"]
+    drop0, f05 = rec["partial_runs"]["drop0"], rec["partial_runs"]["f05"]
+
+    def nll(run, k):
+        return ", ".join(f"{e['val_nll']:.3f}" for e in run["per_epoch"][:k])
+
+    _assert_in(text, nll(drop0, 3) + " against " + nll(base, 3), where="book/measurements.md (dropout 0)")
+    _assert_in(text, " and ".join(f"{e['val_nll']:.3f}" for e in f05["per_epoch"][:2]) + " against "
+               + " and ".join(f"{e['val_nll']:.3f}" for e in base["per_epoch"][:2]), where="book/measurements.md (factor 0.5)")
+    assert [e["step"] for e in drop0["per_epoch"]] == [238, 476, 714]
+    curve = {c["step"]: c["val_nll"] for c in base["curve"]}
+    assert curve[900] > drop0["per_epoch"][2]["val_nll"] > curve[1100]  # "between steps 900 and 1,100"
+
+    speed = rec["speed"][0]
+    med = speed["median_tokens_per_s"]
+    ratios = [w["eager_drop0"] / w["eager"] for w in speed["windows"]]
+    assert all(w["compiled"] < w["eager"] for w in speed["windows"])
+    _assert_in(text, f"{med['eager_drop0']:,} against {med['eager']:,} target tokens/s",
+               f"medians of {len(speed['windows'])} alternating windows",
+               f"by {100 * (min(ratios) - 1):.0f} to {100 * (max(ratios) - 1):.0f}%",
+               f"{med['compiled']:,} against {med['eager']:,} target tokens/s", "197 s of compilation",
+               where="book/measurements.md (speed)")
+    assert "197.0 s" in speed["what"]
+
+    def beam(run, averaged=False):
+        return (run["averaged"] if averaged else run)["scores_val"]["beam4"]["bleu"]
+
+    _assert_in(text, f"{beam(v4000):.2f} after {v4000['steps']:,} steps against {beam(base):.2f} for the base recipe "
+                     f"after {base['steps']:,}",
+               f"{beam(base, True):.2f} against {beam(base):.2f}", f"{beam(v4000, True):.2f} against {beam(v4000):.2f}",
+               where="book/measurements.md (vocabulary, averaging)")
+
+    run1, run2 = _record("translate_cpu_fp32_emulated_run1.json"), _record("translate_cpu_fp32_emulated.json")
+    assert run1["steps"] == run2["steps"] == 1215 == int(1105 * 1.10) and "1105 steps" in run2["note"]
+    for r in (run1, run2):
+        b, g = r["beam4"], r["greedy"]
+        _assert_in(text, f"{b['bleu']:.2f} / {b['bleu_lowercase']:.2f}, {b['chrf']:.2f}",
+                   f"{g['bleu']:.2f} / {g['bleu_lowercase']:.2f}", where="book/measurements.md (emulation)")
+    beam_gap = run1["beam4"]["bleu_lowercase"] - run2["beam4"]["bleu_lowercase"]
+    greedy_gap = run2["greedy"]["bleu_lowercase"] - run1["greedy"]["bleu_lowercase"]
+    assert beam_gap > 0 and greedy_gap > 0  # "in opposite directions"
+    _assert_in(text, f"differ by {beam_gap:.2f} lowercased BLEU", f"by {greedy_gap:.2f} with greedy",
+               where="book/measurements.md (emulation)")
+    model = _record("translate_cpu.json")["train_config"]
+    assert model["model"]["dropout"] == 0 and model["model"]["vocab_size"] == 8000 and model["keep_best"]
+    assert (model["warmup_steps"], model["lr_factor"], model["max_tokens"], model["grad_clip"]) == (200, 0.3, 2000, 1.0)
+
+
+def test_benchmarks_readme_is_filled_in():
+    text = _page("benchmarks/README.md")
+    assert "RESULTS_SUMMARY" not in text and not re.search(r"\bissue\b", text, re.I)
+    small = next(r for r in _record("throughput_cpu.json")["results"] if r["preset"] == "small")
+    _assert_in(text, _windows(small["windows_tokens_per_s"]["tmlib"]).replace(" and ", ", "),
+               f"| {small['tokens_per_s']['tmlib']:.0f} | {small['tokens_per_s']['nn']:.0f} | "
+               f"{small['ratio_tmlib_over_nn']:.2f} |", where="benchmarks/README.md")
+
+
+# ------------------------------------------------------------------ the pages a student reads
+
+STUDENT_PAGES = ["book/intro.md", "book/paper.md", "book/notation.md", "book/distributed.md", "book/errata.md",
+                 *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book" / "errata").glob("*.md"))]
+MACHINERY = re.compile(r"nbval|pytest|\bCI\b|cell tag|course machine|recorded run|\bseed \d|write-up \d|(?<![\d,.{}])\b00[0-4]\b"
+                       r"|TMLIB_|tools/|tests?/|\btest_\w+|\btarget\b.*\bmet\b|the lock\b|tmlib\.course\.quiz", re.I)
+
+
+@pytest.mark.parametrize("rel", STUDENT_PAGES)
+def test_student_pages_do_not_talk_about_the_machinery(rel):
+    text = _page(rel)
+    text = re.sub(r"```\{raw\} html.*?```", "", text, flags=re.S)  # the quiz widget's generated HTML
+    hits = sorted({m.group(0) for m in MACHINERY.finditer(text)})
+    assert not hits, f"{rel} talks about the course's machinery: {hits}"
