@@ -10,21 +10,34 @@ One input line gives one output line. The checkpoint is the one written by ``pyt
 configuration and the BPE tokenizer). Decoding is greedy with ``--beam-size 1``, otherwise beam search with
 GNMT's length penalty (the paper, §6.1: beam 4, α = 0.6). When the input is a terminal each line is translated
 as soon as it is typed; otherwise the lines are translated in length-sorted batches (``--batch-tokens``) and
-printed in their original order.
+printed in their original order. ``--input`` is any readable path that is not a folder: a file, ``/dev/stdin``,
+a named pipe.
 
 Input is read as UTF-8; a byte-order mark at the start is ignored. A line that is empty or only whitespace
 gives an empty line (a model asked to translate nothing would invent a sentence), and so does a line whose
 tokens are all unknown to the vocabulary (another script or language), with a warning on stderr naming the
-lines. Every user error (arguments, a missing or unreadable checkpoint, a missing input file, input that is
-not UTF-8) prints one ``error: ...`` line and exits with status 2.
+lines.
+
+Exit status: 0 on success; 2 on a user error, reported as one ``error: ...`` line (arguments out of their
+bounds, a missing or unreadable checkpoint or input, input that is not UTF-8).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-__all__ = ["build_parser", "main", "read_lines"]
+__all__ = ["build_parser", "main", "read_lines", "BEAM_SIZE_MAX", "BATCH_TOKENS_MAX", "LENGTH_PENALTY_MAX",
+           "MAX_POSITIONS"]
+
+#: Bounds of the command's numeric options (stated in ``--help``): wide enough for any real use, small enough
+#: that a typo cannot ask for hours of decoding or gigabytes of memory.
+BEAM_SIZE_MAX = 1_000
+BATCH_TOKENS_MAX = 100_000
+LENGTH_PENALTY_MAX = 5.0  # ((5 + 65,536) / 6) ** 5 ≈ 1.5e20: the penalty stays a finite float
+#: The most positions a model may have (``max_len``), and so the largest ``--max-len``.
+MAX_POSITIONS = 65_536
 
 
 class _UsageError(Exception):
@@ -32,21 +45,28 @@ class _UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command's argument parser; errors raise ``_UsageError`` (one line) instead of exiting, and options
+    must be written in full (``--beam 4`` is an error, not ``--beam-size 4``)."""
     class Parser(argparse.ArgumentParser):
         def error(self, message):  # one line instead of argparse's usage block
             raise _UsageError(f"{message} (see python -m tmlib.translate --help)")
 
-    p = Parser(prog="python -m tmlib.translate", description="Translate lines of German text into English with a "
-                                                              "trained tmlib checkpoint.")
+    p = Parser(prog="python -m tmlib.translate", allow_abbrev=False,
+               description="Translate lines of German text into English with a trained tmlib checkpoint.")
     p.add_argument("--checkpoint", required=True,
                    help="checkpoint.pt written by `python -m tmlib.train`, or its run folder")
-    p.add_argument("--beam-size", type=int, default=4, help="1 = greedy decoding; paper: 4 (default)")
-    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha for beam search (default 0.6)")
+    p.add_argument("--beam-size", type=int, default=4,
+                   help=f"1 = greedy decoding; paper: 4 (default); 1 to {BEAM_SIZE_MAX:,}")
+    p.add_argument("--length-penalty", type=float, default=0.6,
+                   help=f"GNMT alpha for beam search (default 0.6); 0 to {LENGTH_PENALTY_MAX:g}")
     p.add_argument("--max-len", type=int, default=None,
-                   help="most output tokens per sentence (default: source length + 50, paper §6.1)")
-    p.add_argument("--input", default="-", help="a UTF-8 text file with one sentence per line (default: stdin)")
+                   help="most output tokens per sentence (default: source length + 50, paper §6.1); 1 to the "
+                        f"model's max_len (at most {MAX_POSITIONS:,})")
+    p.add_argument("--input", default="-", help="a UTF-8 text file with one sentence per line, or any readable "
+                                                "path that is not a folder, e.g. a named pipe (default: stdin)")
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
-    p.add_argument("--batch-tokens", type=int, default=4000, help="source tokens per batch, beams included")
+    p.add_argument("--batch-tokens", type=int, default=4000,
+                   help=f"source tokens per batch, beams included (default 4000); 1 to {BATCH_TOKENS_MAX:,}")
     p.add_argument("--quiet", action="store_true", help="no progress bar or warnings on stderr")
     return p
 
@@ -79,20 +99,24 @@ def _all_unknown(tokenizer, line: str) -> bool:
 
 
 def _check_args(args) -> None:
-    if args.beam_size < 1:
-        raise _UsageError(f"--beam-size must be >= 1, got {args.beam_size}")
-    if args.max_len is not None and args.max_len < 1:
-        raise _UsageError(f"--max-len must be >= 1, got {args.max_len}")
-    if args.batch_tokens < 1:
-        raise _UsageError(f"--batch-tokens must be >= 1, got {args.batch_tokens}")
-    if not args.length_penalty >= 0:
-        raise _UsageError(f"--length-penalty must be >= 0, got {args.length_penalty}")
+    """Every argument within its bounds, the input readable and the checkpoint present, before any work."""
+    from tmlib.validation import check_float, check_int
+
+    try:
+        check_int(args.beam_size, "--beam-size", minimum=1, maximum=BEAM_SIZE_MAX)
+        check_int(args.max_len, "--max-len", minimum=1, maximum=MAX_POSITIONS, allow_none=True)
+        check_int(args.batch_tokens, "--batch-tokens", minimum=1, maximum=BATCH_TOKENS_MAX)
+        check_float(args.length_penalty, "--length-penalty", minimum=0.0, maximum=LENGTH_PENALTY_MAX)
+    except (TypeError, ValueError) as err:
+        raise _UsageError(str(err)) from None
     if args.input != "-":
         path = Path(args.input)
         if path.is_dir():
             raise _UsageError(f"--input {args.input} is a folder, not a text file")
-        if not path.is_file():
+        if not path.exists():
             raise _UsageError(f"--input {args.input} does not exist")
+        if not os.access(path, os.R_OK):
+            raise _UsageError(f"--input {args.input} cannot be read (permission denied)")
     ckpt = Path(args.checkpoint)
     if not ckpt.exists():
         raise _UsageError(f"no checkpoint at {ckpt}: train one with `python -m tmlib.train --out DIR`")
@@ -115,6 +139,10 @@ def main(argv=None) -> int:
     try:
         device = get_device(None if args.device == "auto" else args.device)
         trained = load_trained(args.checkpoint, device=device)
+        positions = trained.model.config.max_len
+        if args.max_len is not None and args.max_len > positions:
+            raise ValueError(f"--max-len {args.max_len} is more than the model's {positions} positions (its max_len)"
+                             f"; use at most {positions}")
     except (FileNotFoundError, CheckpointError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

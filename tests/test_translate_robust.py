@@ -1,0 +1,79 @@
+"""`python -m tmlib.translate` as a careless user meets it: out-of-bounds options, abbreviated options, FIFOs
+and /dev/stdin. Every case ends in exit status 0 with output, or 2 with one ``error:`` line."""
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_translate_cli import SENTENCES, _main, run  # noqa: E402,F401 - `run` is the shared tiny-run fixture
+from tmlib.translate import build_parser  # noqa: E402
+
+FAST = ["--device", "cpu", "--beam-size", "1", "--max-len", "4"]
+
+
+def _one_error(code, out, err, *parts):
+    assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1, (code, err)
+    for part in parts:
+        assert part in err, err
+
+
+# -------------------------------------------------------------------------------- bounds
+@pytest.mark.parametrize("argv, message", [
+    (["--beam-size", "100000"], "--beam-size must be <= 1000, got 100000"),
+    (["--batch-tokens", "100001"], "--batch-tokens must be <= 100000, got 100001"),
+    (["--max-len", "65537"], "--max-len must be <= 65536, got 65537"),
+    (["--length-penalty", "5.5"], "--length-penalty must be <= 5.0, got 5.5"),
+    (["--length-penalty", "inf"], "--length-penalty must be finite"),
+    (["--length-penalty", "nan"], "--length-penalty must be finite"),
+    (["--length-penalty", "-1"], "--length-penalty must be >= 0.0"),
+    (["--max-len", "65"], "--max-len 65 is more than the model's 64 positions (its max_len); use at most 64"),
+    (["--beam", "4"], "unrecognized arguments: --beam 4"),  # no abbreviations: --beam is not --beam-size
+    (["--quie"], "unrecognized arguments: --quie"),
+])
+def test_options_out_of_bounds(run, capsys, argv, message):
+    code, out, err = _main(["--checkpoint", str(run[0]), "--device", "cpu", "--input", os.devnull] + argv, capsys)
+    _one_error(code, out, err, message)
+
+
+def test_the_bounds_are_inclusive_and_stated_in_help(run, capsys):
+    code, out, err = _main(["--checkpoint", str(run[0]), "--input", os.devnull, "--device", "cpu", "--max-len", "64",
+                            "--length-penalty", "5", "--batch-tokens", "100000", "--beam-size", "1000"], capsys)
+    assert (code, out, err) == (0, "", "")
+    text = " ".join(build_parser().format_help().split())
+    for bound in ("1 to 1,000", "1 to 100,000", "0 to 5", "1 to the model's max_len (at most 65,536)"):
+        assert bound in text
+
+
+# -------------------------------------------------------------------------------- inputs that are not regular files
+def test_a_named_pipe_is_read(run, tmp_path, capsys):
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "w", encoding="utf-8") as f:
+            f.write(SENTENCES[0] + "\n\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    code, out, err = _main(["--checkpoint", str(run[0]), "--input", str(fifo), "--quiet"] + FAST, capsys)
+    writer.join(timeout=60)
+    assert code == 0 and err == "" and len(out.split("\n")) == 3 and out.split("\n")[1] == ""
+
+
+def test_dev_stdin_is_read(run):
+    proc = subprocess.run([sys.executable, "-m", "tmlib.translate", "--checkpoint", str(run[0]), "--input",
+                           "/dev/stdin", "--quiet"] + FAST, input=SENTENCES[0] + "\n", capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout.count("\n") == 1
+
+
+@pytest.mark.parametrize("path, message", [("missing.de", "does not exist"), (".", "is a folder, not a text file")])
+def test_a_missing_file_and_a_folder(run, tmp_path, capsys, path, message):
+    code, out, err = _main(["--checkpoint", str(run[0]), "--input", str(tmp_path / path)], capsys)
+    _one_error(code, out, err, message)
+
+
