@@ -1,5 +1,6 @@
 """`python -m tmlib.translate` as a careless user meets it: out-of-bounds options, abbreviated options, FIFOs
-and /dev/stdin. Every case ends in exit status 0 with output, or 2 with one ``error:`` line."""
+and /dev/stdin, a device the machine lacks, a diverged checkpoint, a forged configuration. Every case ends in
+exit status 0 with output, or 2 with one ``error:`` line."""
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from test_translate_cli import SENTENCES, _main, run  # noqa: E402,F401 - `run` is the shared tiny-run fixture
+from tmlib.training.checkpoint import load_checkpoint  # noqa: E402
 from tmlib.translate import build_parser  # noqa: E402
 
 FAST = ["--device", "cpu", "--beam-size", "1", "--max-len", "4"]
@@ -19,6 +21,15 @@ def _one_error(code, out, err, *parts):
     assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1, (code, err)
     for part in parts:
         assert part in err, err
+
+
+def _forged(folder, tmp_path, **sizes):
+    """A copy of the run's checkpoint whose stored model configuration says ``sizes``."""
+    state = load_checkpoint(folder / "checkpoint.pt")
+    state["model_config"].update(sizes)
+    state["config"]["model"].update(sizes)
+    torch.save(state, tmp_path / "forged.pt")
+    return tmp_path / "forged.pt"
 
 
 # -------------------------------------------------------------------------------- bounds
@@ -77,3 +88,38 @@ def test_a_missing_file_and_a_folder(run, tmp_path, capsys, path, message):
     _one_error(code, out, err, message)
 
 
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="this machine has an Apple GPU")
+def test_a_device_this_machine_lacks(run, capsys):
+    code, out, err = _main(["--checkpoint", str(run[0]), "--device", "mps", "--input", os.devnull], capsys)
+    _one_error(code, out, err, "--device mps cannot be used on this machine")
+
+
+# -------------------------------------------------------------------------------- a non-finite model
+def test_a_model_with_non_finite_weights_is_refused(run, tmp_path, capsys):
+    folder = run[0]
+    state = load_checkpoint(folder / "checkpoint.pt")
+    for weights in (state["model"], (state.get("best") or {}).get("model")):
+        if weights is not None:
+            name = sorted(k for k, v in weights.items() if v.is_floating_point())[0]
+            weights[name].view(-1)[:2] = torch.tensor([float("nan"), float("inf")])
+    torch.save(state, tmp_path / "diverged.pt")
+    code, out, err = _main(["--checkpoint", str(tmp_path / "diverged.pt"), "--input", os.devnull] + FAST, capsys)
+    _one_error(code, out, err, "has 2 non-finite weights (NaN or inf) in 1 tensor(s)", f"the first in {name}",
+               "probably diverged")
+
+
+# -------------------------------------------------------------------------------- a forged configuration
+@pytest.mark.parametrize("sizes, message", [
+    (dict(max_len=10**9), "max_len=1000000000, more than the 65,536 this command accepts"),
+    (dict(n_encoder_layers=10**6), "n_encoder_layers=1000000, more than the 1,024"),
+    (dict(vocab_size=10**7), "vocab_size=10000000, more than the 1,048,576"),
+    (dict(d_model=16_384, vocab_size=1_000_000), "numbers, more than the 2,147,483,648"),
+])
+def test_a_forged_configuration_is_refused_before_the_model_is_built(run, tmp_path, capsys, monkeypatch, sizes,
+                                                                     message):
+    def load_trained(*args, **kwargs):
+        raise AssertionError("the model was built")
+
+    monkeypatch.setattr("tmlib.training.experiment.load_trained", load_trained)
+    code, out, err = _main(["--checkpoint", str(_forged(run[0], tmp_path, **sizes)), "--device", "cpu"], capsys)
+    _one_error(code, out, err, message, "damaged or was not written by tmlib")

@@ -19,7 +19,8 @@ tokens are all unknown to the vocabulary (another script or language), with a wa
 lines.
 
 Exit status: 0 on success; 2 on a user error, reported as one ``error: ...`` line (arguments out of their
-bounds, a missing or unreadable checkpoint or input, input that is not UTF-8).
+bounds, a missing or unreadable checkpoint or input, input that is not UTF-8, a checkpoint whose configuration
+asks for absurd sizes, a model whose weights are not all finite, e.g. after a diverged run).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import sys
 from pathlib import Path
 
 __all__ = ["build_parser", "main", "read_lines", "BEAM_SIZE_MAX", "BATCH_TOKENS_MAX", "LENGTH_PENALTY_MAX",
-           "MAX_POSITIONS"]
+           "MAX_POSITIONS", "CONFIG_LIMITS", "MAX_MODEL_NUMBERS"]
 
 #: Bounds of the command's numeric options (stated in ``--help``): wide enough for any real use, small enough
 #: that a typo cannot ask for hours of decoding or gigabytes of memory.
@@ -38,6 +39,15 @@ BATCH_TOKENS_MAX = 100_000
 LENGTH_PENALTY_MAX = 5.0  # ((5 + 65,536) / 6) ** 5 ≈ 1.5e20: the penalty stays a finite float
 #: The most positions a model may have (``max_len``), and so the largest ``--max-len``.
 MAX_POSITIONS = 65_536
+#: Generous upper bounds on the sizes in a checkpoint's model configuration, checked before the model is built:
+#: a damaged or forged file could otherwise make the model's constructor allocate gigabytes (``max_len=10**9``
+#: asks for an 8 GB table of positions).
+CONFIG_LIMITS = {"max_len": MAX_POSITIONS, "d_model": 65_536, "d_ff": 262_144, "n_heads": 1_024, "n_kv_heads": 1_024,
+                 "n_encoder_layers": 1_024, "n_decoder_layers": 1_024, "vocab_size": 1_048_576,
+                 "tgt_vocab_size": 1_048_576}
+#: The most numbers (weights and positional table) a configuration may describe: 2**31, 8 GiB in float32, ten
+#: times the paper's big model.
+MAX_MODEL_NUMBERS = 2 ** 31
 
 
 class _UsageError(Exception):
@@ -122,6 +132,89 @@ def _check_args(args) -> None:
         raise _UsageError(f"no checkpoint at {ckpt}: train one with `python -m tmlib.train --out DIR`")
 
 
+def _stored_model_configs(state: dict) -> list[dict]:
+    """The dicts of model sizes a checkpoint holds: its ``model_config`` (with the ``overrides`` of the older
+    layout) and its training configuration's ``model``."""
+    model_config = state.get("model_config")
+    found = [model_config, model_config.get("overrides") if isinstance(model_config, dict) else None,
+             (state.get("config") or {}).get("model") if isinstance(state.get("config"), dict) else None]
+    return [d for d in found if isinstance(d, dict)]
+
+
+def _model_numbers(config: dict) -> int | None:
+    """About how many numbers the model of ``config`` holds: the embedding, each layer's attention and
+    feed-forward matrices, and a positional table of ``max_len × d_model`` (None when a size is missing)."""
+    sizes = [config.get(name) for name in ("d_model", "d_ff", "n_encoder_layers", "n_decoder_layers", "max_len",
+                                           "vocab_size")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in sizes):
+        return None
+    d, d_ff, n_enc, n_dec, max_len, vocab = sizes
+    tgt_vocab = config.get("tgt_vocab_size") if isinstance(config.get("tgt_vocab_size"), int) else vocab
+    return d * max(vocab, tgt_vocab) + (n_enc + n_dec) * 2 * d * (d + d_ff) + max_len * d
+
+
+def _check_stored_config(checkpoint: str) -> None:
+    """Refuse a checkpoint whose model configuration asks for absurd sizes, before the model is built.
+
+    The checkpoint is read with its tensors on the meta device (their data is not read), so this costs little.
+
+    Raises:
+        FileNotFoundError, CheckpointError: no checkpoint, an unreadable one, or sizes above
+            :data:`CONFIG_LIMITS` or :data:`MAX_MODEL_NUMBERS` (the message names the field and the bound).
+    """
+    from tmlib.training.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+
+    path = Path(checkpoint)
+    path = path / CHECKPOINT_NAME if path.is_dir() else path
+    damaged = "the file is damaged or was not written by tmlib"
+    for config in _stored_model_configs(load_checkpoint(path, map_location="meta")):
+        for name, limit in CONFIG_LIMITS.items():
+            value = config.get(name)
+            if isinstance(value, int) and value > limit:
+                raise CheckpointError(f"{path} configures a model with {name}={value}, more than the {limit:,} "
+                                      f"this command accepts; {damaged}")
+        numbers = _model_numbers(config)
+        if numbers is not None and numbers > MAX_MODEL_NUMBERS:
+            raise CheckpointError(f"{path} configures a model of about {numbers:.2g} numbers, more than the "
+                                  f"{MAX_MODEL_NUMBERS:,} (8 GiB) this command builds; {damaged}")
+
+
+def _usable_device(device, name: str):
+    """``device`` if a tensor can be put there (``--device mps`` on Linux, ``cuda:3`` on a one-GPU machine cannot).
+
+    Raises:
+        ValueError: the device cannot be used; the message gives torch's reason.
+    """
+    import torch
+
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as err:
+        reason = (str(err).split(". ")[0].splitlines() or [type(err).__name__])[0][:120]  # torch's first sentence
+        raise ValueError(f"--device {name} cannot be used on this machine ({reason}); use cpu or cuda") from err
+    return device
+
+
+def _check_finite(model, path) -> None:
+    """Refuse a model whose weights are not all finite (a diverged run decodes to empty or garbage lines).
+
+    Raises:
+        ValueError: how many numbers are NaN or infinite, in how many tensors, and the first such tensor.
+    """
+    import torch
+
+    bad, tensors, first = 0, 0, None
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point():
+            n = int((~torch.isfinite(tensor)).sum())
+            if n:
+                bad, tensors, first = bad + n, tensors + 1, first or name
+    if bad:
+        raise ValueError(f"the model in {path} has {bad:,} non-finite weights (NaN or inf) in {tensors} tensor(s), "
+                         f"the first in {first}; its training probably diverged: use a checkpoint saved before "
+                         "that, or train again (e.g. with a lower --lr-factor)")
+
+
 def main(argv=None) -> int:
     """Entry point; returns the process exit status (0 on success, 2 on a user error)."""
     try:
@@ -137,8 +230,10 @@ def main(argv=None) -> int:
     from tmlib.utils import get_device
 
     try:
-        device = get_device(None if args.device == "auto" else args.device)
+        device = _usable_device(get_device(None if args.device == "auto" else args.device), args.device)
+        _check_stored_config(args.checkpoint)
         trained = load_trained(args.checkpoint, device=device)
+        _check_finite(trained.model, trained.path)
         positions = trained.model.config.max_len
         if args.max_len is not None and args.max_len > positions:
             raise ValueError(f"--max-len {args.max_len} is more than the model's {positions} positions (its max_len)"
