@@ -1,6 +1,8 @@
 """`python -m tmlib.translate` as a careless user meets it: out-of-bounds options, abbreviated options, FIFOs
-and /dev/stdin, a device the machine lacks, a diverged checkpoint, a forged configuration. Every case ends in
+and /dev/stdin, a device the machine lacks, a diverged checkpoint, a forged configuration, over-long and unknown
+lines. Every case ends in
 exit status 0 with output, or 2 with one ``error:`` line."""
+import io
 import os
 import subprocess
 import sys
@@ -12,8 +14,10 @@ torch = pytest.importorskip("torch")
 
 from test_translate_cli import SENTENCES, _main, run  # noqa: E402,F401 - `run` is the shared tiny-run fixture
 from tmlib.training.checkpoint import load_checkpoint  # noqa: E402
-from tmlib.translate import build_parser  # noqa: E402
+from tmlib.translate import build_parser, main  # noqa: E402
 
+LONG = " ".join([SENTENCES[0]] * 20)  # about 100 tokens: more than the tiny model's 64 positions
+UNKNOWN = "\u4e2d\u6587\u5b57"
 FAST = ["--device", "cpu", "--beam-size", "1", "--max-len", "4"]
 
 
@@ -123,3 +127,36 @@ def test_a_forged_configuration_is_refused_before_the_model_is_built(run, tmp_pa
     monkeypatch.setattr("tmlib.training.experiment.load_trained", load_trained)
     code, out, err = _main(["--checkpoint", str(_forged(run[0], tmp_path, **sizes)), "--device", "cpu"], capsys)
     _one_error(code, out, err, message, "damaged or was not written by tmlib")
+
+
+# -------------------------------------------------------------------------------- warnings
+def test_warnings_are_one_plain_line_numbered_from_1_and_quiet_silences_them(run, capsys, monkeypatch):
+    text = "\n".join([SENTENCES[0], LONG, UNKNOWN, SENTENCES[1], LONG]) + "\n"
+    argv = ["--checkpoint", str(run[0])] + FAST
+    code, out, err = _main(argv, capsys, text.encode(), monkeypatch)
+    assert code == 0 and len(out.split("\n")) == 6
+    warnings = [line for line in err.splitlines() if line and "translating" not in line]  # not the progress bar
+    assert warnings == [
+        "warning: line 3 is made only of characters unknown to the vocabulary and was not translated "
+        "(is the input German?)",
+        "warning: 2 lines (2, 5) have more tokens than the model's 64 positions; only their first 64 tokens were "
+        "translated"]
+    code, out, err = _main(argv + ["--quiet"], capsys, text.encode(), monkeypatch)
+    assert code == 0 and err == "" and len(out.split("\n")) == 6
+
+
+class _Terminal(io.TextIOWrapper):
+    def isatty(self):
+        return True
+
+
+def test_interactive_lines_are_numbered_as_typed(run, capsys, monkeypatch):
+    typed = "\n".join([SENTENCES[0], UNKNOWN, LONG]) + "\n"
+    monkeypatch.setattr(sys, "stdin", _Terminal(io.BytesIO(typed.encode()), encoding="utf-8"))
+    code = main(["--checkpoint", str(run[0])] + FAST)
+    out, err = capsys.readouterr()
+    assert code == 0 and len(out.split("\n")) == 4
+    assert err.splitlines() == [
+        "warning: line 2 is made only of characters unknown to the vocabulary and was not translated "
+        "(is the input German?)",
+        "warning: line 3 has more tokens than the model's 64 positions; only its first 64 tokens were translated"]

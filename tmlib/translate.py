@@ -15,8 +15,9 @@ a named pipe.
 
 Input is read as UTF-8; a byte-order mark at the start is ignored. A line that is empty or only whitespace
 gives an empty line (a model asked to translate nothing would invent a sentence), and so does a line whose
-tokens are all unknown to the vocabulary (another script or language), with a warning on stderr naming the
-lines.
+tokens are all unknown to the vocabulary (another script or language); a line longer than the model's
+positional table is cut to its first ``max_len`` tokens. Both get a one-line ``warning: line N ...`` on stderr
+(lines counted from 1, as an editor does); ``--quiet`` silences warnings and the progress bar.
 
 Exit status: 0 on success; 2 on a user error, reported as one ``error: ...`` line (arguments out of their
 bounds, a missing or unreadable checkpoint or input, input that is not UTF-8, a checkpoint whose configuration
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 
 __all__ = ["build_parser", "main", "read_lines", "BEAM_SIZE_MAX", "BATCH_TOKENS_MAX", "LENGTH_PENALTY_MAX",
@@ -97,15 +99,6 @@ def read_lines(data: bytes, name: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()  # the final line end
     return [line.rstrip("\r") for line in lines]
-
-
-def _all_unknown(tokenizer, line: str) -> bool:
-    """True when every token of ``line`` is ``<unk>`` (ignoring bare word-start markers ``▁``)."""
-    if hasattr(tokenizer, "is_all_unknown"):
-        return tokenizer.is_all_unknown(line)
-    marker = tokenizer.tokenizer.token_to_id("\u2581")
-    content = [t for t in tokenizer.encode(line) if t != marker]
-    return bool(content) and all(t == tokenizer.unk_id for t in content)
 
 
 def _check_args(args) -> None:
@@ -215,6 +208,26 @@ def _check_finite(model, path) -> None:
                          "that, or train again (e.g. with a lower --lr-factor)")
 
 
+def _warn(quiet: bool, numbers: list[int], one: str, many: str) -> None:
+    """One ``warning:`` line on stderr about the input lines ``numbers`` (counted from 1), unless ``quiet``.
+    ``one``/``many`` complete "line 3 ..." and "2 lines (3, 7) ..."."""
+    if quiet or not numbers:
+        return
+    if len(numbers) == 1:
+        print(f"warning: line {numbers[0]} {one}", file=sys.stderr)
+        return
+    shown = ", ".join(map(str, numbers[:10])) + (", ..." if len(numbers) > 10 else "")
+    print(f"warning: {len(numbers)} lines ({shown}) {many}", file=sys.stderr)
+
+
+def _show_warning(quiet: bool):
+    """A ``warnings.showwarning`` that prints one plain ``warning: ...`` line (no source line), unless quiet."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not quiet:
+            print(f"warning: {str(message).splitlines()[0] if str(message) else category.__name__}", file=sys.stderr)
+    return show
+
+
 def main(argv=None) -> int:
     """Entry point; returns the process exit status (0 on success, 2 on a user error)."""
     try:
@@ -243,21 +256,21 @@ def main(argv=None) -> int:
         return 2
     model, tokenizer = trained.model, trained.tokenizer
 
-    def translate(lines: list[str], progress: bool) -> list[str]:
-        """Blank and all-unknown lines give "" (with a warning for the latter); the rest is decoded."""
+    def translate(lines: list[str], first: int, progress: bool) -> list[str]:
+        """Translations of ``lines`` (numbered from ``first`` in the input): blank and all-unknown lines give ""
+        (with a warning for the latter), over-long lines are cut to the model's positions (with a warning)."""
         out = [""] * len(lines)
-        todo, unknown = [], []
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            if _all_unknown(tokenizer, line):
-                unknown.append(i + 1)
-                continue
-            todo.append(i)
-        if unknown and not args.quiet:
-            shown = ", ".join(map(str, unknown[:10])) + (" ..." if len(unknown) > 10 else "")
-            print(f"warning: {len(unknown)} line(s) made only of characters unknown to the vocabulary were not "
-                  f"translated (line {shown}); is the input German?", file=sys.stderr)
+        ids = tokenizer.encode_batch(lines) if lines else []
+        todo = [i for i, line in enumerate(lines) if line.strip() and ids[i]]
+        unknown = [i for i in todo if tokenizer.unknown_fraction(ids[i]) == 1.0]
+        todo = sorted(set(todo) - set(unknown))
+        long = [i for i in todo if len(ids[i]) > positions]
+        _warn(args.quiet, [first + i for i in unknown], "is made only of characters unknown to the vocabulary "
+              "and was not translated (is the input German?)", "are made only of characters unknown to the "
+              "vocabulary and were not translated (is the input German?)")
+        _warn(args.quiet, [first + i for i in long], f"has more tokens than the model's {positions} positions; only "
+              f"its first {positions} tokens were translated", f"have more tokens than the model's {positions} "
+              f"positions; only their first {positions} tokens were translated")
         if todo:
             hyps = translate_corpus(model, tokenizer, [lines[i] for i in todo], beam_size=args.beam_size,
                                     batch_tokens=args.batch_tokens, length_penalty=args.length_penalty,
@@ -266,25 +279,28 @@ def main(argv=None) -> int:
                 out[i] = hyp
         return out
 
-    try:
-        if args.input == "-" and sys.stdin.isatty():  # interactive: answer each line at once
-            first = True
-            for raw in sys.stdin.buffer:
-                line = read_lines(raw, "stdin")[0] if raw.strip(b"\r\n") else ""
-                if first:
-                    line, first = line.lstrip("\ufeff"), False
-                print(translate([line], progress=False)[0], flush=True)
-        else:
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning(args.quiet)
+        # translate_corpus's own warnings about these lines (numbered from 0 among the lines it was given):
+        # reported above, per input line
+        warnings.filterwarnings("ignore", message=r".*(longer than model\.max_len|consist only of unknown tokens)")
+        try:
+            if args.input == "-" and sys.stdin.isatty():  # interactive: answer each line at once
+                for number, raw in enumerate(sys.stdin.buffer, start=1):
+                    line = read_lines(raw, "stdin")[0] if raw.strip(b"\r\n") else ""
+                    line = line.lstrip("\ufeff") if number == 1 else line
+                    print(translate([line], number, progress=False)[0], flush=True)
+                return 0
             data = sys.stdin.buffer.read() if args.input == "-" else Path(args.input).read_bytes()
             lines = read_lines(data, "stdin" if args.input == "-" else args.input)
-            for out in translate(lines, progress=not args.quiet):
+            for out in translate(lines, 1, progress=not args.quiet):
                 print(out)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"error: cannot read {args.input}: {err.strerror or err}", file=sys.stderr)
-        return 2
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except OSError as err:
+            print(f"error: cannot read {args.input}: {err.strerror or err}", file=sys.stderr)
+            return 2
     return 0
 
 
