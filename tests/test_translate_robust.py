@@ -1,7 +1,7 @@
 """`python -m tmlib.translate` as a careless user meets it: out-of-bounds options, abbreviated options, FIFOs
-and /dev/stdin, a device the machine lacks, a diverged checkpoint, a forged configuration, over-long and unknown
-lines. Every case ends in
-exit status 0 with output, or 2 with one ``error:`` line."""
+and /dev/stdin, a device the machine lacks, a diverged checkpoint, a forged configuration, over-long and
+unknown lines, a closed output pipe. Every case ends in exit status 0 with output, 141 in silence, or 2 with
+one ``error:`` line."""
 import io
 import os
 import subprocess
@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from test_translate_cli import SENTENCES, _main, run  # noqa: E402,F401 - `run` is the shared tiny-run fixture
 from tmlib.training.checkpoint import load_checkpoint  # noqa: E402
-from tmlib.translate import build_parser, main  # noqa: E402
+from tmlib.translate import EXIT_BROKEN_PIPE, build_parser, main  # noqa: E402
 
 LONG = " ".join([SENTENCES[0]] * 20)  # about 100 tokens: more than the tiny model's 64 positions
 UNKNOWN = "\u4e2d\u6587\u5b57"
@@ -59,7 +59,7 @@ def test_the_bounds_are_inclusive_and_stated_in_help(run, capsys):
                             "--length-penalty", "5", "--batch-tokens", "100000", "--beam-size", "1000"], capsys)
     assert (code, out, err) == (0, "", "")
     text = " ".join(build_parser().format_help().split())
-    for bound in ("1 to 1,000", "1 to 100,000", "0 to 5", "1 to the model's max_len (at most 65,536)"):
+    for bound in ("1 to 1,000", "1 to 100,000", "0 to 5", "1 to the model's max_len (at most 65,536)", "141"):
         assert bound in text
 
 
@@ -160,3 +160,36 @@ def test_interactive_lines_are_numbered_as_typed(run, capsys, monkeypatch):
         "warning: line 2 is made only of characters unknown to the vocabulary and was not translated "
         "(is the input German?)",
         "warning: line 3 has more tokens than the model's 64 positions; only its first 64 tokens were translated"]
+
+
+# -------------------------------------------------------------------------------- a closed output pipe
+class _ClosedPipe(io.RawIOBase):
+    """An output whose reader went away: the first write fails with EPIPE (later ones are dropped)."""
+
+    def __init__(self):
+        self.failed = False
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        if not self.failed:
+            self.failed = True
+            raise BrokenPipeError(32, "Broken pipe")
+        return len(data)
+
+
+def test_a_closed_output_pipe_exits_141_in_silence(run, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(_ClosedPipe(), encoding="utf-8"))
+    code, _, err = _main(["--checkpoint", str(run[0]), "--quiet"] + FAST, capsys, b"ein mann .\n", monkeypatch)
+    assert code == EXIT_BROKEN_PIPE == 141 and err == ""
+
+
+def test_a_closed_output_pipe_in_a_real_process(run, tmp_path):
+    (tmp_path / "in.de").write_text("\n".join(SENTENCES * 50) + "\n", encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "tmlib.translate", "--checkpoint", str(run[0]), "--input",
+                             str(tmp_path / "in.de"), "--quiet"] + FAST, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line is written (like `| head -0`)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == ""

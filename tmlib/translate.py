@@ -21,7 +21,10 @@ positional table is cut to its first ``max_len`` tokens. Both get a one-line ``w
 
 Exit status: 0 on success; 2 on a user error, reported as one ``error: ...`` line (arguments out of their
 bounds, a missing or unreadable checkpoint or input, input that is not UTF-8, a checkpoint whose configuration
-asks for absurd sizes, a model whose weights are not all finite, e.g. after a diverged run).
+asks for absurd sizes, a model whose weights are not all finite, e.g. after a diverged run); 141 (128 +
+SIGPIPE, what the shell reports for ``cat`` or ``yes`` in the same place) when the reader of the output went
+away (``... | head -1``), silently: the output was not all delivered, so success would be wrong, but it is no
+error to report either; 130 on Ctrl-C.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ import warnings
 from pathlib import Path
 
 __all__ = ["build_parser", "main", "read_lines", "BEAM_SIZE_MAX", "BATCH_TOKENS_MAX", "LENGTH_PENALTY_MAX",
-           "MAX_POSITIONS", "CONFIG_LIMITS", "MAX_MODEL_NUMBERS"]
+           "MAX_POSITIONS", "CONFIG_LIMITS", "MAX_MODEL_NUMBERS", "EXIT_BROKEN_PIPE"]
 
 #: Bounds of the command's numeric options (stated in ``--help``): wide enough for any real use, small enough
 #: that a typo cannot ask for hours of decoding or gigabytes of memory.
@@ -50,6 +53,8 @@ CONFIG_LIMITS = {"max_len": MAX_POSITIONS, "d_model": 65_536, "d_ff": 262_144, "
 #: The most numbers (weights and positional table) a configuration may describe: 2**31, 8 GiB in float32, ten
 #: times the paper's big model.
 MAX_MODEL_NUMBERS = 2 ** 31
+#: Exit status when the output's reader went away (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
 
 
 class _UsageError(Exception):
@@ -64,7 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
             raise _UsageError(f"{message} (see python -m tmlib.translate --help)")
 
     p = Parser(prog="python -m tmlib.translate", allow_abbrev=False,
-               description="Translate lines of German text into English with a trained tmlib checkpoint.")
+               description="Translate lines of German text into English with a trained tmlib checkpoint.",
+               epilog="Exit status: 0 success; 2 user error (one 'error:' line); 141 the output's reader closed the "
+                      "pipe (e.g. | head); 130 Ctrl-C.")
     p.add_argument("--checkpoint", required=True,
                    help="checkpoint.pt written by `python -m tmlib.train`, or its run folder")
     p.add_argument("--beam-size", type=int, default=4,
@@ -228,8 +235,30 @@ def _show_warning(quiet: bool):
     return show
 
 
+def _silence_stdout() -> None:
+    """Point the standard output at /dev/null, so that Python's final flush cannot fail on a closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (e.g. captured by a test): nothing is flushed at exit
+        pass
+
+
 def main(argv=None) -> int:
-    """Entry point; returns the process exit status (0 on success, 2 on a user error)."""
+    """Entry point; returns the process exit status: 0 success, 2 user error (one ``error:`` line on stderr),
+    141 the output's reader went away (nothing printed), 130 Ctrl-C (nothing printed)."""
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run(argv) -> int:
+    """The command: check the arguments, load and check the model, translate the input line by line."""
     try:
         args = build_parser().parse_args(argv)
         _check_args(args)
@@ -291,15 +320,16 @@ def main(argv=None) -> int:
                     line = line.lstrip("\ufeff") if number == 1 else line
                     print(translate([line], number, progress=False)[0], flush=True)
                 return 0
-            data = sys.stdin.buffer.read() if args.input == "-" else Path(args.input).read_bytes()
+            try:
+                data = sys.stdin.buffer.read() if args.input == "-" else Path(args.input).read_bytes()
+            except OSError as err:
+                raise ValueError(f"cannot read {args.input}: {err.strerror or err}") from err
             lines = read_lines(data, "stdin" if args.input == "-" else args.input)
             for out in translate(lines, 1, progress=not args.quiet):
                 print(out)
+            sys.stdout.flush()  # a closed pipe shows here, not in Python's flush at exit
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
-            return 2
-        except OSError as err:
-            print(f"error: cannot read {args.input}: {err.strerror or err}", file=sys.stderr)
             return 2
     return 0
 
