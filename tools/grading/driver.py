@@ -49,7 +49,7 @@ class Encoder:
 
     def array(self, a) -> dict:
         import numpy as np
-        a = np.ascontiguousarray(a)
+        a = np.asarray(a)  # a plain ndarray (no subclass); tobytes() below is in C order whatever the strides
         if a.dtype.kind not in ARRAY_KINDS or a.dtype.hasobject:
             raise Unsupported(f"array of dtype {a.dtype}")
         a = a.astype(a.dtype.newbyteorder("<"), copy=False)

@@ -191,8 +191,7 @@ def grade_one(spec: AssignmentSpec, cells: list[str], box, limits: Limits, *,
     """
     with tempfile.TemporaryDirectory(prefix="tm-grade-") as tmp:
         indir = Path(tmp, "in")
-        indir.mkdir(mode=0o755)
-        os.chmod(tmp, 0o755)  # uid 65534 must reach the driver (the folder holds nothing else)
+        indir.mkdir()
         shutil.copy(DRIVER, indir / "driver.py")
         out = box.run(indir, {"cells": cells, "names": spec.names}, limits)
     if show_output:
@@ -203,7 +202,8 @@ def grade_one(spec: AssignmentSpec, cells: list[str], box, limits: Limits, *,
         raise NotGradable("wrote more to the grader's pipe than a values message may hold")
     if not out.message:
         how = f"signal {-out.returncode}" if (out.returncode or 0) < 0 else f"exit status {out.returncode}"
-        raise NotGradable(f"its process ended ({how}) before sending the values (memory limit? os._exit?)")
+        last = out.output.strip().splitlines()[-1:] or ["no output"]
+        raise NotGradable(f"its process ended ({how}) before sending the values; last output: {last[0][:150]}")
     try:
         results, notes = judge(spec, out.message)
     except BadValues as err:
@@ -222,7 +222,8 @@ def grade(submissions: Path, assignments: Path, out_csv: Path, *, sandbox: str =
 
     Raises:
         FileNotFoundError: ``submissions`` is not a folder, or no assignment was built (:func:`load_assignments`).
-        ValueError: ``chapter`` names no built assignment, or a bad sandbox mode.
+        ValueError: ``chapter`` names no built assignment, a bad sandbox mode, or a private folder (assignments,
+            submissions, gradebook, chapter sources) that the sandbox would show (under the venv, ``/usr``...).
         grading.sandbox.SandboxUnavailable: ``sandbox="bwrap"`` and bwrap does not work here.
     """
     submissions = Path(submissions)
@@ -235,6 +236,11 @@ def grade(submissions: Path, assignments: Path, out_csv: Path, *, sandbox: str =
         if fixed is None:
             raise ValueError(f"--chapter {chapter}: not a built assignment ({', '.join(sorted(specs))})")
     box = choose(sandbox, expose)
+    private = [Path(assignments), submissions, Path(out_csv).parent,
+               *(Path(s.source_dir) for s in specs.values() if s.source_dir)]
+    for path in private:
+        if box.shown(path):
+            raise ValueError(f"{path} would be visible inside the sandbox (it is under {box.shown(path)}): move it")
     checked: dict[str, str | None] = {}
     graded = []  # (student, chapter, file, exercise rows, total row)
     for path in list_submissions(submissions, out_csv):

@@ -108,8 +108,8 @@ def run_check(check: CheckSpec, reference: dict, student: dict) -> str | None:
     except _Timeout:
         return f"the check ran past {CHECK_SECONDS} s"
     except Exception as err:  # noqa: BLE001 - any failure of the check means no points for it
-        text = " ".join(str(err).split()) or type(err).__name__
-        return f"{type(err).__name__}: {text}"[:240]
+        text = " ".join(str(err).split())
+        return f"{type(err).__name__}: {text}"[:240] if text else type(err).__name__
     finally:
         if use_alarm:
             signal.alarm(0)

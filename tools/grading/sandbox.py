@@ -113,6 +113,18 @@ class Sandbox:
                 out.append(p)
         return out
 
+    def shown(self, path: Path) -> str | None:
+        """The bound folder through which ``path`` would be visible inside the sandbox, or None."""
+        if self.kind != "bwrap":
+            return None
+        lib = tmlib_dir()
+        real = os.path.realpath(path)
+        for src in (*SYSTEM_DIRS, *self._python_paths(), *self.expose, *([str(lib)] if lib else [])):
+            src = os.path.realpath(src)
+            if real == src or real.startswith(src.rstrip("/") + "/"):
+                return src
+        return None
+
     def _env(self, lib: str) -> dict[str, str]:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONPATH": lib,
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "MPLBACKEND": "Agg",
@@ -188,6 +200,9 @@ class Sandbox:
 
         r, w = os.pipe()
         (indir / "job.json").write_text(json.dumps({**job, "fd": w}))
+        for path in (indir / "job.json", indir / "driver.py"):
+            path.chmod(0o644)  # readable by uid 65534 whatever the grader's umask
+        indir.chmod(0o755)
         work = tempfile.mkdtemp(prefix="tm-grade-none-") if self.kind == "none" else None
         argv, env = self.command(indir, limits, work)
         self._tasks_now = _user_tasks(os.getuid()) if not self.as_root else 0
@@ -247,7 +262,6 @@ def probe(expose: tuple[str, ...] = ()) -> str | None:
         reason = "bubblewrap (bwrap) is not installed"
     else:
         with tempfile.TemporaryDirectory(prefix="tm-grade-probe-") as d:
-            os.chmod(d, 0o755)
             Path(d, "driver.py").write_text("import json, os, sys\n"
                                             "os.write(json.load(open(sys.argv[1]))['fd'], b'ok')\n")
             try:
