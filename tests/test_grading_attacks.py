@@ -1,9 +1,9 @@
 """Attacks on the grader (`tools/assignments.py grade`), one test each, on a toy chapter that grades in a second.
 
 One batch of submissions is graded once (module fixture): a correct one, a wrong one, and one per attack. The toy
-chapter (`42_toy`) has two exercises: `answer` (public check: a positive int, 1 point; hidden test:
-`check_close(answer, 42)`, 2 points) and `v` (public: shape (3,); hidden: equals [0, 2, 4]; 1 point each), 5 in
-all. Each sandbox attack sets `answer = 42` only when the attack worked, so a score shows whether it did.
+chapter (`42_toy`) has three exercises: `answer` (public check: a positive int, 1 point; hidden test:
+`check_close(answer, 42)`, 2 points), `v` (public: shape (3,); hidden: equals [0, 2, 4]; 1 point each) and a
+function `double` (public: on [1, 2]; hidden: on 0..4; 1 point each), 7 in all. Each sandbox attack sets `answer = 42` only when the attack worked, so a score shows whether it did.
 
 The attacks that need the sandbox (reading hidden files, detached processes, network, process and memory limits)
 run only where bubblewrap works; elsewhere those tests skip and say why, and fail when TM_REQUIRE_SANDBOX=1
@@ -27,6 +27,8 @@ import assignments as A  # noqa: E402
 import grading  # noqa: E402
 
 TOKEN = "tm-grading-detached-child-7f3a"
+DOUBLE = "def double(x):\n    return 2 * np.asarray(x, dtype=float)"
+WITHOUT_ANSWER = 4  # the points of a submission whose `answer` is wrong and everything else right
 LIMITS = grading.Limits(seconds=20, memory_mb=2048, processes=32)
 
 
@@ -61,19 +63,22 @@ def toy_chapter(folder: Path) -> Path:
                            "check_close(answer, 42, 'the answer')", (1, 2)),
                 *_exercise("ex-42-vector", "v = np.arange(3) * 2.0", "v = ...  # a (3,) array",
                            "assert np.shape(v) == (3,), 'v must have shape (3,)'",
-                           "check_close(v, [0, 2, 4], 'v')", (1, 1))]
+                           "check_close(v, [0, 2, 4], 'v')", (1, 1)),
+                *_exercise("ex-42-double", DOUBLE, "def double(x):\n    ...  # 2 x, as a float array",
+                           "check_close(double([1, 2]), [2, 4], 'double([1, 2])')",
+                           "check_close(double(np.arange(5.0)), 2 * np.arange(5.0), 'double(0..4)')", (1, 1))]
     path = folder / "42_toy.ipynb"
     nbformat.write(nb, path)
     return path
 
 
-def fill(student, answer="answer = 42", vector="v = np.arange(3) * 2.0", extra=()):
-    """A submission: the built student notebook with its two stubs filled, plus extra cells at the end."""
+def fill(student, answer="answer = 42", vector="v = np.arange(3) * 2.0", double=None, extra=()):
+    """A submission: the built student notebook with its three stubs filled, plus extra cells at the end."""
     nb = nbformat.from_dict(student)
     for cell in nb.cells:
         mark = cell.metadata.get("assignment", {})
         if "stub" in mark:
-            cell.source = answer if mark["exercise"] == "ex-42-answer" else vector
+            cell.source = {"ex-42-answer": answer, "ex-42-vector": vector}.get(mark["exercise"], double or DOUBLE)
     nb.cells += [_cell(code) for code in extra]
     return nb
 
@@ -83,7 +88,8 @@ def attack_code(paths: dict) -> dict[str, str]:
     return {
         "leak": f"""import os, shutil
 needle, found = b"check_close(answer, " + b"42", False
-for top in {[paths['assignments'], paths['submissions'], paths['source'], str(ROOT)]!r}:
+for top in {[paths['assignments'], paths['submissions'], paths['source'],
+             *(str(ROOT / d) for d in ("notebooks", "_build", "tools", "tests"))]!r}:
     for folder, _, files in os.walk(top):
         for name in files:
             try:
@@ -143,6 +149,11 @@ def batch(tmp_path_factory):
     write(fill(student), "alice__42_toy.ipynb")
     write(fill(student, answer="answer = 41"), "bob__42_toy.ipynb")
     write(fill(student, answer="while True:\n    pass"), "loop__42_toy.ipynb")
+    write(fill(student, double="def double(x):\n    return np.asarray(x, dtype=float) * (2 if len(x) < 3 else 1)"),
+          "fnwrong__42_toy.ipynb")  # right on the public check's input only
+    write(fill(student, double="class Yes:\n    def __eq__(self, other):\n        return True\n"
+                               "    __array_priority__ = 1000\n\ndef double(x):\n    return Yes()"),
+          "fnobject__42_toy.ipynb")
     if sandboxed:
         for name, code in attack_code(paths).items():
             write(fill(student, answer=code), f"{name}__42_toy.ipynb")
@@ -189,10 +200,18 @@ def need_sandbox(batch):
 
 
 def test_correct_gets_full_marks_and_wrong_gets_partial(batch):
-    assert (total(batch, "alice__42_toy.ipynb")["points"], total(batch, "alice__42_toy.ipynb")["max_points"]) == (5, 5)
+    assert (total(batch, "alice__42_toy.ipynb")["points"], total(batch, "alice__42_toy.ipynb")["max_points"]) == (7, 7)
     bob = [r for r in batch["rows"] if r["file"] == "bob__42_toy.ipynb"]
-    assert [(r["exercise"], r["points"]) for r in bob] == [("ex_42_answer", 1), ("ex_42_vector", 2), ("TOTAL", 3)]
+    assert [(r["exercise"], r["points"]) for r in bob] == [("ex_42_answer", 1), ("ex_42_vector", 2),
+                                                           ("ex_42_double", 2), ("TOTAL", 5)]
     assert "hidden: AssertionError: the answer is wrong" in bob[0]["note"]
+
+
+def test_functions_are_judged_on_the_graders_inputs(batch):
+    [wrong] = [r for r in batch["rows"] if r["file"] == "fnwrong__42_toy.ipynb" and r["exercise"] == "ex_42_double"]
+    assert wrong["points"] == 1 and wrong["note"].startswith("hidden: AssertionError: double(0..4) is wrong")
+    [obj] = [r for r in batch["rows"] if r["file"] == "fnobject__42_toy.ipynb" and r["exercise"] == "ex_42_double"]
+    assert obj["points"] == 0 and "double raised in the submission: returned something that is not data" in obj["note"]
 
 
 def test_infinite_loop_is_stopped_and_the_batch_goes_on(batch):
@@ -203,7 +222,7 @@ def test_infinite_loop_is_stopped_and_the_batch_goes_on(batch):
 
 def test_hidden_tests_and_other_files_are_not_readable_nor_copied(batch):
     need_sandbox(batch)
-    assert total(batch, "leak__42_toy.ipynb")["points"] == 2  # `answer` wrong: the hidden test was not found
+    assert total(batch, "leak__42_toy.ipynb")["points"] == WITHOUT_ANSWER  # the hidden test was not found
     assert not os.listdir(batch["paths"]["leak"])
     assert not [p for p in Path(batch["paths"]["submissions"]).rglob("stolen_*")]
 
@@ -221,17 +240,17 @@ def test_detached_child_dies_with_the_sandbox_and_cannot_touch_the_gradebook(bat
 
 def test_no_network(batch):
     need_sandbox(batch)
-    assert total(batch, "network__42_toy.ipynb")["points"] == 2
+    assert total(batch, "network__42_toy.ipynb")["points"] == WITHOUT_ANSWER
 
 
 def test_process_limit(batch):
     need_sandbox(batch)
-    assert total(batch, "processes__42_toy.ipynb")["points"] == 2
+    assert total(batch, "processes__42_toy.ipynb")["points"] == WITHOUT_ANSWER
 
 
 def test_memory_limit(batch):
     need_sandbox(batch)
-    assert total(batch, "memory__42_toy.ipynb")["points"] == 2
+    assert total(batch, "memory__42_toy.ipynb")["points"] == WITHOUT_ANSWER
 
 
 def test_archive_path_from_the_metadata_is_refused(batch):
@@ -242,8 +261,8 @@ def test_archive_path_from_the_metadata_is_refused(batch):
 def test_chapter_and_points_come_from_the_instructor(batch):
     rows = [r for r in batch["rows"] if r["file"] == "points__42_toy.ipynb"]
     assert [(r["chapter"], r["exercise"], r["max_points"]) for r in rows] == [
-        ("42", "ex_42_answer", 3), ("42", "ex_42_vector", 2), ("42", "TOTAL", 5)]
-    assert rows[-1]["points"] == 0
+        ("42", "ex_42_answer", 3), ("42", "ex_42_vector", 2), ("42", "ex_42_double", 2), ("42", "TOTAL", 7)]
+    assert rows[-1]["points"] == 2  # `double` was right
 
 
 @pytest.mark.parametrize("file, reason", [
@@ -258,7 +277,7 @@ def test_malformed_files_get_a_row_and_do_not_stop_grading(batch, file, reason):
 
 def test_empty_notebook_gets_a_row(batch):
     row = total(batch, "empty__42_toy.ipynb")
-    assert (row["student"], row["chapter"], row["points"], row["max_points"]) == ("empty", "42", 0, 5)
+    assert (row["student"], row["chapter"], row["points"], row["max_points"]) == ("empty", "42", 0, 7)
     assert "no code cells" in row["note"]
 
 
@@ -272,7 +291,7 @@ def test_formula_ids_are_neutralised_in_the_csv(batch):
     cells = [cell for row in batch["raw"][1:] for cell in row]
     assert "'=HYPERLINK(\"evil.example\",\"click\")" in cells and "'+cmd" in cells
     assert not [c for c in cells if c[:1] in ("=", "+", "-", "@")]
-    assert total(batch, "+cmd__42_toy.ipynb")["points"] == 5  # neutralised, still graded
+    assert total(batch, "+cmd__42_toy.ipynb")["points"] == 7  # neutralised, still graded
 
 
 def test_every_file_has_a_row(batch):

@@ -8,8 +8,9 @@ The pieces, in the order a submission meets them:
   duplicates, writes the CSV (atomically, formulas neutralised).
 * ``sandbox.py``: runs the submission's code cells under bubblewrap (unprivileged, no network, read-only
   allow-listed files, private /tmp, limits on time, memory, processes), or without it after a loud warning.
-* ``driver.py``: the only grading code next to the submission's: runs the cells, sends the requested values
-  back on a pipe as data (JSON and raw array bytes, never pickle).
+* ``driver.py``: the only grading code next to the submission's: runs the cells, calls the requested functions
+  on the grader's inputs, sends the values and outputs back on a pipe as data (JSON and raw array bytes, never
+  pickle).
 * ``values.py``: decodes that message strictly. ``judge.py``: runs the checks in the grader's own process on a
   copy of the reference namespace holding the submission's values.
 

@@ -9,7 +9,9 @@ This file is the only grading code that runs next to a student's code. The grade
    list, tuple, set, dict, NumPy scalars) plus one raw byte blob for the contents of NumPy arrays and torch
    tensors (numeric, boolean or fixed-width unicode dtypes only). Never pickle: anything else (a function, a
    module, an object with its own ``__eq__``) is reported as unsupported and does not reach the grader;
-3. writes one message to the file descriptor named in the job (a pipe to the grader):
+3. calls the functions the grader asks for on the grader's inputs (sent as data in the same format) and
+   encodes their results (or the error they raised) the same way;
+4. writes one message to the file descriptor named in the job (a pipe to the grader):
    ``MAGIC``, the JSON's length (8 bytes, big-endian), the JSON, the blob's length, the blob.
 
 Nothing here is trusted: the student's code runs in this process and may patch this module, NumPy or anything
@@ -127,15 +129,48 @@ def run_cells(cells: list[str], namespace: dict) -> list[str]:
     errors = []
     for i, cell in enumerate(cells):
         try:
-            exec(compile(python_source(cell), f"<cell {i}>", "exec"), namespace)
+            exec(compile(python_source(cell), f"<code cell {i}>", "exec"), namespace)
         except BaseException as err:  # noqa: BLE001 - SystemExit and KeyboardInterrupt in a cell too
-            errors.append(f"cell {i}: {type(err).__name__}: {err}"[:300])
+            errors.append(f"code cell {i}: {type(err).__name__}: {err}"[:300])
             traceback.print_exc(limit=3)
     return errors
 
 
-def message(namespace: dict, names: list[str], errors: list[str]) -> bytes:
-    """The bytes sent to the grader: the requested names' values (or why they are missing), framed."""
+class Raised:
+    """The outcome of a call that raised (or returned something that cannot be sent)."""
+
+    def __init__(self, text: str):
+        self.text = text[:200]
+
+
+def call_results(namespace: dict, calls: dict[str, list], blob: bytes) -> dict[str, list]:
+    """Call each requested function of ``namespace`` on the grader's inputs, in order.
+
+    ``calls`` maps a name to encoded ``[args, kwargs]`` (arrays in ``blob``), decoded afresh for every call. Returns
+    ``{name: [result or Raised]}``; a call never stops the others.
+    """
+    try:
+        from .values import Decoder
+    except ImportError:  # in the sandbox: values.py is copied beside this file
+        from values import Decoder
+    out = {}
+    for name, nodes in calls.items():
+        results = []
+        for node in nodes:
+            try:
+                if not callable(namespace.get(name)):
+                    raise NameError(f"{name} is not defined as a function")
+                args, kwargs = Decoder(blob).decode(node)
+                results.append(namespace[name](*args, **kwargs))
+            except BaseException as err:  # noqa: BLE001 - whatever the student's function does
+                results.append(Raised(f"{type(err).__name__}: {err}"))
+        out[name] = results
+    return out
+
+
+def message(namespace: dict, names: list[str], errors: list[str], calls: dict[str, list] | None = None) -> bytes:
+    """The bytes sent to the grader, framed: the requested names' values (or why they are missing) and the results
+    of the function calls (from :func:`call_results`)."""
     enc, values, missing, unsupported = Encoder(), {}, [], {}
     for name in names:
         if name not in namespace:
@@ -150,19 +185,36 @@ def message(namespace: dict, names: list[str], errors: list[str]) -> bytes:
         except Exception as err:  # noqa: BLE001 - a value whose conversion fails (a broken tensor subclass...)
             del enc.blob[mark:]
             unsupported[name] = f"could not be read ({type(err).__name__})"
-    body = json.dumps({"values": values, "missing": missing, "unsupported": unsupported, "errors": errors[:50]})
+    results = {}
+    for name, outcomes in (calls or {}).items():
+        results[name] = []
+        for outcome in outcomes:
+            mark = len(enc.blob)
+            try:
+                node = {"t": "raised", "v": outcome.text} if isinstance(outcome, Raised) else enc.encode(outcome)
+            except Exception as err:  # noqa: BLE001 - Unsupported, or a value whose conversion fails
+                del enc.blob[mark:]
+                node = {"t": "raised", "v": f"returned something that is not data ({err})"[:200]}
+            results[name].append(node)
+    body = json.dumps({"values": values, "missing": missing, "unsupported": unsupported, "errors": errors[:50],
+                       "calls": results})
     data = body.encode()
     return MAGIC + len(data).to_bytes(8, "big") + data + len(enc.blob).to_bytes(8, "big") + bytes(enc.blob)
 
 
 def main(argv: list[str]) -> int:
-    """``driver.py JOB.json``: the job names the cells, the variables to send back and the pipe's descriptor."""
+    """``driver.py JOB.json``: the job names the cells, the variables to send back, the functions to call (their
+    inputs in ``calls.bin`` beside the job) and the pipe's descriptor."""
     with open(argv[1]) as f:
         job = json.load(f)
     out = os.fdopen(job["fd"], "wb")
     namespace = {"__name__": "__main__", "__builtins__": __builtins__, "get_ipython": _Shell}
     errors = run_cells(job["cells"], namespace)
-    out.write(message(namespace, job["names"], errors))
+    calls = {}
+    if job.get("calls"):
+        with open(os.path.join(os.path.dirname(argv[1]), "calls.bin"), "rb") as f:
+            calls = call_results(namespace, job["calls"], f.read())
+    out.write(message(namespace, job["names"], errors, calls))
     out.close()
     sys.stdout.flush()
     os._exit(0)  # no atexit handlers or finalizers of the submission's objects after the values are sent

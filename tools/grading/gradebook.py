@@ -33,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .judge import ReferenceError, judge, self_check
+from .judge import ReferenceError, calls_for, job_names, judge, self_check
 from .sandbox import Limits, choose
 from .spec import SPEC_FILE, AssignmentSpec
 from .values import BadValues
@@ -42,7 +42,7 @@ FIELDS = ["student", "chapter", "exercise", "points", "max_points", "file", "not
 META = "tmlib_assignment"
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-DRIVER = Path(__file__).with_name("driver.py")
+HERE = Path(__file__).parent  # driver.py and values.py are copied into each sandbox
 
 
 class NotGradable(Exception):
@@ -57,11 +57,16 @@ def student_id(path: Path, root: Path) -> str:
     return path.stem.split("__", 1)[0]
 
 
+def printable(text: str) -> str:
+    """``text`` on one line, its control characters (terminal escapes included) replaced by ``?``."""
+    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "?", text.replace("\n", " "))
+
+
 def csv_cell(value):
     """A gradebook cell: numbers as they are; text with control characters replaced and formulas neutralised."""
     if not isinstance(value, str):
         return value
-    text = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "?", value.replace("\n", " "))
+    text = printable(value)
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
@@ -192,8 +197,13 @@ def grade_one(spec: AssignmentSpec, cells: list[str], box, limits: Limits, *,
     with tempfile.TemporaryDirectory(prefix="tm-grade-") as tmp:
         indir = Path(tmp, "in")
         indir.mkdir()
-        shutil.copy(DRIVER, indir / "driver.py")
-        out = box.run(indir, {"cells": cells, "names": spec.names}, limits)
+        for name in ("driver.py", "values.py"):
+            shutil.copy(HERE / name, indir / name)
+        calls = calls_for(spec)
+        (indir / "calls.bin").write_bytes(calls.blob)
+        (indir / "calls.bin").chmod(0o644)
+        (indir / "values.py").chmod(0o644)
+        out = box.run(indir, {"cells": cells, "names": job_names(spec), "calls": calls.nodes}, limits)
     if show_output:
         print(out.output)
     if out.timed_out:
@@ -269,7 +279,7 @@ def grade(submissions: Path, assignments: Path, out_csv: Path, *, sandbox: str =
                  "max_points": spec.max_points if spec else "", "notes": notes}
         graded.append((sid, spec.chapter if spec else "", rel, rows, total))
         verdict = notes[0] if rows == [] else f"{total['points']:g} / {total['max_points']:g}"
-        print(f"{sid} ({rel}): chapter {spec.chapter if spec else '?'}: {verdict}", flush=True)
+        print(printable(f"{sid} ({rel}): chapter {spec.chapter if spec else '?'}: {verdict}"), flush=True)
     if not graded:
         print(f"no submissions under {submissions}", file=sys.stderr)
     files_of: dict[tuple[str, str], list[str]] = {}

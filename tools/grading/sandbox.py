@@ -13,7 +13,8 @@ With ``bwrap`` (Debian's ``bubblewrap``), the extraction driver runs
   driver and the job: the submission's code cells and the names to send back) and any ``--expose`` path. Nothing
   else of the host exists inside: not the repository (notebooks, solutions, hidden tests, ``_build``), not the
   instructor's assignments and autograder archives, not the other submissions, not the gradebook, not ``/root``
-  or ``/home``. ``/`` is read-only; ``/tmp`` is a private tmpfs of bounded size, the only writable place;
+  or ``/home``. ``/`` is read-only; ``/tmp`` and ``/dev/shm`` are private tmpfs of bounded size, the only
+  writable places;
 * under resource limits (:class:`Limits`): wall-clock time (the whole sandbox is killed), CPU time, address space,
   processes (for uid 65534), file size, no core dumps; ``OMP_NUM_THREADS=1`` and friends.
 
@@ -43,6 +44,7 @@ NOBODY = 65534
 SYSTEM_DIRS = ("/usr", "/etc")
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 TAIL_BYTES = 20_000
+SHM_BYTES = 64 * 2**20  # /dev/shm (torch's shared memory), like /tmp a private bounded tmpfs
 WARNING = """\
 WARNING: {reason}.
 WARNING: Submissions will run WITHOUT A SANDBOX: as {user}, able to read every file {user} can read (the hidden
@@ -165,8 +167,9 @@ class Sandbox:
                 argv += ["--ro-bind", link, link]
         for src, dst in binds:
             argv += ["--ro-bind", src, dst]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_mb * 2**20),
-                 "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
+                 "--perms", "1777", "--size", str(limits.tmp_mb * 2**20), "--tmpfs", "/tmp", "--remount-ro", "/",
+                 "--chdir", "/tmp", "--clearenv"]
         for key, value in self._env("/grader/lib").items():
             argv += ["--setenv", key, value]
         argv.append("--")

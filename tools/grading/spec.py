@@ -10,7 +10,8 @@ its own process to get every other name a check reads (the lecture's inputs, ``c
 
 At grading time a check runs in the grader's process on a copy of the reference namespace in which each student
 name is replaced by the value the submission's sandbox sent back as data (or removed, when the submission did not
-define it), so neither the checks' helpers nor their inputs can be changed by the submission.
+define it; a function is replaced by its outputs on the checks' inputs, see ``judge.calls_for``), so neither the
+checks' helpers nor their inputs can be changed by the submission.
 """
 from __future__ import annotations
 

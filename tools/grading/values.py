@@ -12,7 +12,10 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from .driver import MAGIC, MAX_BLOB_BYTES, MAX_DEPTH, TENSOR_DTYPES
+try:
+    from .driver import MAGIC, MAX_BLOB_BYTES, MAX_DEPTH, TENSOR_DTYPES
+except ImportError:  # in the sandbox, beside driver.py (which decodes the grader's function inputs with it)
+    from driver import MAGIC, MAX_BLOB_BYTES, MAX_DEPTH, TENSOR_DTYPES
 
 MAX_JSON_BYTES = 16 * 2**20
 MAX_MESSAGE_BYTES = len(MAGIC) + 16 + MAX_JSON_BYTES + MAX_BLOB_BYTES
@@ -31,6 +34,7 @@ class Values:
     missing: list[str] = field(default_factory=list)          # names the notebook never defined
     unsupported: dict[str, str] = field(default_factory=dict)  # name -> why it could not be sent as data
     errors: list[str] = field(default_factory=list)            # cells that raised, one line each
+    calls: dict[str, list] = field(default_factory=dict)       # function name -> result nodes (or "raised")
 
 
 def parse_message(data: bytes) -> tuple[dict, bytes]:
@@ -159,14 +163,23 @@ def decode_message(data: bytes) -> tuple[Values, dict, bytes]:
         raise BadValues("the values message lacks its parts")
     if not all(isinstance(x, str) for x in [*raw, *missing, *unsupported, *unsupported.values(), *errors]):
         raise BadValues("names and reasons must be strings")
+    calls = doc.get("calls", {})
+    if not (isinstance(calls, dict) and all(isinstance(k, str) and isinstance(v, list) for k, v in calls.items())):
+        raise BadValues("the function results are malformed")
     decoder = Decoder(blob)
     try:
         decoded = {name: decoder.decode(node) for name, node in raw.items()}
+        for node in (n for results in calls.values() for n in results):
+            if isinstance(node, dict) and node.get("t") == "raised":
+                decoder._str(node.get("v"))
+            else:
+                decoder.decode(node)
     except BadValues:
         raise
     except Exception as err:  # noqa: BLE001 - e.g. an unhashable dict key or set item in a forged message
         raise BadValues(f"malformed value ({type(err).__name__})") from None
-    out = Values(decoded, missing, {k: v[:200] for k, v in unsupported.items()}, [e[:300] for e in errors[:50]])
+    out = Values(decoded, missing, {k: v[:200] for k, v in unsupported.items()}, [e[:300] for e in errors[:50]],
+                 calls)
     return out, raw, blob
 
 
