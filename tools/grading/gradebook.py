@@ -31,6 +31,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 from .judge import ReferenceError, calls_for, job_names, judge, self_check
@@ -268,7 +269,10 @@ def grade(submissions: Path, assignments: Path, out_csv: Path, *, sandbox: str =
                 notes.append("no code cells")
             if box.kind == "none":
                 notes.append("graded without a sandbox")
-        except NotGradable as err:
+        except Exception as err:  # noqa: BLE001 - one file never stops the class
+            if not isinstance(err, NotGradable):
+                traceback.print_exc()
+                err = f"the grader failed on it ({type(err).__name__}: {err}); see the grader's output"
             rows, notes = [], [f"not gradable: {err}"]
             if spec is None and fixed is None:  # an unreadable file: its chapter from its name, for duplicates
                 try:

@@ -174,7 +174,10 @@ def run_check(check: CheckSpec, reference: dict, student: dict) -> str | None:
     for name in check.names:
         namespace.pop(name, None)
         if name in student:
-            namespace[name] = student[name]()
+            try:
+                namespace[name] = student[name]()
+            except Exception as err:  # noqa: BLE001 - a value that does not decode fails the check
+                return f"{name} could not be decoded ({type(err).__name__})"
     use_alarm = (hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
                  and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None))
     if use_alarm:
