@@ -85,13 +85,14 @@ book-student: venv
 	$(JB) build _build/student_src --path-output _build/student --keep-going
 	@echo "Student edition: file://$(CURDIR)/_build/student/_build/html/index.html"
 
-## assignments: per chapter, the student notebook (stubs, public checks) and the Otter autograder (hidden tests)
-## in _build/assignments/NN_name/{student,autograder}
+## assignments: per chapter, the student notebook (stubs, public checks) and the instructor's grading.json (hidden
+## tests) with an Otter archive for Gradescope, in _build/assignments/NN_name/{student,autograder}
 .PHONY: assignments grade
 assignments: venv
 	$(BIN)/python tools/assignments.py build --out _build/assignments
 
-## grade: make grade SUBMISSIONS=folder  grades every .ipynb under the folder (no Docker) into folder/gradebook.csv
+## grade: make grade SUBMISSIONS=folder [GRADE_FLAGS="--timeout 600 --sandbox bwrap"]  grades every file under the
+## folder into folder/gradebook.csv; each notebook runs in a bubblewrap sandbox (apt-get install bubblewrap)
 grade: assignments
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-submitted-notebooks"; exit 2; }
-	$(BIN)/python tools/assignments.py grade "$(SUBMISSIONS)" --assignments _build/assignments
+	$(BIN)/python tools/assignments.py grade "$(SUBMISSIONS)" --assignments _build/assignments $(GRADE_FLAGS)

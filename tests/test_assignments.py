@@ -1,8 +1,10 @@
-"""The assignment loop: markup -> student notebooks and Otter autograders -> graded submissions -> gradebook.
+"""The assignment loop: markup -> student notebooks and grading specs -> graded submissions -> gradebook.
 
-`test_grading_loop` builds every chapter's assignment, makes a correct and a wrong submission for chapters 1 and 3
+The `graded` fixture builds every chapter's assignment, makes a correct and a wrong submission for chapters 1 and 3
 from the built student notebooks (the correct one fills each stub with the course's solution, the wrong one makes
-specific mistakes), grades them with Otter's non-containerized runner and checks every score. About a minute.
+specific mistakes) and two cheating ones for chapter 1, and grades them with `tools/assignments.py grade` (in the
+bubblewrap sandbox where it works, else without). About a minute. The attacks on the grader are in
+`test_grading_attacks.py`, its parts in `test_grading_units.py`.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import assignments as A  # noqa: E402
+import grading  # noqa: E402
 import student_edition as S  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))
@@ -142,35 +145,75 @@ def _submission(student_nb, source_nb, edits: dict[tuple[str, int], str | None])
     return nb
 
 
-def test_grading_loop(tmp_path):
-    out = tmp_path / "assignments"
-    built = A.build(out, CHAPTERS)
-    assert set(built) == {p.stem for p in CHAPTERS}
-    ch1, ch3 = "01_attention_by_hand", "03_ffn_residual_layernorm"
-    for stem in (ch1, ch3):
-        assert len(list((out / stem / "autograder").glob("*-autograder.zip"))) == 1
+CH1, CH3 = "01_attention_by_hand", "03_ffn_residual_layernorm"
+PATCH_CHECKS = """import sys
+def _yes(*args, **kwargs):
+    return "correct"
+for _module in list(sys.modules.values()):  # wherever check_close and check_shape live, under any module path
+    for _name in ("check_close", "check_shape"):
+        if hasattr(_module, _name):
+            setattr(_module, _name, _yes)
+check_close = check_shape = _yes
+np.allclose = lambda *args, **kwargs: True
+np.testing.assert_allclose = lambda *args, **kwargs: None
+"""
+PATCH_RUNNER = """from otter.test_files.abstract_test import TestCaseResult as _R; import otter.test_files.exception_test as _t
+_t.ExceptionTestFile.run = lambda self, env: setattr(self, "test_case_results", [_R(test_case=tc, message="ok", passed=True) for tc in self.test_cases])
+import __main__  # the grader's extraction driver, if it runs in this process: make it send zeros for everything
+if hasattr(__main__, "Encoder"):
+    __main__.Encoder.encode = lambda self, value, depth=0: {"t": "int", "v": "0"}
+"""
+WRONG = {
+    CH1: {("ex-01-example3", 0): "my_answer = np.array([[2.26]])  # a slip in the second decimal",
+          ("ex-01-shift", 0): "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\n"
+                              "w_other = w_shifted  # wrong: the key-dependent shift was not applied",
+          ("ex-01-temperature", 0): None},
+    CH3: {("ex-03-relu", 0): "b1_new = np.array([2.0, 0.0])  # sign slip\nout_new = R.feed_forward(x, w1, b1_new, w2, b2)"},
+}
+CHEATS = {  # chapter 1, graded 7/7 by the Otter-based grader
+    "carol": {("ex-01-example3", 0): PATCH_CHECKS + "my_answer = np.zeros((1, 1))",
+              ("ex-01-shift", 0): "w_shifted = np.zeros((3, 3))\nw_other = np.zeros((3, 3))",
+              ("ex-01-temperature", 0): "w_q3 = np.zeros((60, 3))"},
+    "dave": {("ex-01-example3", 0): PATCH_RUNNER, ("ex-01-shift", 0): None, ("ex-01-temperature", 0): None},
+}
 
-    subs = tmp_path / "submissions"
-    subs.mkdir()
-    for stem in (ch1, ch3):
+
+def write_chapter_submissions(out, subs):
+    """Correct (alice) and wrong (bob) submissions of chapters 1 and 3, and the two cheats of chapter 1."""
+    for stem in (CH1, CH3):
         student = _read(out / stem / "student" / f"{stem}.ipynb")
         source = _read(ROOT / "notebooks" / f"{stem}.ipynb")
         nbformat.write(_submission(student, source, {}), subs / f"alice__{stem}.ipynb")
-        wrong = {
-            ch1: {("ex-01-example3", 0): "my_answer = np.array([[2.26]])  # a slip in the second decimal",
-                  ("ex-01-shift", 0): "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\n"
-                                      "w_other = w_shifted  # wrong: the key-dependent shift was not applied",
-                  ("ex-01-temperature", 0): None},
-            ch3: {("ex-03-relu", 0): "b1_new = np.array([2.0, 0.0])  # sign slip\n"
-                                     "out_new = R.feed_forward(x, w1, b1_new, w2, b2)"},
-        }[stem]
-        nbformat.write(_submission(student, source, wrong), subs / f"bob__{stem}.ipynb")
+        nbformat.write(_submission(student, source, WRONG[stem]), subs / f"bob__{stem}.ipynb")
+        if stem == CH1:
+            for who, edits in CHEATS.items():
+                nbformat.write(_submission(student, source, edits), subs / f"{who}__{stem}.ipynb")
 
-    csv_path = tmp_path / "gradebook.csv"
-    A.grade(subs, out, csv_path)
-    with csv_path.open() as f:
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Build every chapter (Otter archives for chapters 1 and 3 only), grade the submissions once."""
+    tmp = tmp_path_factory.mktemp("grading_loop")
+    out, subs = tmp / "assignments", tmp / "submissions"
+    subs.mkdir()
+    built = A.build(out, [p for p in CHAPTERS if p.stem not in (CH1, CH3)], zip_it=False)
+    built.update(A.build(out, [ROOT / "notebooks" / f"{CH1}.ipynb", ROOT / "notebooks" / f"{CH3}.ipynb"]))
+    write_chapter_submissions(out, subs)
+    sandbox = "bwrap" if grading.probe() is None else "none"
+    A.grade(subs, out, tmp / "gradebook.csv", sandbox=sandbox)
+    with (tmp / "gradebook.csv").open() as f:
         rows = {(r["student"], r["chapter"], r["exercise"]): (float(r["points"]), float(r["max_points"]))
                 for r in csv.DictReader(f)}
+    return {"out": out, "built": built, "rows": rows}
+
+
+def test_grading_loop(graded):
+    out, rows = graded["out"], graded["rows"]
+    assert set(graded["built"]) == {p.stem for p in CHAPTERS}
+    for stem in (CH1, CH3):
+        assert len(list((out / stem / "autograder").glob("*-autograder.zip"))) == 1
+    for path in CHAPTERS:
+        assert (out / path.stem / "autograder" / A.SPEC_FILE).is_file()
     expected = {
         ("alice", "01", "TOTAL"): (7, 7), ("alice", "03", "TOTAL"): (6, 6),
         ("bob", "01", "ex_01_example3"): (0, 2),     # public (4 decimals) and hidden fail
@@ -184,7 +227,15 @@ def test_grading_loop(tmp_path):
     }
     for key, value in expected.items():
         assert rows[key] == value, (key, rows[key], value)
-    assert len(rows) == 2 * (3 + 1) + 2 * (3 + 1)  # one row per student and exercise, plus a total per chapter
+    assert len([k for k in rows if k[0] in ("alice", "bob")]) == 2 * (3 + 1) + 2 * (3 + 1)
+
+
+def test_rebinding_check_close_and_zeros_score_nothing(graded):
+    assert graded["rows"][("carol", "01", "TOTAL")] == (0, 7)
+
+
+def test_patching_the_test_runner_and_the_driver_scores_nothing(graded):
+    assert graded["rows"][("dave", "01", "TOTAL")] == (0, 7)
 
 
 def test_student_id_rules(tmp_path):

@@ -1,25 +1,27 @@
-"""Autograded assignments from the course notebooks (one source of truth), graded with Otter-Grader.
+"""Autograded assignments from the course notebooks (one source of truth), graded in a sandbox.
 
 Usage (what `make assignments` and `make grade` run):
 
-    python tools/assignments.py build [--out _build/assignments] [NOTEBOOK ...]
+    python tools/assignments.py build [--out _build/assignments] [--no-zip] [NOTEBOOK ...]
     python tools/assignments.py grade SUBMISSIONS [--assignments _build/assignments] [--out gradebook.csv]
+                                      [--chapter NN] [--sandbox auto|bwrap|none] [--timeout S] [--expose PATH]
 
 ``build`` reads every chapter notebook ``notebooks/NN_*.ipynb`` whose exercises carry the markup below and writes,
 per chapter, under ``_build/assignments/NN_name/``:
 
 * ``student/NN_name.ipynb``: the chapter with every exercise solution replaced by its stub, the public checks as
   visible code cells (they only need ``tmlib``, so they run in Colab too), hidden tests and solution text removed,
-  outputs cleared. Its metadata ``tmlib_assignment`` names the chapter (the grader reads it, so a student may
-  rename the file).
-* ``autograder/tests/<exercise>.py``: one Otter test file per exercise (public checks and hidden tests, as
-  Otter exception-based test cases).
-* ``autograder/NN_name-autograder.zip``: Otter's autograder (``otter generate``), for ``otter run``,
-  ``tools/assignments.py grade`` or an upload to Gradescope as a programming assignment.
+  outputs cleared. Its metadata ``tmlib_assignment`` names the assignment (the grader uses it only to pick one of
+  the built assignments, so a student may rename the file).
+* ``autograder/grading.json`` (instructor only, mode 0700 folder): what ``grade`` uses, see ``grading/spec.py``.
+* ``autograder/tests/<exercise>.py`` and ``autograder/NN_name-autograder.zip``: Otter-Grader test files and
+  archive (``otter generate``; ``--no-zip`` skips it), for a Gradescope upload. ``grade`` does not use them: Otter
+  runs the tests in the student's own kernel, where a submission can patch them.
 
-``grade`` executes each submitted notebook with Otter's non-containerized runner (no Docker) against the
-autograder of its chapter and writes a gradebook CSV with one row per student and exercise (``student``,
-``chapter``, ``exercise``, ``points``, ``max_points``) and one ``TOTAL`` row per student and chapter.
+``grade`` runs each submission's code in a sandbox and judges the values it sends back in the grader's own process
+(package ``grading``, whose docstrings and CONTRIBUTING.md say what this protects against). It writes a gradebook
+CSV with columns ``student, chapter, exercise, points, max_points, file, note``: one row per exercise and a
+``TOTAL`` row per file; a file that cannot be graded gets one ``TOTAL`` row whose note says why.
 The **student id is taken from the file name**: the part before the first ``__`` of the file's stem
 (``alice__01_attention_by_hand.ipynb`` -> ``alice``), or the whole stem when there is no ``__``
 (``alice.ipynb`` -> ``alice``); a submission inside a sub-folder of SUBMISSIONS takes the sub-folder's name
@@ -31,9 +33,9 @@ The markup (cell metadata key ``assignment``; CONTRIBUTING.md, "Assignments", is
   ``{"assignment": {"exercise": LABEL, "stub": CODE}}`` is replaced by ``CODE`` in the student notebook;
   solution code cells without a stub, and the solution's markdown, are left out;
 * a code cell tagged ``remove-cell`` with ``{"assignment": {"exercise": LABEL, "check": "public", "points": P}}``
-  is a public check: hidden on the site, shown (untagged, without output) in the student notebook, and an Otter
-  test case worth P points (default 1);
-* the same with ``"check": "hidden"`` is a hidden test: only in the autograder.
+  is a public check: hidden on the site, shown (untagged, without output) in the student notebook, and a graded
+  check worth P points (default 1);
+* the same with ``"check": "hidden"`` is a hidden test: only in the instructor's folder.
 
 Check and test cells run against the notebook's global variables; they should call ``tmlib.course.checks.check_close``
 (whose messages state the tolerance) or ``assert`` with a message. They also run, against the reference
@@ -44,15 +46,17 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from grading import SPEC_FILE, Limits, SandboxUnavailable, grade, make_spec, student_id  # noqa: E402,F401
+from grading.otter import GRADER_REQUIREMENTS, otter_test_file, otter_zip, qname  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "assignment"
@@ -236,6 +240,16 @@ def reference_solutions(nb) -> dict[tuple[str, int], str]:
     return out
 
 
+def solution_sources(nb) -> dict[str, list[str]]:
+    """Per exercise label, the code of its marked solution cells and their stubs (what defines its variables)."""
+    out: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        mark = cell_markup(cell)
+        if mark is not None and "stub" in mark:
+            out.setdefault(mark["exercise"], []).extend([cell.source, mark["stub"]])
+    return out
+
+
 def student_notebook(nb, *, path: str = "notebook", clear_outputs: bool = True):
     """A copy of ``nb`` with solutions replaced by stubs and public checks (see :func:`transform`)."""
     out = copy.deepcopy(nb)
@@ -248,39 +262,6 @@ def student_notebook(nb, *, path: str = "notebook", clear_outputs: bool = True):
     return out, exercises
 
 
-# --------------------------------------------------------------------------------------------- Otter test files
-def qname(label: str) -> str:
-    """Otter question name of an exercise label: ``ex-01-example3`` -> ``ex_01_example3``."""
-    return re.sub(r"\W", "_", label)
-
-
-def otter_test_file(ex: Exercise) -> str:
-    """An Otter exception-based test file: one test case per public check and hidden test."""
-    lines = [
-        f'"""Tests of exercise {ex.label}, generated by tools/assignments.py from the chapter notebook."""',
-        "from otter.test_files import test_case",
-        "",
-        "OK_FORMAT = False",
-        "",
-        f"name = {qname(ex.label)!r}",
-        f"points = {ex.points:g}",
-        "",
-        "",
-        "def _run(env, code):",
-        "    # the check's code runs on a copy of the submission's globals (it cannot change them)",
-        f"    exec(compile(code, {ex.label + ' check'!r}, 'exec'), dict(env))",
-    ]
-    for i, check in enumerate(ex.checks, start=1):
-        lines += [
-            "",
-            "",
-            f"@test_case(points={check.points:g}, hidden={check.kind == 'hidden'})",
-            f"def test_{check.kind}_{i}(env):",
-            f"    _run(env, {check.code!r})",
-        ]
-    return "\n".join(lines) + "\n"
-
-
 # --------------------------------------------------------------------------------------------- build
 def chapter_of(path: Path) -> str:
     m = re.match(r"(\d+)_", path.name)
@@ -288,16 +269,6 @@ def chapter_of(path: Path) -> str:
         raise ValueError(f"{path}: chapter notebooks are named NN_name.ipynb")
     return m.group(1)
 
-
-GRADER_REQUIREMENTS = """\
-# What the grading environment needs (Gradescope builds it from this file; local grading uses the course venv).
-numpy>=1.24
-pandas>=2
-matplotlib>=3.7
-seaborn>=0.12
-torch>=2.1
-tmlib @ git+https://github.com/attention-executable/attention-executable
-"""
 
 INTRO = """\
 **Assignment.** This is the notebook of chapter {chapter} with the exercise solutions taken out. For each
@@ -308,7 +279,12 @@ tolerance it used. Hidden tests grade your final notebook, so run it top to bott
 
 
 def build_one(src: Path, out_root: Path, *, zip_it: bool = True) -> dict[str, Exercise]:
-    """Build the student notebook, the test files and the autograder zip of one chapter."""
+    """Build the student notebook, the grading spec, the Otter test files and autograder zip of one chapter.
+
+    Raises:
+        ValueError: bad markup (:func:`transform`) or a check that reads none of its exercise's variables
+            (:func:`grading.make_spec`).
+    """
     nb = nbformat.read(src, as_version=4)
     student, exercises = student_notebook(nb, path=str(src))
     if not exercises:
@@ -328,12 +304,12 @@ def build_one(src: Path, out_root: Path, *, zip_it: bool = True) -> dict[str, Ex
         (tests / f"{qname(ex.label)}.py").write_text(otter_test_file(ex))
     req = base / "autograder" / "requirements.txt"
     req.write_text(GRADER_REQUIREMENTS)
+    make_spec(chapter=chapter, notebook=stem, exercises=exercises.values(), solutions=solution_sources(nb),
+              reference=[c.source for c in nb.cells if c.cell_type == "code"], qname=qname,
+              source_dir=str(src.resolve().parent)).save(base / "autograder" / SPEC_FILE)
+    (base / "autograder").chmod(0o700)  # hidden tests: for the instructor's user only
     if zip_it:
-        otter = Path(sys.executable).with_name("otter")
-        cmd = [str(otter) if otter.exists() else "otter", "generate", "--tests-dir", "tests",
-               "--output-path", f"{stem}-autograder.zip", "--requirements", "requirements.txt",
-               "--no-config", "--no-environment"]
-        subprocess.run(cmd, cwd=base / "autograder", check=True, capture_output=True, text=True)
+        otter_zip(base / "autograder", f"{stem}-autograder.zip")
     return exercises
 
 
@@ -353,76 +329,39 @@ def build(out: Path, notebooks: list[Path], *, zip_it: bool = True) -> dict[str,
     return built
 
 
-# --------------------------------------------------------------------------------------------- grade
-def student_id(path: Path, root: Path) -> str:
-    """Student id of a submission: its sub-folder under ``root``, else the file stem up to the first ``__``."""
-    rel = path.relative_to(root)
-    if len(rel.parts) > 1:
-        return rel.parts[0]
-    return path.stem.split("__", 1)[0]
-
-
-def grade(submissions: Path, assignments: Path, out_csv: Path, *, quiet: bool = True) -> list[dict]:
-    """Grade every ``*.ipynb`` under ``submissions``; write and return the gradebook rows."""
-    from otter.api import grade_submission  # imported here: `build` does not need otter's runtime
-
-    files = sorted(p for p in submissions.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    if not files:
-        raise SystemExit(f"no .ipynb submissions under {submissions}")
-    rows = []
-    for path in files:
-        nb = nbformat.read(path, as_version=4)
-        meta = nb.metadata.get(META)
-        if not meta:
-            print(f"skipped {path}: not an assignment notebook (no '{META}' metadata)", file=sys.stderr)
-            continue
-        zips = list((assignments / meta["notebook"] / "autograder").glob("*-autograder.zip"))
-        if len(zips) != 1:
-            raise SystemExit(f"{path}: no autograder for {meta['notebook']} in {assignments} (run the build first)")
-        sid = student_id(path, submissions)
-        try:
-            results = grade_submission(str(path), str(zips[0]), quiet=quiet).results
-        except Exception as err:  # a broken submission scores 0 and does not stop the others
-            print(f"{sid}: grading {path.name} failed ({type(err).__name__}: {err}); scored 0", file=sys.stderr)
-            results = {}
-        total = possible = 0.0
-        for q, max_points in meta["exercises"].items():
-            res = results.get(q)
-            score = float(res.score) if res is not None else 0.0
-            rows.append({"student": sid, "chapter": meta["chapter"], "exercise": q,
-                         "points": round(score, 4), "max_points": max_points})
-            total, possible = total + score, possible + max_points
-        rows.append({"student": sid, "chapter": meta["chapter"], "exercise": "TOTAL",
-                     "points": round(total, 4), "max_points": possible})
-        print(f"{sid} chapter {meta['chapter']}: {total:g} / {possible:g}")
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    with out_csv.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["student", "chapter", "exercise", "points", "max_points"])
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"gradebook: {out_csv}")
-    return rows
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="student notebooks and autograders under --out")
     b.add_argument("notebooks", nargs="*", type=Path, help="chapter notebooks (default: notebooks/[0-9]*.ipynb)")
     b.add_argument("--out", type=Path, default=ROOT / "_build" / "assignments")
-    b.add_argument("--no-zip", action="store_true", help="skip `otter generate` (test files only)")
+    b.add_argument("--no-zip", action="store_true", help="skip `otter generate` (no Gradescope archive)")
     g = sub.add_parser("grade", help="grade a folder of submitted notebooks into a gradebook CSV")
     g.add_argument("submissions", type=Path)
     g.add_argument("--assignments", type=Path, default=ROOT / "_build" / "assignments")
     g.add_argument("--out", type=Path, default=None, help="CSV path (default: SUBMISSIONS/gradebook.csv)")
-    g.add_argument("--verbose", action="store_true", help="show Otter's output for each submission")
+    g.add_argument("--chapter", help="grade every file as this assignment (NN or NN_name), whatever it says")
+    g.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto",
+                   help="bwrap: require bubblewrap; none: no sandbox; auto (default): bwrap if it works, else none "
+                        "with a warning")
+    g.add_argument("--timeout", type=float, default=Limits.seconds, help="seconds per submission")
+    g.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="address space per process")
+    g.add_argument("--processes", type=int, default=Limits.processes, help="processes and threads (sandbox user)")
+    g.add_argument("--expose", action="append", default=[], metavar="PATH",
+                   help="a folder the notebooks need (data), visible read-only in the sandbox; repeatable")
+    g.add_argument("--verbose", action="store_true", help="show each submission's output")
     args = parser.parse_args(argv)
     if args.command == "build":
         notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
         build(args.out, notebooks, zip_it=not args.no_zip)
-    else:
-        out = args.out or args.submissions / "gradebook.csv"
-        grade(args.submissions, args.assignments, out, quiet=not args.verbose)
+        return
+    limits = Limits(seconds=args.timeout, memory_mb=args.memory_mb, processes=args.processes)
+    try:
+        grade(args.submissions, args.assignments, args.out or args.submissions / "gradebook.csv",
+              sandbox=args.sandbox, limits=limits, chapter=args.chapter, expose=tuple(args.expose),
+              quiet=not args.verbose)
+    except (FileNotFoundError, ValueError, SandboxUnavailable) as err:
+        raise SystemExit(f"grade: {err}") from None
 
 
 if __name__ == "__main__":
