@@ -8,21 +8,17 @@ added to the (scaled) embeddings, followed by dropout (§5.4).
 Modern models put positions inside attention instead (:mod:`tmlib.model.rotary`: RoPE rotates queries and keys;
 :mod:`tmlib.model.alibi`: ALiBi biases the scores), or nowhere at all (a causal decoder can infer positions from
 the mask). Their embeddings then get only the dropout and the length check, :class:`NoPositionalEncoding`;
-:func:`make_positional` picks one from the name used by :class:`tmlib.model.presets.ModelConfig`.
+:func:`make_positional` picks one from the name used by :class:`tmlib.model.config.ModelConfig`.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from tmlib.model.config import POSITIONS
 from tmlib.validation import check_int
 
-__all__ = ["PositionalEncoding", "NoPositionalEncoding", "sinusoid_table", "make_positional", "POSITIONS"]
-
-#: The position schemes of :class:`tmlib.model.presets.ModelConfig`: added sinusoids (the paper), rotary embeddings,
-#: linear biases, or none.
-POSITIONS = ("sinusoidal", "rope", "alibi", "none")
-
+__all__ = ["PositionalEncoding", "NoPositionalEncoding", "sinusoid_table", "make_positional"]
 
 def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
     """The table PE of paper §3.5 as a float64 tensor ``(max_len, d_model)``.
@@ -126,7 +122,7 @@ def make_positional(positions: str, d_model: int, max_len: int, dropout: float) 
     applied by :class:`tmlib.model.attention.MultiHeadAttention`).
 
     Raises:
-        ValueError: an unknown scheme (the message lists :data:`POSITIONS`).
+        ValueError: an unknown scheme (the message lists :data:`tmlib.model.config.POSITIONS`).
     """
     if positions == "sinusoidal":
         return PositionalEncoding(d_model, max_len, dropout)
