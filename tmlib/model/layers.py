@@ -58,9 +58,19 @@ def _self_attention(config: ModelConfig) -> MultiHeadAttention:
                               n_kv_heads=config.n_kv_heads, positions=positions, max_len=config.max_len)
 
 
+def _cross_attention(config: ModelConfig) -> MultiHeadAttention:
+    """The attention over the encoder output: it relates two sequences, so all h heads and no positions."""
+    return MultiHeadAttention(config.d_model, config.n_heads, dropout=config.dropout, bias=config.bias)
+
+
 def _feed_forward(config: ModelConfig) -> nn.Module:
     """The feed-forward sub-layer of ``config`` (ReLU as §3.3, or SwiGLU)."""
     return make_feed_forward(config.ffn, config.d_model, config.d_ff, config.dropout, bias=config.bias)
+
+
+def _norm(config: ModelConfig) -> nn.Module:
+    """The normalization of ``config`` (LayerNorm as §3.1, or RMSNorm)."""
+    return make_norm(config.norm, config.d_model)
 
 
 class _Layer(nn.Module):
@@ -102,16 +112,16 @@ class EncoderLayer(_Layer):
         self.norm_first = config.norm_first
         self.self_attn = _self_attention(config)
         self.feed_forward = _feed_forward(config)
-        self.norm1, self.norm2 = make_norm(config.norm, config.d_model), make_norm(config.norm, config.d_model)
+        self.norm1, self.norm2 = _norm(config), _norm(config)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
-        def attend_to_itself(h):  # (batch, seq_len, d_model) -> same
+        def self_attention(h):  # (batch, seq_len, d_model) -> same
             return self.attend(self.self_attn, h, h, "self", attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                is_causal=is_causal)
 
-        x = residual(x, attend_to_itself, self.norm1, self.dropout, self.norm_first)  # (batch, seq_len, d_model)
+        x = residual(x, self_attention, self.norm1, self.dropout, self.norm_first)  # (batch, seq_len, d_model)
         return residual(x, self.feed_forward, self.norm2, self.dropout, self.norm_first)  # (batch, seq_len, d_model)
 
 
@@ -139,32 +149,31 @@ class DecoderLayer(_Layer):
 
     def __init__(self, config: ModelConfig, cross_attention: bool = True):
         super().__init__()
-        d_model, heads, p = config.d_model, config.n_heads, config.dropout
         self.norm_first = config.norm_first
         self.self_attn = _self_attention(config)
-        self.cross_attn = MultiHeadAttention(d_model, heads, dropout=p, bias=config.bias) if cross_attention else None
+        self.cross_attn = _cross_attention(config) if cross_attention else None
         self.feed_forward = _feed_forward(config)
-        self.norm1 = make_norm(config.norm, d_model)
-        self.norm2 = make_norm(config.norm, d_model) if cross_attention else None
-        self.norm3 = make_norm(config.norm, d_model)
-        self.dropout = nn.Dropout(p)
+        self.norm1 = _norm(config)
+        self.norm2 = _norm(config) if cross_attention else None
+        self.norm3 = _norm(config)
+        self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
                 memory_key_padding_mask: torch.Tensor | None = None, self_attn_mask: torch.Tensor | None = None,
                 cache: tuple[KVCache, KVCache | None] | None = None, is_causal: bool = False) -> torch.Tensor:
         self_kv, cross_kv = cache if cache is not None else (None, None)
 
-        def attend_to_itself(h):  # (batch, n_new, d_model) -> same; the new keys/values join the cache
+        def self_attention(h):  # (batch, n_new, d_model) -> same; the new keys/values join the cache
             return self.attend(self.self_attn, h, h, "self", attn_mask=self_attn_mask, cache=self_kv,
                                is_causal=is_causal)
 
-        def attend_to_memory(h):  # (batch, n_new, d_model) -> same; the memory is projected once per cache
+        def cross_attention(h):  # (batch, n_new, d_model) -> same; the memory is projected once per cache
             return self.attend(self.cross_attn, h, memory, "cross", key_padding_mask=memory_key_padding_mask,
                                cache=cross_kv, static_kv=cross_kv is not None)
 
-        x = residual(x, attend_to_itself, self.norm1, self.dropout, self.norm_first)  # (batch, n_new, d_model)
+        x = residual(x, self_attention, self.norm1, self.dropout, self.norm_first)  # (batch, n_new, d_model)
         if self.cross_attn is not None:
-            x = residual(x, attend_to_memory, self.norm2, self.dropout, self.norm_first)  # (batch, n_new, d_model)
+            x = residual(x, cross_attention, self.norm2, self.dropout, self.norm_first)  # (batch, n_new, d_model)
         return residual(x, self.feed_forward, self.norm3, self.dropout, self.norm_first)  # (batch, n_new, d_model)
 
 
@@ -180,7 +189,7 @@ class Encoder(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
-        self.norm = make_norm(config.norm, config.d_model) if config.norm_first else None
+        self.norm = _norm(config) if config.norm_first else None
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -207,7 +216,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.cross_attention = cross_attention
         self.layers = nn.ModuleList(DecoderLayer(config, cross_attention) for _ in range(config.n_decoder_layers))
-        self.norm = make_norm(config.norm, config.d_model) if config.norm_first else None
+        self.norm = _norm(config) if config.norm_first else None
 
     def new_cache(self) -> DecoderCache:
         """An empty :class:`DecoderCache` for this stack."""

@@ -7,9 +7,9 @@ z = (z_1, ..., z_n). Given z, the decoder then generates an output sequence (y_1
 at a time." (§3)
 
 The arguments are checked here, at the model's public boundary (:meth:`Transformer.forward`,
-:meth:`~Transformer.encode`, :meth:`~Transformer.decode`, :func:`make_model`); the layers inside trust them. A source without padding gets
-no mask at all (see :meth:`Transformer.source_mask`), so that PyTorch may pick its fastest attention kernels on
-a GPU.
+:meth:`~Transformer.encode`, :meth:`~Transformer.decode`, :func:`make_model`); the layers inside trust them. A
+source without padding gets no mask at all (see :meth:`Transformer.source_mask`), so that PyTorch may pick its
+fastest attention kernels on a GPU.
 """
 from __future__ import annotations
 
