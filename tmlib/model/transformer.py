@@ -82,6 +82,7 @@ class Transformer(nn.Module):
         if not isinstance(config, ModelConfig):
             raise TypeError(f"config must be a tmlib.model.config.ModelConfig, got {type(config).__name__}")
         self.config = c = config
+        # the sizes that decoding, training and analysis read from a model
         self.src_vocab_size, self.tgt_vocab_size = c.vocab_size, c.target_vocab_size
         self.d_model, self.n_heads, self.max_len, self.pad_id = c.d_model, c.n_heads, c.max_len, c.pad_id
         self.norm_first, self.tie_embeddings = c.norm_first, c.tied
