@@ -197,7 +197,8 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
         config = TrainConfig(**{f.name: getattr(args.config, f.name) for f in dataclasses.fields(TrainConfig)
                                 if f.name != "model"}, model=model)
     except ValueError as err:  # raised by the dataclasses' own checks (__post_init__): name the option
-        _fail(re.sub(r"^([a-z_]+) (must|is|has)", lambda m: f"--{m.group(1).replace('_', '-')} {m.group(2)}", str(err)))
+        _fail(re.sub(r"^([a-z_]+) (must|is|has)", lambda m: f"--{m.group(1).replace('_', '-')} {m.group(2)}",
+                     str(err)))
     if stored is not None:
         changed = [f"{name} (the run has {getattr(stored, name)!r}, the command line gives {getattr(config, name)!r})"
                    for name in (f.name for f in dataclasses.fields(TrainConfig))
