@@ -9,7 +9,7 @@ script checks that both modes return L tokens and the same tokens.
   and values reused: O(t) work at step t) and ``use_cache=False`` (the whole prefix recomputed every step:
   O(t²) attention work and t positions through every layer and the output projection), for output lengths
   ``--lengths``, one sentence of ``--src-len`` tokens, timed in alternating order, median of ``--repeats``.
-* Memory: the bytes of the tensors the :class:`tmlib.model.transformer.DecoderCache` actually holds after L steps
+* Memory: the bytes of the tensors the :class:`tmlib.model.layers.DecoderCache` actually holds after L steps
   (``cache.self_attn[i].k/.v`` and ``cache.cross_attn[i].k/.v``, :func:`tmlib.analysis.benchmarking.decoder_cache_bytes`),
   next to the formula 2 × layers × d_model × bytes per token for self-attention plus the cross-attention
   memory 2 × layers × src_len × d_model × bytes once (:func:`tmlib.analysis.benchmarking.kv_cache_bytes`).

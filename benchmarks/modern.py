@@ -99,7 +99,7 @@ def tokens_seen(batches: SentenceBatches, steps: int) -> int:
 
 def run(name: str, config: ModelConfig, data: dict, args, warmup_steps: int, lr_multiplier: float = 1.0) -> dict:
     seed_everything(args.seed)
-    model = DecoderOnly.from_config(config)
+    model = DecoderOnly(config)
     train_config = TrainConfig(model=config, max_tokens=args.max_tokens, warmup_steps=warmup_steps,
                                lr_factor=args.lr_factor * lr_multiplier, label_smoothing=0.0, grad_clip=None, max_steps=args.steps,
                                seed=args.seed, device="cpu", threads=args.threads, amp="off", progress=False,

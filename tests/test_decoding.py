@@ -20,8 +20,8 @@ VOCAB = 12
 
 def tiny_model(seed: int = 0, vocab: int = VOCAB) -> nn.Module:
     torch.manual_seed(seed)
-    model = transformer.Transformer(vocab, vocab, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=2,
-                                    d_ff=32, dropout=0.1, max_len=64, pad_id=PAD, tie_embeddings=False)
+    model = transformer.make_model("tiny", vocab, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=2,
+                                   d_ff=32, dropout=0.1, max_len=64, pad_id=PAD, tie_embeddings=False)
     # untied: with the generator tied to the target embedding a random model mostly repeats its input token
     return model.eval()
 

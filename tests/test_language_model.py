@@ -7,7 +7,7 @@ import torch
 
 from tmlib.data import SentenceBatches, lm_forward, loss_by_position
 from tmlib.training import TrainConfig, Trainer
-from tmlib.model import PRESETS
+from tmlib.model import PRESETS, ModelConfig
 from tmlib.model import DecoderOnly
 
 SENTENCES = [[5, 6, 7], [8], [], [9, 10, 11, 12, 13], [5, 5]]
@@ -55,7 +55,8 @@ def test_bad_input():
 
 def test_loss_by_position_equals_a_direct_computation():
     torch.manual_seed(0)
-    model = DecoderOnly(14, d_model=16, n_heads=2, n_layers=1, d_ff=8, dropout=0.0, max_len=20).double()
+    model = DecoderOnly(ModelConfig(vocab_size=14, d_model=16, n_heads=2, n_decoder_layers=1, d_ff=8, dropout=0.0,
+                                    max_len=20)).double()
     b = SentenceBatches(SENTENCES, max_tokens=100, shuffle=False)
     out = loss_by_position(model, b, split=2)
     nll = {0: [], 1: []}
@@ -77,7 +78,7 @@ def test_trainer_trains_a_language_model():
     config = TrainConfig(model=PRESETS["tiny"], max_tokens=70, warmup_steps=10, lr_factor=1.0, label_smoothing=0.0,
                          max_steps=40, device="cpu", threads=1, amp="off", progress=False, checkpoint_minutes=None,
                          log_every=5)
-    model = DecoderOnly(10, d_model=32, n_heads=2, n_layers=1, d_ff=32, dropout=0.0, max_len=16, norm_first=True,
-                        positions="rope")
+    model = DecoderOnly(ModelConfig(vocab_size=10, d_model=32, n_heads=2, n_decoder_layers=1, d_ff=32, dropout=0.0,
+                                    max_len=16, norm_first=True, positions="rope"))
     history = Trainer(model, train, SentenceBatches(sents[:10], shuffle=False), config, forward_fn=lm_forward).fit()
     assert history["loss"][0] > 1.8 and history["val_nll"][-1] < 1.0, (history["loss"][0], history["val_nll"])

@@ -1,4 +1,4 @@
-"""Tests of the full model (tmlib.model.transformer, embeddings, positional, feed_forward, presets, variants).
+"""Tests of the full model (tmlib.model.transformer, layers, embeddings, positional, feed_forward, config, variants).
 
 The reference points are independent of the code under test: torch.nn.Transformer (weights copied in),
 tmlib.ref.numpy_ref, closed-form parameter counts, and invariances (causality, padding, caching).
@@ -20,7 +20,8 @@ from tmlib import ref as R
 from tmlib.model import Generator, TokenEmbedding
 from tmlib.model import PositionwiseFeedForward
 from tmlib.model import PositionalEncoding
-from tmlib.model import PRESETS, copy_task_batch, count_parameters, make_model
+from tmlib.data import copy_task_batch
+from tmlib.model import PRESETS, ModelConfig, count_parameters, make_model
 from tmlib.model import Transformer, nn_transformer_logits, to_nn_transformer
 from tmlib.model import DecoderOnly, EncoderOnly
 
@@ -42,7 +43,7 @@ def small_model(dtype=torch.float64, norm_first=False, seed=0, device="cpu", **k
     args = dict(d_model=16, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=24, dropout=0.0, max_len=32,
                 norm_first=norm_first)
     args.update(kw)
-    model = Transformer(V, V, **args)
+    model = Transformer(ModelConfig(vocab_size=V, **args))
     with torch.no_grad():  # LayerNorms start at γ = 1, β = 0; random values make the comparisons stronger
         for m in model.modules():
             if isinstance(m, nn.LayerNorm):
@@ -206,11 +207,12 @@ def test_tied_embeddings_share_one_parameter():
 
 
 def test_different_vocabularies_untied_and_tie_true_refused():
-    model = Transformer(11, 17, d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=8)
+    model = Transformer(ModelConfig(vocab_size=11, tgt_vocab_size=17, d_model=16, n_heads=2, n_encoder_layers=1,
+                                    n_decoder_layers=1, d_ff=8))
     assert not model.tie_embeddings
     assert model.generator.proj.weight.shape == (17, 16)
-    with pytest.raises(ValueError, match=r"tie_embeddings=True.*src_vocab_size=11.*tgt_vocab_size=17"):
-        Transformer(11, 17, d_model=16, n_heads=2, tie_embeddings=True)
+    with pytest.raises(ValueError, match=r"tie_embeddings=True.*vocab_size=11.*tgt_vocab_size=17"):
+        Transformer(ModelConfig(vocab_size=11, tgt_vocab_size=17, d_model=16, n_heads=2, tie_embeddings=True))
 
 
 def test_embedding_scaled_by_sqrt_d_model():
@@ -312,7 +314,9 @@ def test_bad_inputs_raise_clear_errors():
     model = small_model()
     src, tgt = padded_batch()
     with pytest.raises(ValueError, match="d_model=30 is not divisible by n_heads=4"):
-        Transformer(V, V, d_model=30, n_heads=4)
+        Transformer(ModelConfig(vocab_size=V, d_model=30, n_heads=4))
+    with pytest.raises(TypeError, match="config must be a tmlib.model.config.ModelConfig, got str"):
+        Transformer("tiny")
     with pytest.raises(ValueError, match="src batch size 3 differs from tgt batch size 2"):
         model(src, tgt[:2])
     with pytest.raises(ValueError, match=r"id 13, outside the vocabulary \[0, 13\) of size 13"):
@@ -344,7 +348,8 @@ def test_bad_inputs_raise_clear_errors():
 
 def test_encoder_only():
     torch.manual_seed(0)
-    model = EncoderOnly(V, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, n_classes=3).double().eval()
+    config = ModelConfig(vocab_size=V, d_model=16, n_heads=2, n_encoder_layers=2, d_ff=32, dropout=0.0)
+    model = EncoderOnly(config, n_classes=3).double().eval()
     ids = torch.tensor([[3, 4, 5, 6, 0], [7, 8, 9, 0, 0]])
     assert model(ids).shape == (2, 5, 16)
     assert model.classify(ids).shape == (2, 3)
@@ -357,12 +362,13 @@ def test_encoder_only():
         longer = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], 1)  # padding changes nothing
         torch.testing.assert_close(model(longer)[:, :5], model(ids), atol=1e-12, rtol=0)
     with pytest.raises(ValueError, match="no classification head"):
-        EncoderOnly(V, d_model=16, n_heads=2, n_layers=1, d_ff=8).classify(ids)
+        EncoderOnly(ModelConfig(vocab_size=V, d_model=16, n_heads=2, n_encoder_layers=1, d_ff=8)).classify(ids)
 
 
 def decoder_only(dtype=torch.float64):
     torch.manual_seed(0)
-    return DecoderOnly(V, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, max_len=40).to(dtype).eval()
+    config = ModelConfig(vocab_size=V, d_model=16, n_heads=2, n_decoder_layers=2, d_ff=32, dropout=0.0, max_len=40)
+    return DecoderOnly(config).to(dtype).eval()
 
 
 def test_decoder_only_causal_and_cached():
@@ -480,7 +486,8 @@ def test_forward_reads_no_values_from_the_device(options):
         memory, cache = model.encode(src), model.new_cache()
         for t in range(3):
             model.decode(tgt[:, t:t + 1], memory, src, cache=cache)
-        lm = DecoderOnly(V, d_model=16, n_heads=4, n_layers=1, d_ff=8, max_len=20, **options)
+        lm = DecoderOnly(ModelConfig(vocab_size=V, d_model=16, n_heads=4, n_decoder_layers=1, d_ff=8, max_len=20,
+                                     **options))
         assert lm(tgt).shape == (2, 5, V)
-        enc = EncoderOnly(V, d_model=16, n_heads=4, n_layers=1, d_ff=8, **options)
+        enc = EncoderOnly(ModelConfig(vocab_size=V, d_model=16, n_heads=4, n_encoder_layers=1, d_ff=8, **options))
         assert enc(src).shape == (2, 7, 16)

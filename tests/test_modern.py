@@ -270,10 +270,10 @@ def test_gqa_errors():
 
 def lm(positions="rope", n_kv_heads=2, dtype=torch.float64, **kw):
     torch.manual_seed(0)
-    args = dict(d_model=16, n_heads=4, n_layers=2, d_ff=24, dropout=0.0, max_len=40, norm_first=True, norm="rms",
-                ffn="swiglu", positions=positions, n_kv_heads=n_kv_heads, bias=False)
+    args = dict(d_model=16, n_heads=4, n_decoder_layers=2, d_ff=24, dropout=0.0, max_len=40, norm_first=True,
+                norm="rms", ffn="swiglu", positions=positions, n_kv_heads=n_kv_heads, bias=False)
     args.update(kw)
-    return DecoderOnly(V, **args).to(dtype).eval()
+    return DecoderOnly(ModelConfig(vocab_size=V, **args)).to(dtype).eval()
 
 
 @pytest.mark.parametrize("positions", ["sinusoidal", "rope", "alibi", "none"])
@@ -307,8 +307,8 @@ def test_positions_make_the_model_order_aware(positions):
     swapped = torch.tensor([[4, 3, 5, 6, 7]])
     for pos, should_change in ((positions, True), ("none", False)):
         torch.manual_seed(0)
-        enc = EncoderOnly(V, d_model=16, n_heads=2, n_layers=1, d_ff=8, dropout=0.0, pad_id=None,
-                          positions=pos).double().eval()
+        enc = EncoderOnly(ModelConfig(vocab_size=V, d_model=16, n_heads=2, n_encoder_layers=1, d_ff=8, dropout=0.0,
+                                      pad_id=None, positions=pos)).double().eval()
         with torch.no_grad():
             d = max_diff(enc(ids)[0, 2:], enc(swapped)[0, 2:])
         assert (d > 1e-6) == should_change, (pos, d)
@@ -362,8 +362,9 @@ def test_llama_style_parameter_count():
     """Closed form for a pre-RMSNorm, SwiGLU, RoPE, GQA, bias-free decoder-only model (tied output layer with
     the Generator's bias)."""
     d, h, kv, L, d_ff, vocab = 64, 8, 2, 3, 96, 100
-    model = DecoderOnly(vocab, d, h, L, d_ff, 0.0, 64, True, norm="rms", ffn="swiglu", positions="rope",
-                        n_kv_heads=kv, bias=False)
+    model = DecoderOnly(ModelConfig(vocab_size=vocab, d_model=d, n_heads=h, n_decoder_layers=L, d_ff=d_ff, dropout=0.0,
+                                    max_len=64, norm_first=True, norm="rms", ffn="swiglu", positions="rope",
+                                    n_kv_heads=kv, bias=False))
     d_k = d // h
     attn = d * d + 2 * d * kv * d_k + d * d  # W^Q, W^K, W^V (grouped), W^O
     per_layer = attn + 3 * d * d_ff + 2 * d  # + SwiGLU + two RMSNorm gains
@@ -371,7 +372,7 @@ def test_llama_style_parameter_count():
     cfg = dataclasses.replace(PRESETS["tiny"], vocab_size=vocab, d_model=d, n_heads=h, n_decoder_layers=L, d_ff=d_ff,
                               max_len=64, norm_first=True, norm="rms", ffn="swiglu", positions="rope", n_kv_heads=kv,
                               bias=False)
-    assert count_parameters(DecoderOnly.from_config(cfg)) == count_parameters(model)
+    assert count_parameters(DecoderOnly(cfg)) == count_parameters(model)
 
 
 def test_config_errors():
@@ -388,7 +389,9 @@ def test_config_errors():
     # odd d_model is fine without sinusoids
     ModelConfig(d_model=9, n_heads=3, n_encoder_layers=1, n_decoder_layers=1, d_ff=4, dropout=0.0, positions="alibi")
     with pytest.raises(ValueError, match="unknown ffn 'gelu'"):
-        DecoderOnly(V, 16, 2, 1, 8, ffn="gelu")
+        dataclasses.replace(base, ffn="gelu")
+    with pytest.raises(TypeError, match="config must be a tmlib.model.config.ModelConfig, got dict"):
+        DecoderOnly(base.to_dict())
     with pytest.raises(ValueError, match="positions must be None, 'rope' or 'alibi'"):
         MultiHeadAttention(8, 2, positions="sinusoidal")
     with pytest.raises(ValueError, match="cross-attention"):
@@ -403,14 +406,15 @@ def test_config_errors():
 
 def _llama_pair(dtype, d=32, h=4, kv=2, d_ff=48, seed=0):
     """Our pre-RMSNorm/SwiGLU/RoPE/GQA/bias-free block and transformers' LlamaDecoderLayer with the same
-    weights (tmlib.model.llama.to_llama_decoder_layer: W^Q and W^K rows permuted from our interleaved RoPE layout to
+    weights (tmlib.model.bridges.to_llama_decoder_layer: W^Q and W^K rows permuted from our interleaved RoPE layout to
     Llama's rotate_half layout, what HF's conversion script does)."""
     pytest.importorskip("transformers", reason="transformers is not installed (pip install transformers)")
     from tmlib.model import to_llama_decoder_layer
 
     torch.manual_seed(seed)
-    ours = DecoderLayer(d, h, d_ff, dropout=0.0, norm_first=True, cross_attention=False, norm="rms", ffn="swiglu",
-                        positions="rope", n_kv_heads=kv, bias=False, max_len=64).to(dtype).eval()
+    config = ModelConfig(d_model=d, n_heads=h, d_ff=d_ff, dropout=0.0, norm_first=True, norm="rms", ffn="swiglu",
+                         positions="rope", n_kv_heads=kv, bias=False, max_len=64)
+    ours = DecoderLayer(config, cross_attention=False).to(dtype).eval()
     with torch.no_grad():
         for norm in (ours.norm1, ours.norm3):
             norm.weight.uniform_(0.5, 1.5)
@@ -478,7 +482,7 @@ def test_llama_mapping_refuses_other_blocks():
     from tmlib.model import halves_layout_rows, to_llama_decoder_layer
 
     with pytest.raises(ValueError, match="not a Llama-style block"):
-        to_llama_decoder_layer(DecoderLayer(16, 2, 8, cross_attention=False))
+        to_llama_decoder_layer(DecoderLayer(ModelConfig(d_model=16, n_heads=2, d_ff=8), cross_attention=False))
     assert halves_layout_rows(torch.arange(8.0)[:, None], 2)[:, 0].tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
 
 

@@ -12,10 +12,11 @@ batches (a step holds about ``max_tokens × accumulate × processes`` padded tok
 progress bar and writes the run folder, which must be on a file system every node sees for ``--resume``. A
 run continues only on as many processes as it started with.
 
-Every option comes from the configuration dataclasses (:class:`tmlib.training.trainer.TrainConfig` and its model,
-:class:`tmlib.model.presets.ModelConfig`), through ``simple_parsing``: a new field is written once, with its help
-text, and appears here. ``--preset NAME`` chooses the model of :data:`tmlib.model.presets.PRESETS` exactly; the
-recipe options keep the recommended values (:data:`tmlib.training.experiment.RECOMMENDED`) unless given.
+Every option comes from a configuration dataclass, through ``simple_parsing``: one per field of
+:class:`tmlib.training.trainer.TrainConfig`, and one per field of its model, :class:`tmlib.model.config.ModelConfig`,
+whose command-line help is written here (:data:`MODEL_HELP`: the model's configuration carries no command-line
+metadata). ``--preset NAME`` chooses the model of :data:`tmlib.model.config.PRESETS` exactly; the recipe options
+keep the recommended values (:data:`tmlib.training.experiment.RECOMMENDED`) unless given.
 
 Every argument is checked before any work; a user error prints one ``error: ...`` line and exits with
 status 2 (a missing or corrupt data set too: the message says how to get it). Ctrl-C finishes the current
@@ -31,13 +32,40 @@ import argparse
 import dataclasses
 import re
 import sys
+import typing
 from pathlib import Path
 
+from tmlib.model.config import PRESETS, ModelConfig, get_preset
 from tmlib.training.experiment import RECOMMENDED, resume_config
-from tmlib.model.presets import PRESETS, get_preset
 from tmlib.training.trainer import RUNTIME_FIELDS, TrainConfig
+from tmlib.validation import parse_optional, parse_optional_bool
 
-__all__ = ["main", "build_parser", "parse_config", "UsageError", "RECOMMENDED"]
+__all__ = ["main", "build_parser", "parse_config", "UsageError", "RECOMMENDED", "MODEL_HELP"]
+
+#: The help of the model's options, one per field of :class:`~tmlib.model.config.ModelConfig`.
+MODEL_HELP = {
+    "d_model": "model width d_model (paper: 512 base, 1024 big)",
+    "n_heads": "attention heads h; must divide d_model",
+    "n_encoder_layers": "encoder layers N (paper: 6)",
+    "n_decoder_layers": "decoder layers N (paper: 6)",
+    "d_ff": "inner width of the feed-forward network (paper: 2048 base, 4096 big)",
+    "dropout": "P_drop, on every sub-layer output, the embeddings and the attention weights (paper: 0.1 base)",
+    "max_len": "longest sequence the model accepts, in tokens (rows of the positional-encoding table)",
+    "norm_first": "False: post-LN as in the paper; True: pre-LN (the modern layout)",
+    "vocab_size": "(source) vocabulary size V; the paper's EN-DE model shares about 37,000 BPE tokens",
+    "tgt_vocab_size": "target vocabulary size; none: the same as vocab_size (one shared vocabulary)",
+    "pad_id": "id of the padding token (masked in the source, ignored by the loss); none: no padding",
+    "tie_embeddings": "share one matrix between both embeddings and the pre-softmax layer (paper §3.4); none: tie "
+                      "when the two vocabularies are the same",
+    "norm": "normalization: layer (LayerNorm, the paper) or rms (RMSNorm, Zhang & Sennrich 2019)",
+    "ffn": "feed-forward: relu (the paper, §3.3) or swiglu (Shazeer 2020; inner width d_ff, e.g. 2/3 of the ReLU "
+           "one for the same parameters)",
+    "positions": "positions: sinusoidal (added to the embeddings, §3.5), rope (rotary, Su et al. 2021), alibi "
+                 "(linear biases, Press et al. 2022) in every self-attention, or none",
+    "n_kv_heads": "key/value heads of the self-attentions (grouped-query attention, Ainslie et al. 2023; 1 = "
+                  "multi-query); none: n_heads",
+    "bias": "biases in the attention and feed-forward linear layers (Llama has none)",
+}
 
 
 class UsageError(Exception):
@@ -51,7 +79,7 @@ def _fail(message: str):
 def _presets_help() -> str:
     import torch
 
-    from tmlib.model.presets import count_parameters, make_model
+    from tmlib.model.transformer import count_parameters, make_model
 
     lines = []
     for name, cfg in PRESETS.items():
@@ -62,13 +90,46 @@ def _presets_help() -> str:
     return "; ".join(lines)
 
 
+def _model_options(default: ModelConfig) -> type:
+    """A dataclass for ``simple_parsing`` with the fields of :class:`~tmlib.model.config.ModelConfig` (same names,
+    types and order), defaulting to ``default``, with the help of :data:`MODEL_HELP`; optional values (``int |
+    None``, ``bool | None``) accept ``none``."""
+    hints = typing.get_type_hints(ModelConfig)
+
+    def option(field: dataclasses.Field) -> tuple:
+        custom = {}
+        kinds = typing.get_args(hints[field.name])
+        if type(None) in kinds:
+            kind = next(k for k in kinds if k is not type(None))
+            custom["type"] = parse_optional_bool if kind is bool else parse_optional(kind)
+        metadata = {"help": MODEL_HELP[field.name], "custom_args": custom}
+        return field.name, hints[field.name], dataclasses.field(default=getattr(default, field.name), metadata=metadata)
+
+    options = dataclasses.make_dataclass("ModelConfig", [option(f) for f in dataclasses.fields(ModelConfig)])
+    options.__doc__ = "the model (paper Table 3 hyper-parameters, vocabulary size and padding id)"
+    return options
+
+
+def _recipe_options(default: TrainConfig) -> type:
+    """:class:`~tmlib.training.trainer.TrainConfig` for ``simple_parsing``, without options for its ``model``
+    (:func:`_model_options` gives those)."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Options(TrainConfig):
+        __doc__ = TrainConfig.__doc__
+        model: ModelConfig = dataclasses.field(default=default.model, metadata={"cmd": False})
+
+    Options.__qualname__ = Options.__name__ = "TrainConfig"
+    return Options
+
+
 def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
     """The argument parser, whose configuration options default to ``default``.
 
     Run options: ``--out``, ``--resume``, ``--data-dir``, ``--preset``. Configuration options: one per field
-    of :class:`~tmlib.training.trainer.TrainConfig` and of its ``model`` (:class:`~tmlib.model.presets.ModelConfig`),
-    e.g. ``--max-minutes``, ``--lr-factor``, ``--d-model``, ``--n-encoder-layers``; optional values accept
-    ``none`` (``--grad-clip none``: no clipping).
+    of :class:`~tmlib.training.trainer.TrainConfig` (into ``args.config``, its ``model`` left at the default) and
+    of :class:`~tmlib.model.config.ModelConfig` (into ``args.model``), e.g. ``--max-minutes``, ``--lr-factor``,
+    ``--d-model``, ``--n-encoder-layers``; optional values accept ``none`` (``--grad-clip none``: no clipping).
     """
     from simple_parsing import ArgumentParser, DashVariant
 
@@ -91,9 +152,10 @@ def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
     run.add_argument("--data-dir", default=None, metavar="DIR",
                      help="folder holding multi30k/*.gz (default: $TMLIB_DATA_DIR, else the user cache)")
     run.add_argument("--preset", default=None, choices=sorted(PRESETS),
-                     help="the model: a preset of tmlib.model.presets.PRESETS exactly (default: cpu); model options "
+                     help="the model: a preset of tmlib.model.config.PRESETS exactly (default: cpu); model options "
                           "given with it override its fields")
-    p.add_arguments(TrainConfig, dest="config", default=default)
+    p.add_arguments(_recipe_options(default), dest="config", default=default)
+    p.add_arguments(_model_options(default.model), dest="model")
     return p
 
 
@@ -131,9 +193,12 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
         default = RECOMMENDED
     try:
         args = build_parser(default).parse_args(argv)
+        model = ModelConfig(**dataclasses.asdict(args.model))
+        config = TrainConfig(**{f.name: getattr(args.config, f.name) for f in dataclasses.fields(TrainConfig)
+                                if f.name != "model"}, model=model)
     except ValueError as err:  # raised by the dataclasses' own checks (__post_init__): name the option
-        _fail(re.sub(r"^([a-z_]+) (must|is|has)", lambda m: f"--{m.group(1).replace('_', '-')} {m.group(2)}", str(err)))
-    config: TrainConfig = args.config
+        _fail(re.sub(r"^([a-z_]+) (must|is|has)", lambda m: f"--{m.group(1).replace('_', '-')} {m.group(2)}",
+                     str(err)))
     if stored is not None:
         changed = [f"{name} (the run has {getattr(stored, name)!r}, the command line gives {getattr(config, name)!r})"
                    for name in (f.name for f in dataclasses.fields(TrainConfig))

@@ -1,35 +1,47 @@
-"""The Transformer in PyTorch, one paper section per module: attention (§3.2), the feed-forward network
-(§3.3), embeddings (§3.4), positional encoding (§3.5), the encoder-decoder (§3.1), its configuration and
-presets (Table 3), the two other families, and the modern options of chapter 12.
+"""The Transformer in PyTorch, one paper section per module.
+
+* ``config``: the model's configuration and the presets of Table 3 (``ModelConfig``, ``PRESETS``);
+* ``attention`` (§3.2), ``feed_forward`` (§3.3), ``embeddings`` (§3.4), ``positional`` (§3.5), ``norms``;
+* ``layers``: the residual sub-layer, the encoder and decoder layers and stacks (§3.1);
+* ``transformer``: the encoder-decoder of Figure 1 and its factory ``make_model``;
+* ``variants``: the encoder-only and decoder-only families;
+* ``rotary``, ``alibi``: the position schemes of chapter 12;
+* ``bridges``: the same weights in ``torch.nn.Transformer`` and in Hugging Face's Llama block, for checking.
 """
 
 from tmlib.model.alibi import ALiBi, alibi_slopes
 from tmlib.model.attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
-from tmlib.model.embeddings import Generator, TokenEmbedding, check_token_ids
+from tmlib.model.bridges import (
+    halves_layout_rows, llama_config, llama_rotary, nn_transformer_logits, to_llama_decoder_layer, to_nn_transformer
+)
+from tmlib.model.config import FEED_FORWARDS, NORMS, POSITIONS, PRESETS, ModelConfig, get_preset
+from tmlib.model.embeddings import Generator, TokenEmbedding
 from tmlib.model.feed_forward import (
-    FEED_FORWARDS, PositionwiseFeedForward, SwiGLUFeedForward, make_feed_forward, swiglu_hidden_size
+    PositionwiseFeedForward, SwiGLUFeedForward, make_feed_forward, swiglu_hidden_size
 )
-from tmlib.model.llama import halves_layout_rows, llama_config, llama_rotary, to_llama_decoder_layer
-from tmlib.model.norms import NORMS, RMSNorm, make_norm
-from tmlib.model.positional import (
-    NoPositionalEncoding, POSITIONS, PositionalEncoding, make_positional, sinusoid_table
-)
-from tmlib.model.presets import ModelConfig, PRESETS, copy_task_batch, count_parameters, get_preset, make_model
+from tmlib.model.layers import Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer, residual
+from tmlib.model.norms import RMSNorm, make_norm
+from tmlib.model.positional import NoPositionalEncoding, PositionalEncoding, make_positional, sinusoid_table
 from tmlib.model.rotary import RotaryEmbedding, apply_rotary, interleaved_to_halves, rope_frequencies
-from tmlib.model.transformer import (
-    AUTO, Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer, Transformer, check_sequence,
-    nn_transformer_logits, to_nn_transformer, xavier_init_
-)
+from tmlib.model.transformer import AUTO, Transformer, count_parameters, make_model, xavier_init_
 from tmlib.model.variants import DecoderOnly, EncoderOnly
 
 __all__ = [
-    "ALiBi", "AUTO", "Decoder", "DecoderCache", "DecoderLayer", "DecoderOnly", "Encoder", "EncoderLayer",
-    "EncoderOnly", "FEED_FORWARDS", "Generator", "KVCache", "ModelConfig", "MultiHeadAttention", "NORMS",
-    "NoPositionalEncoding", "POSITIONS", "PRESETS", "PositionalEncoding", "PositionwiseFeedForward", "RMSNorm",
-    "RotaryEmbedding", "SwiGLUFeedForward", "TokenEmbedding", "Transformer", "alibi_slopes", "apply_rotary",
-    "causal_mask", "check_sequence", "check_token_ids", "copy_task_batch", "count_parameters", "get_preset",
-    "halves_layout_rows", "interleaved_to_halves", "llama_config", "llama_rotary", "make_feed_forward",
-    "make_model", "make_norm", "make_positional", "nn_transformer_logits", "rope_frequencies",
-    "scaled_dot_product_attention", "sinusoid_table", "swiglu_hidden_size", "to_llama_decoder_layer",
-    "to_nn_transformer", "xavier_init_"
+    # configuration (Table 3)
+    "ModelConfig", "PRESETS", "get_preset", "NORMS", "FEED_FORWARDS", "POSITIONS",
+    # the paper's parts (§3.2-§3.5)
+    "MultiHeadAttention", "scaled_dot_product_attention", "causal_mask", "KVCache",
+    "PositionwiseFeedForward", "TokenEmbedding", "Generator", "PositionalEncoding", "sinusoid_table",
+    # the encoder-decoder (§3.1, Figure 1)
+    "residual", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",
+    "Transformer", "make_model", "count_parameters", "xavier_init_", "AUTO",
+    # the other families
+    "EncoderOnly", "DecoderOnly",
+    # the modern options (chapter 12)
+    "RMSNorm", "make_norm", "SwiGLUFeedForward", "swiglu_hidden_size", "make_feed_forward",
+    "NoPositionalEncoding", "make_positional", "RotaryEmbedding", "apply_rotary", "rope_frequencies",
+    "interleaved_to_halves", "ALiBi", "alibi_slopes",
+    # checking against other implementations
+    "to_nn_transformer", "nn_transformer_logits", "to_llama_decoder_layer", "llama_config", "llama_rotary",
+    "halves_layout_rows",
 ]

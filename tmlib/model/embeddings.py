@@ -16,7 +16,7 @@ from torch import nn
 
 from tmlib.validation import check_int, check_token_ids
 
-__all__ = ["TokenEmbedding", "Generator", "check_token_ids"]
+__all__ = ["TokenEmbedding", "Generator"]
 
 
 class TokenEmbedding(nn.Module):

@@ -6,7 +6,7 @@ FFN(x) = max(0, x W₁ + b₁) W₂ + b₂, with inner width d_ff (2048 in the b
 
 :class:`SwiGLUFeedForward` is the gated variant of Shazeer (2020, "GLU Variants Improve Transformer",
 eq. 6), used by PaLM and Llama: FFN_SwiGLU(x) = (Swish(x W₁) ⊗ x W₃) W₂, three matrices instead of two.
-:func:`make_feed_forward` builds either from the name used by :class:`tmlib.model.presets.ModelConfig`.
+:func:`make_feed_forward` builds either from the name used by :class:`tmlib.model.config.ModelConfig`.
 """
 from __future__ import annotations
 
@@ -14,14 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tmlib.model.config import FEED_FORWARDS
 from tmlib.validation import check_float, check_int
 
-__all__ = ["PositionwiseFeedForward", "SwiGLUFeedForward", "make_feed_forward", "FEED_FORWARDS",
-           "swiglu_hidden_size"]
-
-#: The names :func:`make_feed_forward` accepts.
-FEED_FORWARDS = ("relu", "swiglu")
-
+__all__ = ["PositionwiseFeedForward", "SwiGLUFeedForward", "make_feed_forward", "swiglu_hidden_size"]
 
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂, applied at every position (paper §3.3).
@@ -127,7 +123,7 @@ def make_feed_forward(kind: str, d_model: int, d_ff: int, dropout: float = 0.1, 
     ``"swiglu"`` → :class:`SwiGLUFeedForward` (inner width ``d_ff`` as given).
 
     Raises:
-        ValueError: an unknown ``kind`` (the message lists :data:`FEED_FORWARDS`), or bad sizes.
+        ValueError: an unknown ``kind`` (the message lists :data:`tmlib.model.config.FEED_FORWARDS`), or bad sizes.
     """
     if kind == "relu":
         return PositionwiseFeedForward(d_model, d_ff, dropout, bias=bias)

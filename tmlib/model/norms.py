@@ -7,7 +7,7 @@
   square only, ``ā_i = a_i / RMS(a) · g_i`` with ``RMS(a) = sqrt(mean_i a_i² + ε)``. The authors report the
   same quality for less computation; Llama, Mistral and most recent models use it (usually pre-norm).
 
-:func:`make_norm` builds either from the name used by :class:`tmlib.model.presets.ModelConfig` (``norm="layer"``
+:func:`make_norm` builds either from the name used by :class:`tmlib.model.config.ModelConfig` (``norm="layer"``
 or ``"rms"``).
 """
 from __future__ import annotations
@@ -15,13 +15,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tmlib.model.config import NORMS
 from tmlib.validation import check_float, check_int
 
-__all__ = ["RMSNorm", "make_norm", "NORMS"]
-
-#: The names :func:`make_norm` accepts.
-NORMS = ("layer", "rms")
-
+__all__ = ["RMSNorm", "make_norm"]
 
 class RMSNorm(nn.Module):
     """Root-mean-square layer normalization (Zhang & Sennrich 2019, eq. 4).
@@ -71,7 +68,7 @@ def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
     ``"rms"`` → :class:`RMSNorm` (Zhang & Sennrich 2019).
 
     Raises:
-        ValueError: an unknown ``kind`` (the message lists :data:`NORMS`).
+        ValueError: an unknown ``kind`` (the message lists :data:`tmlib.model.config.NORMS`).
     """
     if kind == "layer":
         return nn.LayerNorm(d_model, eps=eps)

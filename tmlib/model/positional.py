@@ -8,20 +8,17 @@ added to the (scaled) embeddings, followed by dropout (§5.4).
 Modern models put positions inside attention instead (:mod:`tmlib.model.rotary`: RoPE rotates queries and keys;
 :mod:`tmlib.model.alibi`: ALiBi biases the scores), or nowhere at all (a causal decoder can infer positions from
 the mask). Their embeddings then get only the dropout and the length check, :class:`NoPositionalEncoding`;
-:func:`make_positional` picks one from the name used by :class:`tmlib.model.presets.ModelConfig`.
+:func:`make_positional` picks one from the name used by :class:`tmlib.model.config.ModelConfig`.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from tmlib.validation import check_int
+from tmlib.model.config import POSITIONS
+from tmlib.validation import check_float, check_int
 
-__all__ = ["PositionalEncoding", "NoPositionalEncoding", "sinusoid_table", "make_positional", "POSITIONS"]
-
-#: The position schemes of :class:`tmlib.model.presets.ModelConfig`: added sinusoids (the paper), rotary embeddings,
-#: linear biases, or none.
-POSITIONS = ("sinusoidal", "rope", "alibi", "none")
+__all__ = ["PositionalEncoding", "NoPositionalEncoding", "sinusoid_table", "make_positional"]
 
 
 def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
@@ -40,6 +37,18 @@ def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle)
     return pe  # (max_len, d_model)
+
+
+def _check_positions(x: torch.Tensor, offset: int, max_len: int, d_model: int | str = "d_model") -> None:
+    """Raise ValueError unless ``x`` is ``(batch, seq_len, d_model)`` and positions ``offset … offset + seq_len - 1``
+    fit in a table of ``max_len`` rows (``d_model``: the width to require, or its name to accept any)."""
+    if x.dim() != 3 or (isinstance(d_model, int) and x.shape[-1] != d_model):
+        raise ValueError(f"x must have shape (batch, seq_len, {d_model}), got {tuple(x.shape)}")
+    if offset < 0:
+        raise ValueError(f"offset must be non-negative, got {offset}")
+    if offset + x.shape[1] > max_len:
+        raise ValueError(f"sequence of length {x.shape[1]} at offset {offset} needs {offset + x.shape[1]} positions, "
+                         f"more than max_len={max_len}")
 
 
 class PositionalEncoding(nn.Module):
@@ -64,24 +73,14 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
         super().__init__()
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        check_float(dropout, "dropout", minimum=0.0, maximum=1.0, max_inclusive=False)
         self.d_model, self.max_len = d_model, max_len
         self.register_buffer("pe", sinusoid_table(max_len, d_model), persistent=False)  # (max_len, d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (batch, seq_len, {self.d_model}), got {tuple(x.shape)}")
-        if offset < 0:
-            raise ValueError(f"offset must be non-negative, got {offset}")
-        seq_len = x.shape[1]
-        if offset + seq_len > self.max_len:
-            raise ValueError(
-                f"sequence of length {seq_len} at offset {offset} needs {offset + seq_len} positions, "
-                f"more than max_len={self.max_len}"
-            )
-        pe = self.pe[offset:offset + seq_len].to(dtype=x.dtype, device=x.device)  # (seq_len, d_model)
+        _check_positions(x, offset, self.max_len, self.d_model)
+        pe = self.pe[offset:offset + x.shape[1]].to(dtype=x.dtype, device=x.device)  # (seq_len, d_model)
         return self.dropout(x + pe)  # (batch, seq_len, d_model)
 
 
@@ -102,21 +101,12 @@ class NoPositionalEncoding(nn.Module):
 
     def __init__(self, max_len: int = 5000, dropout: float = 0.1):
         super().__init__()
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        check_float(dropout, "dropout", minimum=0.0, maximum=1.0, max_inclusive=False)
         self.max_len = check_int(max_len, "max_len", minimum=1)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if x.dim() != 3:
-            raise ValueError(f"x must have shape (batch, seq_len, d_model), got {tuple(x.shape)}")
-        if offset < 0:
-            raise ValueError(f"offset must be non-negative, got {offset}")
-        if offset + x.shape[1] > self.max_len:
-            raise ValueError(
-                f"sequence of length {x.shape[1]} at offset {offset} needs {offset + x.shape[1]} positions, "
-                f"more than max_len={self.max_len}"
-            )
+        _check_positions(x, offset, self.max_len)
         return self.dropout(x)  # (batch, seq_len, d_model)
 
 
@@ -126,7 +116,7 @@ def make_positional(positions: str, d_model: int, max_len: int, dropout: float) 
     applied by :class:`tmlib.model.attention.MultiHeadAttention`).
 
     Raises:
-        ValueError: an unknown scheme (the message lists :data:`POSITIONS`).
+        ValueError: an unknown scheme (the message lists :data:`tmlib.model.config.POSITIONS`).
     """
     if positions == "sinusoidal":
         return PositionalEncoding(d_model, max_len, dropout)

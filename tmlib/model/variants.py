@@ -3,36 +3,42 @@
 * :class:`EncoderOnly` (BERT-style): embeddings + encoder stack, bidirectional self-attention; a
   classification head on the first token and a masked-language-model head tied to the embedding.
 * :class:`DecoderOnly` (GPT-style): embeddings + decoder layers *without* cross-attention
-  (``DecoderLayer(cross_attention=False)``), causal mask, tied output layer, KV-cached ``generate``.
+  (``DecoderLayer(config, cross_attention=False)``), causal mask, tied output layer, KV-cached ``generate``.
 
-Both reuse :class:`~tmlib.model.transformer.Encoder` / :class:`~tmlib.model.transformer.Decoder`, the sinusoidal
+Both are built from a :class:`~tmlib.model.config.ModelConfig`, as :class:`~tmlib.model.transformer.Transformer`
+is, and reuse its :class:`~tmlib.model.layers.Encoder` / :class:`~tmlib.model.layers.Decoder`, the sinusoidal
 :class:`~tmlib.model.positional.PositionalEncoding` (BERT and GPT learn positions instead; the course keeps the
-paper's table) and the paper's post-LN layout unless ``norm_first=True``. The modern options of chapter 12
-(``norm``, ``ffn``, ``positions``, ``n_kv_heads``, ``bias``; see :class:`tmlib.model.presets.ModelConfig`) are
-keyword arguments of both, and :meth:`DecoderOnly.from_config` builds a language model from a ``ModelConfig``.
+paper's table) and the paper's post-LN layout unless ``norm_first=True``.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from tmlib.model.config import ModelConfig
 from tmlib.model.embeddings import Generator, TokenEmbedding
+from tmlib.model.layers import Decoder, DecoderCache, Encoder
 from tmlib.model.positional import make_positional
-from tmlib.model.presets import ModelConfig
-from tmlib.model.transformer import Decoder, DecoderCache, Encoder, check_sequence, xavier_init_
+from tmlib.model.transformer import xavier_init_
+from tmlib.validation import check_sequence
 
 __all__ = ["EncoderOnly", "DecoderOnly"]
+
+
+def _check_config(config) -> None:
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"config must be a tmlib.model.config.ModelConfig, got {type(config).__name__}")
 
 
 class EncoderOnly(nn.Module):
     """Encoder-only Transformer (BERT-style): every position sees every non-pad position.
 
     Args:
-        vocab_size: vocabulary size.
-        d_model, n_heads, n_layers, d_ff, dropout, max_len, norm_first: as :class:`~tmlib.model.transformer.Transformer`.
-        pad_id: padding id, masked as keys; ``None`` for no padding mask.
+        config: a :class:`~tmlib.model.config.ModelConfig`: ``n_encoder_layers`` layers over ``vocab_size``
+            tokens, its widths, P_drop, ``max_len``, layout and modern options; ``pad_id`` is masked as keys
+            (``None``: no padding mask). ``n_decoder_layers``, ``tgt_vocab_size`` and ``tie_embeddings`` do not
+            apply (the masked-LM head is always tied).
         n_classes: size of the classification head, or ``None`` for no such head.
-        norm, ffn, positions, n_kv_heads, bias: the modern options (keyword only; defaults: the paper's layers).
 
     Heads:
         * :meth:`classify`: logits ``(batch, n_classes)`` from the first token's final vector (BERT puts a
@@ -44,27 +50,22 @@ class EncoderOnly(nn.Module):
         forward ``ids`` long ``(batch, seq_len)`` → hidden states ``(batch, seq_len, d_model)``.
 
     Raises:
-        ValueError: ``d_model`` not divisible by ``n_heads``; ids not 2-D, too long or outside the vocabulary;
-            :meth:`classify` without ``n_classes``.
-        TypeError: ids not an integer tensor.
+        TypeError: ``config`` is not a ``ModelConfig``; ids not an integer tensor.
+        ValueError: ids not 2-D, too long or outside the vocabulary; :meth:`classify` without ``n_classes``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 512, n_heads: int = 8, n_layers: int = 6, d_ff: int = 2048,
-                 dropout: float = 0.1, max_len: int = 512, pad_id: int | None = 0, n_classes: int | None = None,
-                 norm_first: bool = False, *, norm: str = "layer", ffn: str = "relu", positions: str = "sinusoidal",
-                 n_kv_heads: int | None = None, bias: bool = True):
+    def __init__(self, config: ModelConfig, n_classes: int | None = None):
         super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        _check_options(d_model, n_heads, norm, ffn, positions, n_kv_heads, bias)
-        self.vocab_size, self.d_model, self.max_len, self.pad_id = vocab_size, d_model, max_len, pad_id
-        self.embed = TokenEmbedding(vocab_size, d_model, pad_id)
-        self.positional = make_positional(positions, d_model, max_len, dropout)
-        self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first, norm=norm, ffn=ffn,
-                               positions=positions, n_kv_heads=n_kv_heads, bias=bias, max_len=max_len)
-        self.mlm_head = Generator(d_model, vocab_size)
+        _check_config(config)
+        self.config = config
+        self.vocab_size, self.d_model, self.max_len, self.pad_id = (config.vocab_size, config.d_model, config.max_len,
+                                                                    config.pad_id)
+        self.embed = TokenEmbedding(config.vocab_size, config.d_model, config.pad_id)
+        self.positional = make_positional(config.positions, config.d_model, config.max_len, config.dropout)
+        self.encoder = Encoder(config)
+        self.mlm_head = Generator(config.d_model, config.vocab_size)
         self.mlm_head.proj.weight = self.embed.embedding.weight  # tied (§3.4)
-        self.classifier = nn.Linear(d_model, n_classes) if n_classes is not None else None
+        self.classifier = nn.Linear(config.d_model, n_classes) if n_classes is not None else None
         xavier_init_(self, (self.embed,))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -90,56 +91,35 @@ class DecoderOnly(nn.Module):
     """Decoder-only Transformer (GPT-style language model): causal self-attention, no encoder.
 
     Args:
-        vocab_size, d_model, n_heads, n_layers, d_ff, dropout, max_len, norm_first: as
-            :class:`~tmlib.model.transformer.Transformer`.
-        norm, ffn, positions, n_kv_heads, bias: the modern options (keyword only; defaults: the paper's layers;
-            see :class:`tmlib.model.presets.ModelConfig`). With ``positions="rope"`` or ``"alibi"`` positions act in
-            every self-attention and continue across a KV cache (the new tokens sit at ``len(cache)`` onwards).
-
-    There is no padding mask: prompts in one batch must have the same length (left-padding would need
-    per-row positions).  The output layer's weight is the embedding matrix (tied).
+        config: a :class:`~tmlib.model.config.ModelConfig`: ``n_decoder_layers`` layers over ``vocab_size``
+            tokens, its widths, P_drop, ``max_len``, layout and modern options. With ``positions="rope"`` or
+            ``"alibi"`` positions act in every self-attention and continue across a KV cache (the new tokens sit
+            at ``len(cache)`` onwards). ``n_encoder_layers``, ``pad_id``, ``tgt_vocab_size`` and
+            ``tie_embeddings`` do not apply: there is no padding mask (prompts in one batch must have the same
+            length; left-padding would need per-row positions), and the output layer's weight is the embedding
+            matrix (tied).
 
     Shapes:
         forward ``ids`` long ``(batch, n_new)`` (with ``cache``: only the new tokens, at positions
         ``len(cache)`` onwards) → logits ``(batch, n_new, vocab_size)``; position t predicts token t + 1.
 
     Raises:
-        ValueError: ``d_model`` not divisible by ``n_heads``; ids not 2-D, outside the vocabulary, or beyond
-            ``max_len`` positions; bad ``generate`` arguments.
-        TypeError: ids not an integer tensor.
+        TypeError: ``config`` is not a ``ModelConfig``; ids not an integer tensor.
+        ValueError: ids not 2-D, outside the vocabulary, or beyond ``max_len`` positions; bad ``generate``
+            arguments.
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 512, n_heads: int = 8, n_layers: int = 6, d_ff: int = 2048,
-                 dropout: float = 0.1, max_len: int = 512, norm_first: bool = False, *, norm: str = "layer",
-                 ffn: str = "relu", positions: str = "sinusoidal", n_kv_heads: int | None = None, bias: bool = True):
+    def __init__(self, config: ModelConfig):
         super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        _check_options(d_model, n_heads, norm, ffn, positions, n_kv_heads, bias)
-        self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
-        self.embed = TokenEmbedding(vocab_size, d_model)
-        self.positional = make_positional(positions, d_model, max_len, dropout)
-        self.decoder = Decoder(n_layers, d_model, n_heads, d_ff, dropout, norm_first, cross_attention=False,
-                               norm=norm, ffn=ffn, positions=positions, n_kv_heads=n_kv_heads, bias=bias,
-                               max_len=max_len)
-        self.generator = Generator(d_model, vocab_size)
+        _check_config(config)
+        self.config = config
+        self.vocab_size, self.d_model, self.max_len = config.vocab_size, config.d_model, config.max_len
+        self.embed = TokenEmbedding(config.vocab_size, config.d_model)
+        self.positional = make_positional(config.positions, config.d_model, config.max_len, config.dropout)
+        self.decoder = Decoder(config, cross_attention=False)
+        self.generator = Generator(config.d_model, config.vocab_size)
         self.generator.proj.weight = self.embed.embedding.weight  # tied (§3.4)
         xavier_init_(self)
-
-    @classmethod
-    def from_config(cls, config: ModelConfig) -> "DecoderOnly":
-        """A language model from a :class:`~tmlib.model.presets.ModelConfig`: ``n_decoder_layers`` layers, ``vocab_size``
-        tokens, and the config's widths, dropout, ``max_len``, layout and modern options (``n_encoder_layers``,
-        ``pad_id``, ``tgt_vocab_size`` and ``tie_embeddings`` do not apply: the output layer is always tied).
-
-        Raises:
-            TypeError: ``config`` is not a ``ModelConfig``.
-        """
-        if not isinstance(config, ModelConfig):
-            raise TypeError(f"config must be a tmlib.model.presets.ModelConfig, got {type(config).__name__}")
-        return cls(config.vocab_size, config.d_model, config.n_heads, config.n_decoder_layers, config.d_ff,
-                   config.dropout, config.max_len, config.norm_first, norm=config.norm, ffn=config.ffn,
-                   positions=config.positions, n_kv_heads=config.n_kv_heads, bias=config.bias)
 
     def new_cache(self) -> DecoderCache:
         """An empty cache (self-attention only) for incremental decoding."""
@@ -199,9 +179,3 @@ class DecoderOnly(nn.Module):
             out = torch.cat([out, next_id], dim=1)  # (batch, t + 1)
             step_input = next_id
         return out
-
-
-def _check_options(d_model: int, n_heads: int, norm, ffn, positions, n_kv_heads, bias) -> None:
-    """Validate the modern options as :class:`~tmlib.model.presets.ModelConfig` does (one set of rules and messages)."""
-    ModelConfig(d_model=d_model, n_heads=n_heads, n_encoder_layers=1, n_decoder_layers=1, d_ff=1, dropout=0.0,
-                vocab_size=1, pad_id=None, norm=norm, ffn=ffn, positions=positions, n_kv_heads=n_kv_heads, bias=bias)

@@ -5,7 +5,7 @@ objects, training into a run folder, and loading a trained model back.
   ``benchmarks/results/``); :data:`SMOKE`: a few seconds of training for CI (``TMLIB_SMOKE=1``).
 * :class:`TranslationData`: the tokenizer and the training and validation batches. Chapter 9 builds it in
   its cells and passes it to the training, so the objects the chapter shows are the ones that train.
-* :func:`run_training`: data, model (:func:`tmlib.model.presets.make_model`), :class:`tmlib.training.trainer.Trainer`, run folder.
+* :func:`run_training`: data, model (:func:`tmlib.model.transformer.make_model`), :class:`tmlib.training.trainer.Trainer`, run folder.
 * :func:`load_trained` / :func:`load_or_train`: a :class:`TrainedModel` (model, tokenizer, history, config, ...)
   from a run folder, training it first if needed (the UvA tutorials' "load the checkpoint if present,
   otherwise train").
@@ -31,7 +31,8 @@ import torch
 
 from tmlib.training import distributed
 from tmlib.training.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-from tmlib.model.presets import PRESETS, ModelConfig, make_model
+from tmlib.model.config import PRESETS, ModelConfig
+from tmlib.model.transformer import make_model
 from tmlib.training.trainer import RUNTIME_FIELDS, TrainConfig, Trainer
 from tmlib.utils import atomic_write
 
@@ -186,7 +187,7 @@ def _model_config(state: dict) -> ModelConfig:
         return ModelConfig.from_dict(state["model_config"])
     legacy = state.get("model_config") or {}
     if "preset" in legacy:  # tmlib 0.1: {"preset", "vocab_size", "overrides"}
-        from tmlib.model.presets import get_preset
+        from tmlib.model.config import get_preset
 
         return dataclasses.replace(get_preset(legacy["preset"]), vocab_size=legacy["vocab_size"],
                                    **legacy.get("overrides", {}))

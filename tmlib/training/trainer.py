@@ -1,6 +1,6 @@
 """The training loop: a readable trainer with budgets, evaluation, progress and exact resume.
 
-:class:`TrainConfig` holds everything that defines a run (the model's :class:`~tmlib.model.presets.ModelConfig`,
+:class:`TrainConfig` holds everything that defines a run (the model's :class:`~tmlib.model.config.ModelConfig`,
 the data sizes, the paper's recipe, the budgets and the runtime settings); :class:`Trainer` runs it:
 
 * one optimizer step = forward, label-smoothed loss, backward, gradient clipping, Adam step, schedule step
@@ -48,7 +48,7 @@ from tqdm import tqdm
 from tmlib.training import distributed
 from tmlib.training.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, get_rng_state, load_checkpoint,
                          remove_stale_temporaries, save_checkpoint, set_rng_state)
-from tmlib.model.presets import PRESETS, ModelConfig
+from tmlib.model.config import PRESETS, ModelConfig
 from tmlib.training.recipe import make_optimizer, make_scheduler, translation_loss
 from tmlib.utils import atomic_write
 from tmlib.validation import check_float, check_int, optional_field
@@ -132,7 +132,7 @@ class TrainConfig:
 
     def __post_init__(self):
         if not isinstance(self.model, ModelConfig):
-            raise TypeError(f"model must be a tmlib.model.presets.ModelConfig, got {type(self.model).__name__}")
+            raise TypeError(f"model must be a tmlib.model.config.ModelConfig, got {type(self.model).__name__}")
         check_int(self.max_sentence_len, "max_sentence_len", minimum=1)
         check_int(self.max_tokens, "max_tokens", minimum=1)
         check_int(self.warmup_steps, "warmup_steps", minimum=1)
@@ -177,7 +177,7 @@ class TrainConfig:
         """
         d = dict(d)
         if "preset" in d:  # tmlib 0.1 layout
-            from tmlib.model.presets import get_preset
+            from tmlib.model.config import get_preset
 
             overrides = dict(d.pop("model_overrides", {}) or {})
             overrides.pop("pad_id", None)
