@@ -4,11 +4,15 @@ presets (Table 3), the two other families, and the modern options of chapter 12.
 """
 
 from tmlib.model.alibi import ALiBi, alibi_slopes
-from tmlib.model.attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from tmlib.model.attention import (
+    MultiHeadAttention, attend, attend_fused, repeat_kv, scaled_dot_product_attention
+)
+from tmlib.model.attention_checks import check_attention_args, check_multi_head_args, check_multi_head_config
 from tmlib.model.embeddings import Generator, TokenEmbedding, check_token_ids
 from tmlib.model.feed_forward import (
     FEED_FORWARDS, PositionwiseFeedForward, SwiGLUFeedForward, make_feed_forward, swiglu_hidden_size
 )
+from tmlib.model.kv_cache import KVCache, causal_mask, with_causal_mask
 from tmlib.model.llama import halves_layout_rows, llama_config, llama_rotary, to_llama_decoder_layer
 from tmlib.model.norms import NORMS, RMSNorm, make_norm
 from tmlib.model.positional import (
@@ -31,5 +35,7 @@ __all__ = [
     "halves_layout_rows", "interleaved_to_halves", "llama_config", "llama_rotary", "make_feed_forward",
     "make_model", "make_norm", "make_positional", "nn_transformer_logits", "rope_frequencies",
     "scaled_dot_product_attention", "sinusoid_table", "swiglu_hidden_size", "to_llama_decoder_layer",
-    "to_nn_transformer", "xavier_init_"
+    "to_nn_transformer", "xavier_init_",
+    "attend", "attend_fused", "check_attention_args", "check_multi_head_args", "check_multi_head_config",
+    "repeat_kv", "with_causal_mask"
 ]

@@ -27,9 +27,10 @@ from typing import Callable
 import torch
 from torch import nn
 
-from tmlib.model.attention import KVCache, MultiHeadAttention, causal_mask  # noqa: F401  (causal_mask: re-exported)
+from tmlib.model.attention import MultiHeadAttention
 from tmlib.model.embeddings import Generator, TokenEmbedding
 from tmlib.model.feed_forward import make_feed_forward
+from tmlib.model.kv_cache import KVCache, causal_mask  # noqa: F401  (causal_mask: re-exported)
 from tmlib.model.norms import make_norm
 from tmlib.model.positional import make_positional
 from tmlib.model.presets import ModelConfig
