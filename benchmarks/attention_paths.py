@@ -1,144 +1,171 @@
-"""Attention paths that give the same numbers at different speeds (issue 8): fused Q|K|V projection vs three
-projections, and PyTorch's ``is_causal`` flag vs a materialised causal mask.
+"""Do the attention module's speed-ups pay for their lines? Old attention code against today's, in one run.
 
-For each case both variants run on the same module and inputs, alternating (A, B, B, A, ...) so that a change
-of machine load hits both; the median of ``--repeats`` timed windows is reported, and the outputs are checked
-equal first. Cases:
+Until issue 15, :class:`tmlib.model.attention.MultiHeadAttention` had two speed-ups beside the paper's equations:
 
-* ``qkv_train``: one self-attention forward + backward, ``(batch, seq_len, d_model)`` input, causal; "fused"
-  takes ``mha(x, x, x)`` (one product x [W^Q|W^K|W^V]), "separate" ``mha(x, x2, x2)`` with ``x2`` a view of
-  ``x`` (a different tensor object, so the three ``nn.Linear`` calls run).
-* ``qkv_decode``: one cached decoding step (one new token, cache of ``seq_len`` positions), forward only.
-* ``causal_train``: forward + backward with ``is_causal=True`` (no mask tensor) vs ``attn_mask=causal_mask(n)``.
+* **fused Q|K|V**: in self-attention the three projections ran as one matrix product ``x [W^Q | W^K | W^V]``;
+* **stacked-weight cache**: without gradients (inference) the stacked ``[W^Q; W^K; W^V]`` was kept between calls,
+  keyed on the weights' ``_version`` and ``data_ptr``, so that decoding did not copy the weights at every step.
 
-Usage (from the repository root)::
+This script loads the attention module of a baseline commit (``--baseline``, default ``1dfa44f``, the last one with
+both) from git, and times one model with each variant of attention, swapping the class of its attention modules
+(same parameters, same inputs, same outputs, checked first):
 
-    flock -x /tmp/tm-cpu.lock .venv/bin/python benchmarks/attention_paths.py          # CPU, 2 threads
-    python benchmarks/attention_paths.py --device cuda                                # on a GPU
+* ``old``: the baseline module as it was (fused Q|K|V and the weight cache);
+* ``old_no_cache``: the same, stacking the weights again at every call;
+* ``old_separate``: the same, with the three projections as three ``nn.Linear`` calls (no fused product);
+* ``new``: the module of the working tree.
 
-Writes ``benchmarks/results/attention_paths_<device>.json`` with :func:`tmlib.analysis.machine.machine_info`.
+Cases, on the chapter-9-sized translator (``make_model("small", 8000, n_encoder_layers=2, n_decoder_layers=2,
+d_ff=512)``, d_model 256, 4 heads, untrained):
+
+* ``decode``: :func:`tmlib.decoding.search.greedy_decode` of ``--tokens`` tokens (default 50) for one sentence of
+  20 tokens, with the KV cache, evaluation mode (``eos_id`` is an id the model cannot predict, so every run makes
+  exactly that many tokens);
+* ``train``: one training step (teacher-forced forward, cross-entropy, backward, Adam step) on a batch of 32
+  sentence pairs of 24 tokens, training mode.
+
+The variants run in rotating order within each repeat, so that a change of machine load hits all of them; the
+median of ``--repeats`` is reported with every time. ``--clock cpu`` (the default here) measures the process's
+CPU time, which other jobs on a shared machine change less than wall time (use it with 1 thread).
+
+Usage (from the repository root, in a git checkout)::
+
+    python benchmarks/attention_paths.py                      # CPU, 1 thread -> results/attention_paths_cpu.json
+    python benchmarks/attention_paths.py --device cuda --clock wall
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shlex
 import statistics
+import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
-from tmlib.model import KVCache, MultiHeadAttention, causal_mask
-from tmlib.analysis import machine_info
-from tmlib.utils import get_device
+from common import add_common_arguments, clock_of, start, write_record
+from tmlib.decoding import greedy_decode
+from tmlib.model import MultiHeadAttention, make_model
 
-RESULTS = Path(__file__).resolve().parent / "results"
-SHAPES = [(16, 64, 256, 4), (8, 128, 512, 8)]  # (batch, seq_len, d_model, n_heads)
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+VOCAB = 8000
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def _time(fn, steps, device) -> float:
-    _sync(device)
-    t = time.perf_counter()
-    for _ in range(steps):
-        fn()
-    _sync(device)
-    return (time.perf_counter() - t) / steps
+def baseline_classes(rev: str) -> dict[str, type]:
+    """The baseline commit's ``MultiHeadAttention`` and two variants of it, without its fused product or its cache."""
+    source = subprocess.run(["git", "show", f"{rev}:tmlib/model/attention.py"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout
+    old = types.ModuleType(f"attention_{rev}")
+    exec(compile(source, f"{rev}:tmlib/model/attention.py", "exec"), old.__dict__)
+
+    class NoCache(old.MultiHeadAttention):
+        def _qkv_parameters(self):  # stack [W^Q; W^K; W^V] again at every call
+            ws = [getattr(self, n).weight for n in ("w_q", "w_k", "w_v")]
+            bs = [getattr(self, n).bias for n in ("w_q", "w_k", "w_v")]
+            return torch.cat(ws), (None if bs[0] is None else torch.cat(bs))
+
+    class Separate(old.MultiHeadAttention):
+        def project_qkv(self, x):  # three nn.Linear calls instead of one product
+            return (self._split_heads(self.w_q(x)), self._split_heads(self.w_k(x), self.n_kv_heads),
+                    self._split_heads(self.w_v(x), self.n_kv_heads))
+
+    return {"old": old.MultiHeadAttention, "old_no_cache": NoCache, "old_separate": Separate,
+            "new": MultiHeadAttention}
 
 
-def compare(fn_a, fn_b, steps, repeats, device) -> dict:
-    for _ in range(2):  # warm-up
-        fn_a(), fn_b()
-    a, b = [], []
+def use(model, cls: type) -> None:
+    """Make every attention module of ``model`` an instance of ``cls`` (the parameters stay where they are)."""
+    for module in model.modules():
+        if hasattr(module, "w_q") and hasattr(module, "w_o"):
+            module.__class__ = cls
+
+
+def race(variants: dict, fns: dict, repeats: int, clock) -> dict:
+    """Seconds per call of each ``fns[name]``, in rotating order; median and every repeat."""
+    names = list(fns)
+    times = {name: [] for name in names}
+    for name in names:  # warm-up
+        use(variants["model"], variants[name])
+        fns[name]()
     for r in range(repeats):
-        order = ((fn_a, a), (fn_b, b)) if r % 2 == 0 else ((fn_b, b), (fn_a, a))
-        for fn, out in order:
-            out.append(_time(fn, steps, device))
-    ma, mb = statistics.median(a), statistics.median(b)
-    return {"ms_a": 1e3 * ma, "ms_b": 1e3 * mb, "speedup_a_over_b": mb / ma,
-            "windows_ms_a": [1e3 * x for x in a], "windows_ms_b": [1e3 * x for x in b]}
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            use(variants["model"], variants[name])
+            t = clock()
+            fns[name]()
+            times[name].append(clock() - t)
+    return {name: {"median_s": statistics.median(ts), "times_s": ts} for name, ts in times.items()}
 
 
-def main(argv=None) -> dict:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--note", default="")
-    p.add_argument("--out", default=None)
+    add_common_arguments(p, default_threads=1)
+    p.set_defaults(clock="cpu")
+    p.add_argument("--baseline", default="1dfa44f", help="git revision of the old attention module")
+    p.add_argument("--tokens", type=int, default=50, help="tokens decoded per run")
+    p.add_argument("--repeats", type=int, default=15)
     args = p.parse_args(argv)
-    device = get_device(None if args.device == "auto" else args.device)
-    if device.type == "cpu":
-        torch.set_num_threads(args.threads)
-    load_start = os.getloadavg()[0]
-    results = []
-    for batch, n, d, h in SHAPES:
-        torch.manual_seed(0)
-        mha = MultiHeadAttention(d, h).to(device).train()
-        x = torch.randn(batch, n, d, device=device, requires_grad=True)
-        x_view = x.view_as(x)  # same values, another tensor object: the separate projections run
-        mask = causal_mask(n, device=device)
+    device, t0 = start(args)
+    if args.quick:
+        args.tokens, args.repeats = 5, 2
+    classes = baseline_classes(args.baseline)
+    torch.manual_seed(0)
+    model = make_model("small", VOCAB, n_encoder_layers=2, n_decoder_layers=2, d_ff=512, pad_id=0).to(device)
+    g = torch.Generator().manual_seed(0)
+    src1 = torch.randint(4, VOCAB, (1, 20), generator=g).to(device)  # (1, src_len)
+    src = torch.randint(4, VOCAB, (32, 24), generator=g).to(device)  # (batch, src_len)
+    tgt = torch.randint(4, VOCAB, (32, 25), generator=g).to(device)  # (batch, tgt_len + 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    variants = {"model": model, **classes}
+
+    outputs = {}
+
+    def decode(name):
+        def run():
+            outputs[name] = greedy_decode(model.eval(), src1, bos_id=1, eos_id=VOCAB, max_len=args.tokens)
+        return run
+
+    def loss():
+        logits = model(src, tgt[:, :-1])  # (batch, tgt_len, vocab)
+        return F.cross_entropy(logits.reshape(-1, VOCAB), tgt[:, 1:].reshape(-1), ignore_index=0)
+
+    def train_step():
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        loss().backward()
+        optimizer.step()
+
+    # the variants compute the same numbers: same tokens, same loss at the same weights
+    losses = {}
+    for name in classes:
+        use(model, classes[name])
+        decode(name)()
+        torch.manual_seed(1)
         with torch.no_grad():
-            fused = mha(x, x, x, is_causal=True)[0]
-            separate = mha(x, x_view, x_view, is_causal=True)[0]
-            explicit = mha(x, x, x, attn_mask=mask)[0]
-        diff_qkv = (fused - separate).abs().max().item()
-        diff_causal = (fused - explicit).abs().max().item()
-        assert diff_qkv < 1e-4 and diff_causal < 1e-4, (diff_qkv, diff_causal)
+            losses[name] = loss().item()  # training mode: dropout with the same seed
+    same_tokens = all(out == outputs["new"] for out in outputs.values())
+    loss_spread = max(losses.values()) - min(losses.values())
+    assert same_tokens and len(outputs["new"][0]) == args.tokens and loss_spread < 1e-5, (outputs, losses)
 
-        def train(key, **kw):
-            def step():
-                mha.zero_grad(set_to_none=True)
-                mha(x, key, key, **kw)[0].sum().backward()
-            return step
-
-        shape = {"batch": batch, "seq_len": n, "d_model": d, "n_heads": h}
-        qkv = compare(train(x, is_causal=True), train(x_view, is_causal=True), args.steps, args.repeats, device)
-        causal = compare(train(x, is_causal=True), train(x, attn_mask=mask), args.steps, args.repeats, device)
-
-        mha.eval()
-        cache = KVCache()
-        with torch.no_grad():
-            mha(x.detach(), x.detach(), x.detach(), is_causal=True, cache=cache)
-        k0, v0 = cache.k, cache.v
-        token = torch.randn(batch, 1, d, device=device)
-        token_view = token.view_as(token)
-
-        def decode(key):
-            def step():
-                cache.k, cache.v = k0, v0  # the same cache of n positions every time
-                with torch.no_grad():
-                    mha(token, key, key, cache=cache, is_causal=True)
-            return step
-
-        dec = compare(decode(token), decode(token_view), args.steps * 5, args.repeats, device)
-        results.append({"shape": shape, "max_abs_diff": {"fused_vs_separate": diff_qkv, "is_causal_vs_mask": diff_causal},
-                        "qkv_train": {"a": "fused", "b": "separate", **qkv},
-                        "qkv_decode": {"a": "fused", "b": "separate", **dec},
-                        "causal_train": {"a": "is_causal", "b": "explicit mask", **causal}})
-        for name in ("qkv_train", "qkv_decode", "causal_train"):
-            r = results[-1][name]
-            print(f"{shape} {name:12s} {r['a']}: {r['ms_a']:.3f} ms, {r['b']}: {r['ms_b']:.3f} ms, "
-                  f"speed-up {r['speedup_a_over_b']:.2f}")
-    out = {"benchmark": "attention paths: fused QKV vs separate projections; is_causal vs explicit causal mask",
-           "machine": machine_info(), "threads": torch.get_num_threads() if device.type == "cpu" else None,
-           "device": device.type, "steps_per_window": args.steps, "repeats": args.repeats, "clock": "wall",
-           "command": " ".join(shlex.quote(a) for a in sys.argv), "note": args.note,
-           "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]}, "results": results}
-    path = Path(args.out) if args.out else RESULTS / f"attention_paths_{device.type}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1))
-    print(f"wrote {path}")
-    return out
+    clock = clock_of(args)
+    results = {"decode": race(variants, {n: decode(n) for n in classes}, args.repeats, clock),
+               "train": race(variants, {n: train_step for n in ("old", "old_separate", "new")}, args.repeats, clock),
+               "same_tokens": same_tokens, "loss_spread": loss_spread}
+    for case in ("decode", "train"):
+        base = results[case]["old"]["median_s"]
+        for name, r in results[case].items():
+            r["relative_to_old"] = r["median_s"] / base
+            print(f"{case:6s} {name:13s} {1e3 * r['median_s']:9.2f} ms  ({r['relative_to_old']:.3f} x old)",
+                  file=sys.stderr)
+    settings = {"baseline": args.baseline, "tokens": args.tokens, "repeats": args.repeats, "train_batch": [32, 24],
+                "model": "make_model('small', 8000, n_encoder_layers=2, n_decoder_layers=2, d_ff=512)",
+                "threads": torch.get_num_threads(), "clock": args.clock, "quick": args.quick}
+    write_record(args, "attention_paths", "old attention (fused QKV, stacked-weight cache) vs new: greedy decoding "
+                 "and a training step", device, t0, settings, results, argv)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,6 +9,7 @@ from torch import nn
 from tmlib.course import examples as E
 from tmlib import ref as R
 from tmlib.model import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from tmlib.model import attend, attend_fused, repeat_kv, with_causal_mask
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
 DEVICES = ["cpu", pytest.param("cuda", marks=CUDA)]
@@ -178,6 +179,44 @@ def test_fused_and_explicit_paths_agree(device, dtype, mask_kind):
                                                 v.double().cpu().numpy(),
                                                 None if mask is None else mask.cpu().numpy())
     assert np.abs(explicit.double().cpu().numpy() - ref_out).max() <= (1e-12 if dtype == torch.float64 else 1e-5)
+
+
+# --- the named units: equation 1, the fused kernel, the steps of multi-head attention -------------------
+
+@pytest.mark.parametrize("ex", E.ATTENTION_EXAMPLES, ids=lambda e: e.name[:9])
+def test_readable_and_fused_units_reproduce_numpy_ref(ex):
+    out, w = attend(t64(ex.q), t64(ex.k), t64(ex.v))  # equation 1 as written
+    ref_out, ref_w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
+    np.testing.assert_allclose(out.numpy(), ref_out, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(w.numpy(), ref_w, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(attend_fused(t64(ex.q), t64(ex.k), t64(ex.v)).numpy(), ref_out, rtol=0, atol=1e-12)
+
+
+def test_units_fully_masked_row_bias_and_causal():
+    g = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(2, 3, 4, 5, generator=g, dtype=torch.float64) for _ in range(3))
+    mask = torch.ones(4, 4, dtype=torch.bool)
+    mask[2] = False  # query 2 may see nothing
+    bias = torch.randn(3, 4, 4, generator=g, dtype=torch.float64)
+    out, w = attend(q, k, v, mask, bias)
+    assert torch.all(w[..., 2, :] == 0) and torch.all(out[..., 2, :] == 0) and not torch.isnan(out).any()
+    assert max_diff(attend_fused(q, k, v, mask, bias), out) <= 1e-12
+    causal_out, _ = attend(q, k, v, with_causal_mask(None, 4, 4))
+    assert max_diff(attend_fused(q, k, v, is_causal=True), causal_out) <= 1e-12
+    assert with_causal_mask(None, 1, 4) is None and with_causal_mask(mask, 1, 4) is mask  # one query sees all keys
+    assert torch.equal(with_causal_mask(mask, 4, 4), mask & causal_mask(4))
+
+
+def test_repeat_kv_and_head_split_merge():
+    kv = torch.arange(2 * 2 * 3 * 4.0).view(2, 2, 3, 4)  # (batch, n_kv_heads, n_k, d)
+    rep = repeat_kv(kv, 3)  # (batch, 6, n_k, d): head h is kv head h // 3
+    assert rep.shape == (2, 6, 3, 4) and all(torch.equal(rep[:, h], kv[:, h // 3]) for h in range(6))
+    assert repeat_kv(kv, 1) is kv
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(3, 5, 8)
+    heads = mha.split_heads(x, 2)  # (batch, n_heads, n, d_k)
+    assert heads.shape == (3, 2, 5, 4) and torch.equal(heads[:, 1], x[..., 4:])
+    assert torch.equal(mha.merge_heads(heads), x)
 
 
 # --- masks, rows, dropout ---------------------------------------------------------------------
@@ -418,33 +457,7 @@ def test_cuda_float32_and_bf16_autocast():
             assert max_diff(out, ref) <= 5e-2
 
 
-# --- GPU-minded paths (issue 8): fused projection, is_causal, no materialised masks ------------------------
-
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("n_kv_heads", [None, 2])
-def test_fused_qkv_projection_equals_three_projections(dtype, n_kv_heads):
-    """Self-attention (key is value is query) takes one product x [W^Q | W^K | W^V]; passing copies of x
-    takes the three separate nn.Linear calls. Same outputs and same gradients."""
-    torch.manual_seed(0)
-    mha = MultiHeadAttention(16, 4, n_kv_heads=n_kv_heads, dtype=dtype).eval()
-    x = torch.randn(2, 6, 16, dtype=dtype)
-    q, k, v = mha.project_qkv(x)  # (2, 4, 6, 4), (2, kv, 6, 4), (2, kv, 6, 4)
-    kv = 4 if n_kv_heads is None else n_kv_heads
-    assert q.shape == (2, 4, 6, 4) and k.shape == v.shape == (2, kv, 6, 4)
-    tol = 1e-12 if dtype == torch.float64 else 1e-6
-    assert max_diff(q, mha._split_heads(mha.w_q(x))) <= tol
-    assert max_diff(k, mha._split_heads(mha.w_k(x), kv)) <= tol
-    assert max_diff(v, mha._split_heads(mha.w_v(x), kv)) <= tol
-    fused, _ = mha(x, x, x, is_causal=True)
-    separate, _ = mha(x, x.clone(), x.clone(), is_causal=True)
-    assert max_diff(fused, separate) <= tol
-    grads = []
-    for args in ((x, x, x), (x, x.clone(), x.clone())):
-        mha.zero_grad()
-        mha(*args, is_causal=True)[0].square().sum().backward()
-        grads.append(torch.cat([p.grad.flatten() for p in mha.parameters()]))
-    assert max_diff(grads[0], grads[1]) <= (1e-10 if dtype == torch.float64 else 1e-4)
-
+# --- GPU-minded paths (issue 8): is_causal, no materialised masks -------------------------------------------
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("need_weights", [False, True])
@@ -506,24 +519,3 @@ def test_torch_causal_flag_and_no_mask_are_what_reaches_the_kernel(monkeypatch):
     assert calls[-2] == (True, True, 4, 4) and calls[-1] == (True, False, 1, 5)  # one query: no mask at all
     mha(x, x, x, is_causal=True, key_padding_mask=padding([5, 3], 5, "cpu"))
     assert calls[-1][:2] == (False, False)  # padding: an explicit mask is needed
-
-
-def test_inference_reuses_stacked_qkv_weights_until_they_change():
-    torch.manual_seed(4)
-    mha = MultiHeadAttention(8, 2).double().eval()
-    x = torch.randn(1, 3, 8, dtype=torch.float64)
-    with torch.no_grad():
-        mha(x, x, x)
-        stacked = mha._qkv_cache[1]
-        mha(x, x, x)
-        assert mha._qkv_cache[1] is stacked  # reused, not copied again
-        mha.w_k.weight[0, 0] += 1.0  # an in-place change (as an optimizer step) invalidates it
-        fused = mha(x, x, x)[0]
-        separate = mha(x, x.view_as(x), x.view_as(x))[0]
-    assert mha._qkv_cache[1] is not stacked and max_diff(fused, separate) <= 1e-12
-    mha.load_state_dict({k: v + 1 for k, v in mha.state_dict().items()})
-    with torch.no_grad():
-        assert max_diff(mha(x, x, x)[0], mha(x, x.view_as(x), x.view_as(x))[0]) <= 1e-12
-    out = mha(x, x, x)[0]  # with gradients: stacked inside the graph, every weight gets its gradient
-    out.sum().backward()
-    assert all(p.grad is not None for p in (mha.w_q.weight, mha.w_k.weight, mha.w_v.weight, mha.w_q.bias))

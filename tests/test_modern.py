@@ -489,7 +489,7 @@ def test_llama_mapping_refuses_other_blocks():
 @pytest.mark.parametrize("positions", ["rope", "alibi"])
 def test_compiles_without_graph_breaks(positions):
     """torch.compile(fullgraph=True) captures the whole modern model in one graph (no host reads, no Python
-    branches on values), in training and in inference (the stacked-QKV cache is bypassed while compiling).
+    branches on values), in training and in inference.
     The quick "aot_eager" backend checks the capture; speed is not measured here."""
     model = lm(positions, 2, dtype=torch.float32)
     ids = torch.randint(3, V, (2, 9), generator=torch.Generator().manual_seed(0))

@@ -756,9 +756,8 @@ def override_head_attention(model, src: Tensor, tgt_in: Tensor, head, new_weight
     """Logits of a teacher-forced pass in which one head uses attention weights of our choosing.
 
     Two passes.  The first records the head's weights ``W`` ``(batch, n_q, n_k)``
-    (:func:`capture_attention`).  In the second, the head's projected values ``V`` are kept (cross-attention: a
-    forward hook on the module's ``w_v``; self-attention, whose Q, K and V come from one fused product: a wrapper
-    around the module's ``project_qkv``) and a forward pre-hook on its ``w_o`` replaces the head's slice of Concat(head_1, …, head_h) by
+    (:func:`capture_attention`).  In the second, the head's projected values ``V`` are kept (a forward hook on the
+    module's ``w_v``) and a forward pre-hook on its ``w_o`` replaces the head's slice of Concat(head_1, …, head_h) by
     ``new_weights(W, allowed) @ V_head`` (paper §3.2.1: head output = weights × values).  Everything upstream of the
     head is identical in both passes, so ``W`` is the weight the head would have used.  The hooks are removed
     afterwards.
@@ -798,15 +797,8 @@ def override_head_attention(model, src: Tensor, tgt_in: Tensor, head, new_weight
     kv = head.head // (module.n_heads // module.n_kv_heads)  # its value head (differs only with grouped queries)
     store: dict = {}
 
-    def keep_values(_lin, _args, output):  # cross-attention: w_v projects the memory
+    def keep_values(_lin, _args, output):  # w_v projects the values of all heads
         store["v"] = output[..., kv * module.d_k:(kv + 1) * module.d_k]  # (batch, n_k, d_k)
-
-    fused = module.project_qkv
-
-    def keep_fused_values(x):  # self-attention: Q, K, V come from one fused product, w_v is not called
-        q, k, v = fused(x)  # v: (batch, n_kv_heads, n_k, d_k)
-        store["v"] = v[:, kv]  # (batch, n_k, d_k)
-        return q, k, v
 
     def substitute(_lin, args):
         x = args[0].clone()  # (batch, n_q, d_model)
@@ -815,7 +807,6 @@ def override_head_attention(model, src: Tensor, tgt_in: Tensor, head, new_weight
         return (x,) + tuple(args[1:])
 
     handles = [module.w_v.register_forward_hook(keep_values), module.w_o.register_forward_pre_hook(substitute)]
-    module.project_qkv = keep_fused_values  # an instance attribute shadows the method until it is deleted
     was_training = model.training
     model.eval()
     try:
@@ -823,7 +814,6 @@ def override_head_attention(model, src: Tensor, tgt_in: Tensor, head, new_weight
     finally:
         for handle in handles:
             handle.remove()
-        del module.project_qkv
         model.train(was_training)
     return logits, original, replaced
 

@@ -10,7 +10,7 @@
 """
 
 from tmlib.model.alibi import ALiBi, alibi_slopes
-from tmlib.model.attention import KVCache, MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from tmlib.model.attention import MultiHeadAttention, attend, attend_fused, repeat_kv, scaled_dot_product_attention
 from tmlib.model.bridges import (
     halves_layout_rows, llama_config, llama_rotary, nn_transformer_logits, to_llama_decoder_layer, to_nn_transformer
 )
@@ -19,6 +19,7 @@ from tmlib.model.embeddings import Generator, TokenEmbedding
 from tmlib.model.feed_forward import (
     PositionwiseFeedForward, SwiGLUFeedForward, make_feed_forward, swiglu_hidden_size
 )
+from tmlib.model.kv_cache import KVCache, causal_mask, with_causal_mask
 from tmlib.model.layers import Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer, residual
 from tmlib.model.norms import RMSNorm, make_norm
 from tmlib.model.positional import NoPositionalEncoding, PositionalEncoding, make_positional, sinusoid_table
@@ -30,7 +31,8 @@ __all__ = [
     # configuration (Table 3)
     "ModelConfig", "PRESETS", "get_preset", "NORMS", "FEED_FORWARDS", "POSITIONS",
     # the paper's parts (§3.2-§3.5)
-    "MultiHeadAttention", "scaled_dot_product_attention", "causal_mask", "KVCache",
+    "MultiHeadAttention", "scaled_dot_product_attention", "attend", "attend_fused", "repeat_kv", "causal_mask",
+    "with_causal_mask", "KVCache",
     "PositionwiseFeedForward", "TokenEmbedding", "Generator", "PositionalEncoding", "sinusoid_table",
     # the encoder-decoder (§3.1, Figure 1)
     "residual", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",

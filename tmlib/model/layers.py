@@ -20,7 +20,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from tmlib.model.attention import KVCache, MultiHeadAttention
+from tmlib.model.attention import MultiHeadAttention
+from tmlib.model.kv_cache import KVCache
 from tmlib.model.config import ModelConfig
 from tmlib.model.feed_forward import make_feed_forward
 from tmlib.model.norms import make_norm
