@@ -9,7 +9,31 @@ import inspect
 import textwrap
 
 
-def show_source(obj, *, start: str | None = None):
+class Listing:
+    """Source code for a notebook: shown highlighted on the page, as plain text everywhere else.
+
+    Its plain-text form is the code itself, and its HTML form colours it with inline styles (no style sheet is
+    repeated in every output), so a listing costs a few kilobytes in the notebook.
+
+    Attributes:
+        code: the source text.
+    """
+
+    def __init__(self, code: str):
+        self.code = code
+
+    def __repr__(self) -> str:
+        return self.code
+
+    def _repr_html_(self) -> str:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import PythonLexer
+
+        return highlight(self.code, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
+
+
+def show_source(obj, *, start: str | None = None) -> Listing:
     """The source of ``obj`` (a class, function or method), syntax-highlighted in the notebook and on the page.
 
     Args:
@@ -18,14 +42,12 @@ def show_source(obj, *, start: str | None = None):
             starts at the first line containing it, to show one method of a long class.
 
     Returns:
-        an :class:`IPython.display.Code` object; its plain-text form is the source itself.
+        a :class:`Listing`; its plain-text form is the source itself.
 
     Raises:
         TypeError: ``obj`` has no Python source (a built-in, for example).
         ValueError: ``start`` does not occur in the source.
     """
-    from IPython.display import Code
-
     try:
         source = inspect.getsource(obj)
     except (OSError, TypeError) as err:
@@ -36,4 +58,4 @@ def show_source(obj, *, start: str | None = None):
         if not hits:
             raise ValueError(f"{start!r} does not occur in the source of {obj!r}")
         source = "".join(lines[hits[0]:])
-    return Code(textwrap.dedent(source).rstrip("\n"), language="python")
+    return Listing(textwrap.dedent(source).rstrip("\n"))
