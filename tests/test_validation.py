@@ -5,26 +5,28 @@ import torch
 from tmlib import validation as V
 
 
-@pytest.mark.parametrize("value, match", [(1.5, "must be an integer, got 1.5"), (True, "got True"),
-                                          ("3", "got '3'"), (0, "must be >= 1, got 0"), (11, "<= 10, got 11")])
-def test_check_int_refuses(value, match):
-    with pytest.raises(ValueError, match=f"n_heads {match}" if "must" in match else match):
+@pytest.mark.parametrize("value, error, match", [
+    (1.5, TypeError, "must be an integer, got 1.5"), (True, TypeError, "got True"), ("3", TypeError, "got '3'"),
+    (0, ValueError, "must be >= 1, got 0"), (11, ValueError, "<= 10, got 11")])
+def test_check_int_refuses(value, error, match):
+    with pytest.raises(error, match=f"n_heads {match}" if "must" in match else match):
         V.check_int(value, "n_heads", minimum=1, maximum=10)
 
 
 def test_check_int_accepts_and_none():
     assert V.check_int(torch.tensor(3).item(), "x") == 3
     assert V.check_int(None, "max_steps", minimum=1, allow_none=True) is None
-    with pytest.raises(ValueError, match="max_steps must be an integer, got None"):
+    with pytest.raises(TypeError, match="max_steps must be an integer, got None"):
         V.check_int(None, "max_steps")
 
 
-@pytest.mark.parametrize("value, kw, match", [
-    (float("nan"), {}, "finite"), (-1.0, {"minimum": 0.0}, ">= 0.0, got -1.0"),
-    (0.0, {"minimum": 0.0, "min_inclusive": False}, "> 0.0, got 0.0"),
-    (1.0, {"maximum": 1.0, "max_inclusive": False}, "< 1.0, got 1.0"), (True, {}, "a number, got True")])
-def test_check_float_refuses(value, kw, match):
-    with pytest.raises(ValueError, match=match):
+@pytest.mark.parametrize("value, kw, error, match", [
+    (float("nan"), {}, ValueError, "finite"), (-1.0, {"minimum": 0.0}, ValueError, ">= 0.0, got -1.0"),
+    (0.0, {"minimum": 0.0, "min_inclusive": False}, ValueError, "> 0.0, got 0.0"),
+    (1.0, {"maximum": 1.0, "max_inclusive": False}, ValueError, "< 1.0, got 1.0"),
+    (True, {}, TypeError, "a number, got True")])
+def test_check_float_refuses(value, kw, error, match):
+    with pytest.raises(error, match=match):
         V.check_float(value, "dropout", **kw)
 
 
