@@ -22,8 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["check_int", "check_float", "check_float_array", "check_token_id", "check_token_ids", "check_sequence",
-           "check_indices", "check_texts", "parse_optional", "parse_optional_bool", "optional_field"]
+__all__ = ["check_int", "check_float", "check_float_array", "check_int_array", "check_token_id", "check_token_ids",
+           "check_sequence", "check_indices", "check_texts", "parse_optional", "parse_optional_bool", "optional_field"]
 
 
 def _integer_kind(minimum: int | None, maximum: int | None) -> str:
@@ -124,6 +124,24 @@ def check_float_array(x, name: str, ndim: int | tuple[int, ...] | None = None) -
     return arr
 
 
+def check_int_array(values, name: str, what: str = "integers") -> np.ndarray:
+    """``values`` (a sequence or an array) as a NumPy array of integers, its integer dtype kept.
+
+    Args:
+        values: the argument to check, e.g. token ids or lengths.
+        name: its name, for the message.
+        what: what the values must be, for the message (``"integer ids"``, ``"integer class indices"``).
+
+    Raises:
+        TypeError: the values are not integers (floats, booleans, strings; an empty list is float); the message
+            gives the dtype found.
+    """
+    arr = np.asarray(values)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must be {what}, got dtype {arr.dtype}")
+    return arr
+
+
 def check_token_id(value, name: str, vocab_size: int | None = None) -> int:
     """A single token id (``bos_id``, ``eos_id``, ``pad_id``): a non-negative integer, below ``vocab_size``
     when that is given.
@@ -215,9 +233,7 @@ def check_indices(idx, n: int, caller: str, what: str = "example") -> np.ndarray
     idx = np.asarray(idx).reshape(-1)
     if not idx.size:
         raise ValueError(f"{caller} needs at least one index")
-    if idx.dtype == bool or not np.issubdtype(idx.dtype, np.integer):
-        raise TypeError(f"{what} indices must be integers, got dtype {idx.dtype}")
-    idx = idx.astype(np.int64)
+    idx = check_int_array(idx, f"{what} indices").astype(np.int64)
     if idx.min() < 0 or idx.max() >= n:
         raise ValueError(f"{what} indices must be in [0, {n}), got {idx.min()}..{idx.max()}")
     return idx

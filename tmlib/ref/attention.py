@@ -112,7 +112,8 @@ def scaled_dot_product_attention(q, k, v, mask=None) -> tuple[np.ndarray, np.nda
 
 
 def split_heads(x, n_heads: int) -> np.ndarray:
-    """Split the last axis of ``x`` into ``n_heads`` heads: ``(..., seq_len, d_model)`` -> ``(..., n_heads, seq_len, d_k)``.
+    """Split the last axis of ``x`` into ``n_heads`` heads: ``(..., seq_len, d_model)`` ->
+    ``(..., n_heads, seq_len, d_k)``.
 
     This is the "one big projection, then reshape" form of multi-head attention (paper
     §3.2.2 with d_k = d_model / h): head i owns columns ``i*d_k:(i+1)*d_k`` of the projected

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tmlib.validation import check_int
+from tmlib.validation import check_int, check_int_array
 
 __all__ = ["causal_mask", "padding_mask", "shift_right"]
 
@@ -42,9 +42,7 @@ def padding_mask(lengths: Sequence[int], max_len: int | None = None) -> np.ndarr
         TypeError: the lengths or ``max_len`` are not integers.
         ValueError: ``lengths`` is not a 1-D sequence, or a length is < 1 or > ``max_len``.
     """
-    lengths = np.asarray(lengths)
-    if lengths.dtype == bool or not np.issubdtype(lengths.dtype, np.integer):
-        raise TypeError(f"lengths must be integers, got dtype {lengths.dtype}")
+    lengths = check_int_array(lengths, "lengths")
     if lengths.ndim != 1:
         raise ValueError(f"lengths must be a 1-D sequence of integers, got {lengths!r}")
     max_len = int(lengths.max()) if max_len is None else check_int(max_len, "max_len")
@@ -72,9 +70,7 @@ def shift_right(tokens, bos_id: int) -> np.ndarray:
         TypeError: ``tokens`` are not integers or ``bos_id`` is not an integer.
         ValueError: ``tokens`` has no sequence axis or length 0.
     """
-    t = np.asarray(tokens)
-    if t.dtype == bool or not np.issubdtype(t.dtype, np.integer):
-        raise TypeError(f"tokens must be integer ids, got dtype {t.dtype}")
+    t = check_int_array(tokens, "tokens", "integer ids")
     bos_id = check_int(bos_id, "bos_id")
     if t.ndim < 1 or t.shape[-1] < 1:
         raise ValueError(f"tokens must have shape (..., seq_len) with seq_len >= 1, got {t.shape}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tmlib.validation import check_float, check_float_array, check_int
+from tmlib.validation import check_float, check_float_array, check_int, check_int_array
 
 __all__ = ["noam_lr", "label_smoothing_targets", "cross_entropy"]
 
@@ -78,9 +78,7 @@ def label_smoothing_targets(targets, vocab_size: int, label_smoothing: float = 0
         raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
     if convention not in ("uniform", "exclusive"):
         raise ValueError(f"convention must be 'uniform' or 'exclusive', got {convention!r}")
-    t = np.asarray(targets)
-    if t.dtype == bool or not np.issubdtype(t.dtype, np.integer):
-        raise TypeError(f"targets must be integer class indices, got dtype {t.dtype}")
+    t = check_int_array(targets, "targets", "integer class indices")
     if t.size and (t.min() < 0 or t.max() >= vocab_size):
         raise ValueError(f"targets must lie in 0..{vocab_size - 1}, got values {np.unique(t).tolist()}")
     onehot = (t[..., None] == np.arange(vocab_size)).astype(np.float64)  # (..., V)
