@@ -24,6 +24,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from tmlib.validation import check_float, check_int
+
 __all__ = ["build_parser", "main", "read_lines"]
 
 
@@ -69,24 +71,19 @@ def read_lines(data: bytes, name: str) -> list[str]:
     return [line.rstrip("\r") for line in lines]
 
 
-def _all_unknown(tokenizer, line: str) -> bool:
-    """True when every token of ``line`` is ``<unk>`` (ignoring bare word-start markers ``▁``)."""
-    if hasattr(tokenizer, "is_all_unknown"):
-        return tokenizer.is_all_unknown(line)
-    marker = tokenizer.tokenizer.token_to_id("\u2581")
-    content = [t for t in tokenizer.encode(line) if t != marker]
-    return bool(content) and all(t == tokenizer.unk_id for t in content)
-
-
 def _check_args(args) -> None:
-    if args.beam_size < 1:
-        raise _UsageError(f"--beam-size must be >= 1, got {args.beam_size}")
-    if args.max_len is not None and args.max_len < 1:
-        raise _UsageError(f"--max-len must be >= 1, got {args.max_len}")
-    if args.batch_tokens < 1:
-        raise _UsageError(f"--batch-tokens must be >= 1, got {args.batch_tokens}")
-    if not args.length_penalty >= 0:
-        raise _UsageError(f"--length-penalty must be >= 0, got {args.length_penalty}")
+    """The numbers' ranges (argparse has checked that they are numbers), the input file and the checkpoint.
+
+    Raises:
+        _UsageError: the first problem, in one line naming the option.
+    """
+    try:
+        check_int(args.beam_size, "--beam-size", minimum=1)
+        check_int(args.max_len, "--max-len", minimum=1, allow_none=True)
+        check_int(args.batch_tokens, "--batch-tokens", minimum=1)
+        check_float(args.length_penalty, "--length-penalty", minimum=0.0)
+    except ValueError as err:
+        raise _UsageError(str(err)) from None
     if args.input != "-":
         path = Path(args.input)
         if path.is_dir():
@@ -107,8 +104,8 @@ def main(argv=None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
+    from tmlib.decoding.corpus import translate_corpus
     from tmlib.training.checkpoint import CheckpointError
-    from tmlib.decoding.search import translate_corpus
     from tmlib.training.experiment import load_trained
     from tmlib.utils import get_device
 
@@ -127,7 +124,7 @@ def main(argv=None) -> int:
         for i, line in enumerate(lines):
             if not line.strip():
                 continue
-            if _all_unknown(tokenizer, line):
+            if tokenizer.is_all_unknown(line):
                 unknown.append(i + 1)
                 continue
             todo.append(i)
