@@ -1,10 +1,10 @@
-"""Benchmark: building one padded batch (tmlib.data.batching) before and after NumPy packing, µs per batch.
+"""Benchmark: building one padded batch (tmlib.data.batch) before and after NumPy packing, µs per batch.
 
-Three ways to turn tokenized examples into a :class:`tmlib.data.batching.Batch`, timed on the same batches:
+Three ways to turn tokenized examples into a :class:`tmlib.data.batch.Batch`, timed on the same batches:
 
 * ``loop`` — the implementation before packing (``tmlib.data.collate`` until the split): one row at a time,
   three ``torch.as_tensor`` copies per sentence in a Python loop (kept here verbatim as the baseline);
-* ``collate`` — :func:`tmlib.data.batching.collate` on the same list of ``(src_ids, tgt_ids)`` lists: the ids are
+* ``collate`` — :func:`tmlib.data.batch.collate` on the same list of ``(src_ids, tgt_ids)`` lists: the ids are
   flattened once with ``np.fromiter``, padded with one boolean-mask assignment per tensor, then
   ``torch.from_numpy``;
 * ``collate_indices`` — :meth:`tmlib.data.batching.BatchIterator.collate_indices`, the training path: the examples

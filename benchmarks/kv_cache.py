@@ -5,7 +5,7 @@ d_ff=512)`` (d_model 256, 4 heads), untrained, evaluation mode.  To make every r
 ``eos_id`` is set to the vocabulary size, an id the model cannot predict (argmax ranges over 0 … V-1); the
 script checks that both modes return L tokens and the same tokens.
 
-* Time: :func:`tmlib.decoding.search.greedy_decode` with ``use_cache=True`` (one new position per step, earlier keys
+* Time: :func:`tmlib.decoding.greedy.greedy_decode` with ``use_cache=True`` (one new position per step, earlier keys
   and values reused: O(t) work at step t) and ``use_cache=False`` (the whole prefix recomputed every step:
   O(t²) attention work and t positions through every layer and the output projection), for output lengths
   ``--lengths``, one sentence of ``--src-len`` tokens, timed in alternating order, median of ``--repeats``.
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
           f"{prof['aten_calls_per_step']:.0f} aten calls, output projection {1e3 * prof['output_projection_s']:.2f} ms",
           file=sys.stderr)
     settings = {"model": cfg, "src_len": args.src_len, "lengths": args.lengths, "repeats": args.repeats,
-                "batch": 1, "bos_id": 1, "eos_id": eos_id, "decoder": "tmlib.decoding.search.greedy_decode",
+                "batch": 1, "bos_id": 1, "eos_id": eos_id, "decoder": "tmlib.decoding.greedy.greedy_decode",
                 "threads": torch.get_num_threads(), "clock": args.clock, "quick": args.quick}
     write_record(args, "kv_cache", "greedy decoding time per sentence with/without the KV cache; cache bytes",
                  device, t0, settings, {"timing": timing, "memory": memory, "profile": prof}, argv)

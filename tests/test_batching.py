@@ -1,4 +1,4 @@
-"""Tests of tmlib.data.batching: padded batches against a plain reference, token budgets, the pinned batch order
+"""Tests of tmlib.data.batch and tmlib.data.batching: padded batches against a plain reference, token budgets, the pinned batch order
 that exact resume relies on, host-side id checks, and the DataLoader path (workers, pinned memory)."""
 import hashlib
 import json
@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tmlib.data import batching as B  # noqa: E402
+from tmlib import data as B  # noqa: E402
 
 
 def reference_collate(examples, pad_id=0, bos_id=1, eos_id=2):
@@ -235,7 +235,7 @@ def test_batch_iterator_checks_ids_once():
         B.BatchIterator([])
     with pytest.raises(ValueError, match="max_tokens must be >= 1"):
         B.BatchIterator([([4], [5])], max_tokens=0)
-    with pytest.raises(IndexError, match=r"in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"in \[0, 1\)"):
         B.BatchIterator([([4], [5])]).collate_indices([1])
 
 

@@ -1,4 +1,4 @@
-"""Tests of tmlib.decoding.search: greedy search and beam search (paper §6.1).
+"""Tests of tmlib.decoding.greedy and tmlib.decoding.beam: greedy search and beam search (paper §6.1).
 
 Independent references: a hand-made toy "model" with fixed next-token tables (the best sequence is
 known by hand), teacher-forced log-probabilities from ``model(src, tgt)``, and decoding each
@@ -41,7 +41,7 @@ def sequence_log_prob(model, src_row: torch.Tensor, tokens: list[int], limit: in
 
 
 # ----------------------------------------------------------------------------- a toy model with known answers
-# The toy model is tmlib.decoding.search.TableModel on this table (chapter 9 uses the same class).
+# The toy model is tmlib.decoding.table.TableModel on this table (chapter 9 uses the same class).
 #  Vocabulary: 0 <pad>, 1 <bos>, 2 <eos>, 3 "A", 4 "B", 5 "C", 6 "D".  Sequence probabilities:
 #  greedy picks A (0.6), then A (0.4), then <eos> (1.0): P(A A) = 0.24;
 #  the best sequence is B <eos>: 0.4 * 0.9 = 0.36, which greedy misses.
@@ -185,21 +185,21 @@ def test_decoding_restores_training_mode():
     assert model.training
 
 
-@pytest.mark.parametrize("beam_size", [0, -1, 2.5, True])
-def test_bad_beam_size(beam_size):
-    with pytest.raises(ValueError, match="beam_size"):
+@pytest.mark.parametrize("beam_size, error", [(0, ValueError), (-1, ValueError), (2.5, TypeError), (True, TypeError)])
+def test_bad_beam_size(beam_size, error):
+    with pytest.raises(error, match="beam_size"):
         beam_search(toy_model(), torch.tensor([[3]]), BOS, EOS, beam_size=beam_size)
 
 
 def test_bad_inputs():
     toy = toy_model()
-    with pytest.raises(ValueError, match="float32"):
+    with pytest.raises(TypeError, match="float32"):
         greedy_decode(toy, torch.tensor([[3.0, 4.0]]), BOS, EOS)
-    with pytest.raises(ValueError, match="float32"):
+    with pytest.raises(TypeError, match="float32"):
         beam_search(toy, torch.tensor([[3.0, 4.0]]), BOS, EOS)
-    with pytest.raises(ValueError, match="bos_id.*1.5"):
+    with pytest.raises(TypeError, match="bos_id.*1.5"):
         greedy_decode(toy, torch.tensor([[3]]), 1.5, EOS)
-    with pytest.raises(ValueError, match="eos_id.*'2'"):
+    with pytest.raises(TypeError, match="eos_id.*'2'"):
         beam_search(toy, torch.tensor([[3]]), BOS, "2")
     with pytest.raises(ValueError, match=r"\(batch, src_len\).*\(3,\)"):
         greedy_decode(toy, torch.tensor([3, 4, 5]), BOS, EOS)
@@ -212,7 +212,7 @@ def test_bad_inputs():
 
 
 def test_table_model_worked_example_of_chapter_9():
-    """tmlib.decoding.search.TableModel: greedy takes "the dog" (P = 0.12), beam search (k = 2) finds "a dog runs"
+    """tmlib.decoding.table.TableModel: greedy takes "the dog" (P = 0.12), beam search (k = 2) finds "a dog runs"
     (P = 0.288), as chapter 9 computes by hand."""
     THE, A, DOG, CAT, RUNS = 3, 4, 5, 6, 7
     table = {(): {THE: 0.5, A: 0.4, CAT: 0.1}, (THE,): {DOG: 0.4, CAT: 0.3, RUNS: 0.3}, (A,): {DOG: 0.9, CAT: 0.1},

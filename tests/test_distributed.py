@@ -347,7 +347,7 @@ def test_n_tokens_of_equals_the_collated_batch():
     assert train.n_tokens_of([0]) == len(toy_examples()[0][1]) + 1  # the target plus <eos>
     with pytest.raises(ValueError, match="at least one index"):
         train.n_tokens_of([])
-    with pytest.raises(IndexError, match=r"\[0, 120\)"):
+    with pytest.raises(ValueError, match=r"\[0, 120\)"):
         train.n_tokens_of([0, 120])
 
 

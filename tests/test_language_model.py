@@ -49,7 +49,7 @@ def test_bad_input():
         SentenceBatches([[3, 12]], vocab_size=10)
     with pytest.raises(ValueError, match="max_positions must be >= 1"):
         SentenceBatches([[3]], max_positions=0)
-    with pytest.raises(IndexError, match=r"sentence indices must be in \[0, 5\)"):
+    with pytest.raises(ValueError, match=r"sentence indices must be in \[0, 5\)"):
         SentenceBatches(SENTENCES).collate_indices([5])
 
 

@@ -1,5 +1,5 @@
 """Tests of tmlib.decoding.metrics: sacreBLEU scores against hand computations, and corpus translation
-(tmlib.decoding.search.translate_corpus, re-exported by tmlib.decoding.metrics).
+(tmlib.decoding.corpus.translate_corpus, exported once, by tmlib.decoding).
 
 BLEU by hand: BLEU = BP · exp(¼ Σ log p_n), BP = exp(1 − r/c) when the hypothesis length c is
 shorter than the reference length r, else 1 (Papineni et al. 2002).
@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-import tmlib.decoding.search
+import tmlib.decoding.corpus
+import tmlib.decoding.metrics
 from tmlib.data import length_batches
 from tmlib.decoding import bleu_scores, translate_corpus
 
@@ -69,7 +70,8 @@ def test_bad_inputs():
 
 
 def test_translate_corpus_is_the_decoding_function():
-    assert translate_corpus is tmlib.decoding.search.translate_corpus
+    assert translate_corpus is tmlib.decoding.corpus.translate_corpus
+    assert not hasattr(tmlib.decoding.metrics, "translate_corpus")  # no re-export: one name, one place
 
 
 def test_translation_batches_cover_everything_within_budget():

@@ -1,4 +1,4 @@
-"""Unit tests of tmlib.ref.numpy_ref: the lecture's worked examples, properties, and bad input.
+"""Unit tests of tmlib.ref (the NumPy references): the lecture's worked examples, properties, and bad input.
 
 Expected values are closed forms written independently of the code under test (e.g.
 softmax of [1/√2, 0, 1/√2] is e^{1/√2}/(2e^{1/√2}+1) ...), plus the rounded decimals the
@@ -210,7 +210,7 @@ def test_causal_mask():
 
 
 def test_numpy_ref_does_not_import_torch():
-    code = "import sys, tmlib.ref.numpy_ref, tmlib.course.examples; assert 'torch' not in sys.modules"
+    code = "import sys, tmlib.ref, tmlib.course.examples; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -1,4 +1,4 @@
-"""tmlib.ref.numpy_ref.online_softmax_attention: block-wise attention equals the direct formula."""
+"""tmlib.ref.online_softmax_attention: block-wise attention equals the direct formula."""
 import numpy as np
 import pytest
 

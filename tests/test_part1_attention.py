@@ -4,7 +4,7 @@ the two- and three-head examples, head splitting, and the cost arithmetic of tml
 Expected values are written independently of the code under test: integer matrices typed
 from the hand computation, softmax rows as explicit exponentials with ``math.exp``, matrix
 products as Python loops, byte counts as hand multiplications.  tests/test_numpy_ref.py
-already checks the final weights/outputs of numpy_ref on these examples; this file checks
+already checks the final weights/outputs of tmlib.ref on these examples; this file checks
 the intermediates, the lecture's printed numbers (which are correct roundings and which are
 not: see book/errata/01.md and 02.md), and tmlib.analysis.costs.
 """
@@ -23,7 +23,7 @@ R2 = math.sqrt(2.0)
 
 # ------------------------------------------------------------------ independent helpers
 def softmax_by_hand(row):
-    """Softmax of a Python list with math.exp (no NumPy, no numpy_ref)."""
+    """Softmax of a Python list with math.exp (no NumPy, no tmlib.ref)."""
     e = [math.exp(x) for x in row]
     s = sum(e)
     return [x / s for x in e]

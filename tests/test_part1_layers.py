@@ -74,7 +74,7 @@ def test_layer_norm_matches_torch():
 
 # ---------------------------------------------------------------- sublayer (notebook 3)
 def _ln_explicit(z, eps=1e-5):
-    """LayerNorm written out with loops over rows (independent of numpy_ref.layer_norm)."""
+    """LayerNorm written out with loops over rows (independent of tmlib.ref.layer_norm)."""
     out = np.empty_like(z)
     for i, row in enumerate(z.reshape(-1, z.shape[-1])):
         mu = sum(row) / len(row)

@@ -266,8 +266,8 @@ def _run(argv) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
+    from tmlib.decoding.corpus import translate_corpus
     from tmlib.training.checkpoint import CheckpointError
-    from tmlib.decoding.search import translate_corpus
     from tmlib.training.experiment import load_trained
     from tmlib.utils import get_device
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tmlib.validation import check_int
+
 __all__ = ["seed_everything", "get_device", "in_colab", "smoke_mode", "atomic_write", "remove_stale_temporaries"]
 
 
@@ -28,10 +30,7 @@ def seed_everything(seed: int = 0) -> np.random.Generator:
     Raises:
         TypeError: ``seed`` is not an integer.  ValueError: ``seed`` is negative.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an integer, got {seed!r}")
-    if seed < 0:
-        raise ValueError(f"seed must be non-negative, got {seed}")
+    seed = check_int(seed, "seed", minimum=0)
     random.seed(seed)
     np.random.seed(seed)
     try:

@@ -2,23 +2,37 @@
 equations stay about the equations.
 
 Every check returns the cleaned value or raises an error whose message names the argument and the value
-it got. Conventions (kept from the course's first modules, and relied on by the tests):
+it got. One contract for every check, in every subpackage:
 
-* a number of the wrong kind (``1.5`` or ``True`` where an integer is needed) or out of range raises
-  :class:`ValueError`;
-* an object of the wrong type altogether (a list where a tensor is needed, a float tensor where ids are
-  needed) raises :class:`TypeError`.
+* a value of the wrong kind raises :class:`TypeError`: ``1.5``, ``"3"``, ``None`` or ``True`` where an integer
+  is needed (a bool is not an integer; NumPy integers are), a string where a number is needed, a list where a
+  tensor is needed, float ids where integer ids are needed;
+* a value of the right kind outside its range raises :class:`ValueError`: ``0`` where at least 1 is needed,
+  a NaN or an infinity where a finite number is needed, an id outside the vocabulary, an index past the end.
 
-torch is imported lazily: the NumPy-only parts of the course can use the number checks without it.
+NumPy is the only import; torch is imported inside the tensor checks, so that the NumPy-only parts of the
+course (Part I) can use the number checks without it.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 from numbers import Integral, Real
+from typing import Sequence
 
-__all__ = ["check_int", "check_float", "check_token_id", "check_token_ids", "check_sequence", "parse_optional",
-           "parse_optional_bool", "optional_field"]
+import numpy as np
+
+__all__ = ["check_int", "check_float", "check_float_array", "check_int_array", "check_token_id", "check_token_ids",
+           "check_sequence", "check_indices", "check_texts", "parse_optional", "parse_optional_bool", "optional_field"]
+
+
+def _integer_kind(minimum: int | None, maximum: int | None) -> str:
+    """What an integer argument must be, in words, for the message of a TypeError."""
+    if maximum is None and minimum == 0:
+        return "a non-negative integer"
+    if maximum is None and minimum == 1:
+        return "a positive integer"
+    return "an integer"
 
 
 def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None,
@@ -26,7 +40,7 @@ def check_int(value, name: str, *, minimum: int | None = None, maximum: int | No
     """``value`` as an ``int``, checked to be an integer (not a bool) within ``[minimum, maximum]``.
 
     Args:
-        value: the argument to check.
+        value: the argument to check: a Python or NumPy integer.
         name: its name, for the message (e.g. ``"beam_size"``).
         minimum, maximum: inclusive bounds, or ``None`` for none.
         allow_none: accept ``None`` (returned as is), e.g. for an optional budget.
@@ -35,12 +49,13 @@ def check_int(value, name: str, *, minimum: int | None = None, maximum: int | No
         ``int(value)`` (or ``None``).
 
     Raises:
-        ValueError: not an integer, or outside the bounds; the message names ``name`` and the value.
+        TypeError: not an integer (a float, a string, a bool, ``None`` without ``allow_none``).
+        ValueError: an integer outside the bounds. Both messages name ``name`` and the value.
     """
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise TypeError(f"{name} must be {_integer_kind(minimum, maximum)}, got {value!r}")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
@@ -64,12 +79,13 @@ def check_float(value, name: str, *, minimum: float | None = None, maximum: floa
         ``float(value)`` (or ``None``).
 
     Raises:
-        ValueError: not a real number, not finite, or outside the bounds.
+        TypeError: not a real number (a string, a bool, ``None`` without ``allow_none``).
+        ValueError: not finite (NaN, infinity), or outside the bounds.
     """
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise TypeError(f"{name} must be a number, got {value!r}")
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
@@ -80,15 +96,62 @@ def check_float(value, name: str, *, minimum: float | None = None, maximum: floa
     return value
 
 
+def check_float_array(x, name: str, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """``x`` (a number, a nested list or an array of numbers) as a float64 NumPy array.
+
+    Args:
+        x: the argument to check.
+        name: its name, for the message.
+        ndim: the number of dimensions ``x`` must have (or a tuple of the allowed numbers); ``None``: any.
+
+    Returns:
+        a float64 array (a copy of ``x`` when it had another dtype).
+
+    Raises:
+        TypeError: ``x`` is not made of numbers (a string, ``None``, booleans, objects).
+        ValueError: ``x`` does not have ``ndim`` dimensions; the message gives its shape.
+    """
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name} must be an array of numbers, got {type(x).__name__}")
+    arr = np.asarray(x)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"{name} must hold numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if arr.ndim not in allowed:
+            raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dimensions, got shape {arr.shape}")
+    return arr
+
+
+def check_int_array(values, name: str, what: str = "integers") -> np.ndarray:
+    """``values`` (a sequence or an array) as a NumPy array of integers, its integer dtype kept.
+
+    Args:
+        values: the argument to check, e.g. token ids or lengths.
+        name: its name, for the message.
+        what: what the values must be, for the message (``"integer ids"``, ``"integer class indices"``).
+
+    Raises:
+        TypeError: the values are not integers (floats, booleans, strings; an empty list is float); the message
+            gives the dtype found.
+    """
+    arr = np.asarray(values)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must be {what}, got dtype {arr.dtype}")
+    return arr
+
+
 def check_token_id(value, name: str, vocab_size: int | None = None) -> int:
     """A single token id (``bos_id``, ``eos_id``, ``pad_id``): a non-negative integer, below ``vocab_size``
     when that is given.
 
     Raises:
-        ValueError: not an integer token id, negative, or ``>= vocab_size`` (the message names the id).
+        TypeError: not an integer.
+        ValueError: negative, or ``>= vocab_size`` (the message names the id).
     """
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ValueError(f"{name} must be an integer token id, got {value!r}")
+        raise TypeError(f"{name} must be an integer token id, got {value!r}")
     if value < 0:
         raise ValueError(f"{name} must be a non-negative token id, got {value}")
     if vocab_size is not None and value >= vocab_size:
@@ -152,6 +215,43 @@ def check_sequence(ids, name: str, max_len: int) -> None:
         )
     if ids.shape[1] > max_len:
         raise ValueError(f"{name} has length {ids.shape[1]}, more than max_len={max_len}")
+
+
+def check_indices(idx, n: int, caller: str, what: str = "example") -> np.ndarray:
+    """``idx`` as a flat int64 array of indices into ``n`` items, for a batch that ``caller`` builds.
+
+    Args:
+        idx: a sequence or array of integer indices, at least one.
+        n: the number of items; an index must lie in ``[0, n)``.
+        caller: the method that needs them, for the message (e.g. ``"collate_indices"``).
+        what: what the items are, for the message (``"example"``, ``"sentence"``).
+
+    Raises:
+        TypeError: the indices are not integers (floats or bools).
+        ValueError: no index, or an index outside ``[0, n)``.
+    """
+    idx = np.asarray(idx).reshape(-1)
+    if not idx.size:
+        raise ValueError(f"{caller} needs at least one index")
+    idx = check_int_array(idx, f"{what} indices").astype(np.int64)
+    if idx.min() < 0 or idx.max() >= n:
+        raise ValueError(f"{what} indices must be in [0, {n}), got {idx.min()}..{idx.max()}")
+    return idx
+
+
+def check_texts(texts, name: str) -> list[str]:
+    """``texts`` as a list of ``str`` (one sentence each).
+
+    Raises:
+        TypeError: ``texts`` is a single string or not a sequence, or an element is not a ``str``; the message
+            names ``name`` (and the position of the first bad element).
+    """
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise TypeError(f"{name} must be a list of strings (one per sentence), got {type(texts).__name__}")
+    bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
+    if bad:
+        raise TypeError(f"{name}[{bad[0]}] is {type(texts[bad[0]]).__name__}, expected str")
+    return list(texts)
 
 
 # --------------------------------------------------------------------------------------------------

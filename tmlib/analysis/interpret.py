@@ -567,7 +567,7 @@ def nll_per_token(model, batches: Iterable) -> float:
 def greedy_bleu(model, tokenizer, sources: Sequence[str], references: Sequence[str]) -> float:
     """Cased corpus BLEU (sacreBLEU, 13a tokenization) of the greedy translations of ``sources``.
 
-    Decodes with :func:`tmlib.decoding.metrics.translate_corpus` (beam size 1, maximum length source + 50, paper §6.1) on the
+    Decodes with :func:`tmlib.decoding.corpus.translate_corpus` (beam size 1, maximum length source + 50, paper §6.1) on the
     model's device and scores with :func:`tmlib.decoding.metrics.bleu_scores`.
 
     Args:
@@ -581,8 +581,8 @@ def greedy_bleu(model, tokenizer, sources: Sequence[str], references: Sequence[s
     Raises:
         TypeError / ValueError: from ``tmlib.decoding.metrics`` for non-text input or lists of different lengths.
     """
+    from tmlib.decoding.corpus import translate_corpus
     from tmlib.decoding.metrics import bleu_scores
-    from tmlib.decoding.search import translate_corpus
 
     hyps = translate_corpus(model, tokenizer, list(sources), beam_size=1, progress=False)
     return float(bleu_scores(hyps, list(references))["bleu"])
@@ -887,7 +887,7 @@ def translate_and_capture(model, tokenizer, source: str, target: str | None = No
     """Encode one sentence pair (or translate greedily) and capture every attention weight of it.
 
     The source is encoded as in training (no ``<bos>``/``<eos>``); the decoder is fed ``<bos> y_1 … y_m`` where y
-    is ``target`` or, when ``target`` is None, the model's own greedy translation (``tmlib.decoding.search``), so each
+    is ``target`` or, when ``target`` is None, the model's own greedy translation (``tmlib.decoding.greedy``), so each
     decoder query is the position that predicts the next token.
 
     Args:
@@ -904,7 +904,7 @@ def translate_and_capture(model, tokenizer, source: str, target: str | None = No
     Raises:
         ValueError: the source is empty after tokenization.
     """
-    from tmlib.decoding.search import greedy_decode
+    from tmlib.decoding.greedy import greedy_decode
 
     src_ids = tokenizer.encode(source)
     if not src_ids:

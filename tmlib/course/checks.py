@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tmlib.validation import check_float, check_int
+
 __all__ = ["check_shape", "check_close", "tolerance_text"]
 
 _DEFAULT_ATOL = 1e-6
@@ -72,9 +74,10 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
         ``"correct: attention output matches the expected value (|answer - expected| <= 1e-06)"``.
 
     Raises:
-        TypeError: an argument is not numeric, or both ``atol`` and ``decimals`` were given.
+        TypeError: an argument is not numeric, ``decimals`` is not an integer, or both ``atol`` and ``decimals``
+            were given.
         ValueError: the shapes differ (the message gives both shapes and a hint when a reshape or transpose
-            would fix it), or a tolerance is negative.
+            would fix it), a tolerance is negative or not finite, or ``decimals`` is negative.
         AssertionError: values differ beyond the tolerance, or the answer contains NaN or infinity; the message
             says how many entries are wrong, lists the worst ones (index, your value, expected value, difference)
             and states the tolerance.
@@ -85,11 +88,11 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
     if decimals is not None:
         if atol is not None:
             raise TypeError("check_close: give either atol or decimals, not both")
-        if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or decimals < 0:
-            raise TypeError(f"check_close: decimals must be a non-negative integer, got {decimals!r}")
-        atol = 0.5 * 10.0 ** (-int(decimals)) * (1 + 1e-9)  # slack for the binary representation of decimals
+        decimals = check_int(decimals, "check_close: decimals", minimum=0)
+        atol = 0.5 * 10.0 ** -decimals * (1 + 1e-9)  # slack for the binary representation of decimals
     elif atol is None:
         atol = _DEFAULT_ATOL
+    atol, rtol = check_float(atol, "check_close: atol"), check_float(rtol, "check_close: rtol")
     if atol < 0 or rtol < 0:
         raise ValueError(f"check_close: tolerances must be non-negative, got atol={atol}, rtol={rtol}")
     tol = tolerance_text(atol, rtol, decimals)

@@ -16,9 +16,23 @@ __all__ = ["positional_encoding_heatmap", "attention_heatmap", "attention_heads"
 
 
 def _to_numpy(x) -> np.ndarray:
+    """``x`` (an array, a nested list, or a torch tensor on any device) as a float64 NumPy array."""
     if hasattr(x, "detach"):
         x = x.detach().float().cpu().numpy()
     return np.asarray(x, dtype=np.float64)
+
+
+def _matrices(x, name: str, axes: str) -> np.ndarray:
+    """``x`` as a float64 array with one dimension per name in ``axes`` (e.g. ``"(n_q, n_k)"``).
+
+    Raises:
+        ValueError: another number of dimensions; the message names ``name``, ``axes`` and the shape.
+    """
+    w = _to_numpy(x)
+    ndim = axes.count(",") + 1
+    if w.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D {axes}, got shape {w.shape}")
+    return w
 
 
 def attention_heatmap(
@@ -48,9 +62,7 @@ def attention_heatmap(
     Raises:
         ValueError: ``weights`` is not 2-D or the labels do not match its shape.
     """
-    w = _to_numpy(weights)
-    if w.ndim != 2:
-        raise ValueError(f"weights must be 2-D (n_q, n_k), got shape {w.shape}")
+    w = _matrices(weights, "weights", "(n_q, n_k)")
     n_q, n_k = w.shape
     if x_labels is not None and len(x_labels) != n_k:
         raise ValueError(f"{len(x_labels)} x_labels for {n_k} keys (weights shape {w.shape})")
@@ -86,9 +98,7 @@ def attention_heads(weights, x_labels=None, y_labels=None, title: str = "Attenti
     Raises:
         ValueError: ``weights`` is not 3-D.
     """
-    w = _to_numpy(weights)
-    if w.ndim != 3:
-        raise ValueError(f"weights must be 3-D (n_heads, n_q, n_k), got shape {w.shape}")
+    w = _matrices(weights, "weights", "(n_heads, n_q, n_k)")
     h = w.shape[0]
     fig, axes = plt.subplots(1, h, figsize=(min(4.2 * h, 18), 3.6), squeeze=False)
     for i, ax in enumerate(axes[0]):
@@ -107,7 +117,7 @@ def positional_encoding_heatmap(pe, title: str = "Sinusoidal positional encoding
 
     Args:
         pe: ``(seq_len, d_model)`` array or tensor, e.g. from
-            :func:`tmlib.ref.numpy_ref.positional_encoding`.
+            :func:`tmlib.ref.positional.positional_encoding`.
         title: the figure title.
         ax: matplotlib axes to draw on (a new figure if ``None``).
         cmap: a diverging matplotlib colour map.
@@ -118,9 +128,7 @@ def positional_encoding_heatmap(pe, title: str = "Sinusoidal positional encoding
     Raises:
         ValueError: ``pe`` is not 2-D.
     """
-    w = _to_numpy(pe)
-    if w.ndim != 2:
-        raise ValueError(f"pe must be 2-D (seq_len, d_model), got shape {w.shape}")
+    w = _matrices(pe, "pe", "(seq_len, d_model)")
     seq_len, d_model = w.shape
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))

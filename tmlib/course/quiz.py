@@ -30,6 +30,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from tmlib.validation import check_float
+
 __all__ = ["Quiz", "choice", "numeric", "PAPER_QUIZ", "paper_quiz_block"]
 
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -177,12 +179,12 @@ def numeric(name: str, question: str, answer: float, tolerance: float, explanati
         tolerance: the accepted absolute error (state it in the question when it matters).
 
     Raises:
-        ValueError: a malformed name, an empty text, a non-finite answer or a negative tolerance.
+        TypeError: ``answer`` or ``tolerance`` is not a number.
+        ValueError: a malformed name, an empty text, a non-finite answer, or a negative or non-finite tolerance.
     """
     _check_common(name, question, explanation)
-    answer, tolerance = float(answer), float(tolerance)
-    if answer != answer or abs(answer) == float("inf") or not tolerance >= 0:
-        raise ValueError(f"quiz {name!r}: answer must be finite and tolerance >= 0, got {answer}, {tolerance}")
+    answer = check_float(answer, f"quiz {name!r}: answer")
+    tolerance = check_float(tolerance, f"quiz {name!r}: tolerance", minimum=0.0)
     return Quiz(name, "numeric", question, explanation, answer=answer, tolerance=tolerance, title=title)
 
 
@@ -191,17 +193,17 @@ def numeric(name: str, question: str, answer: float, tolerance: float, explanati
 PAPER_QUIZ = (
     choice("paper-q1", "Q1. What was the key claim of 'Attention Is All You Need'?", [
         ("Attention alone, without recurrence or convolution, is enough for state-of-the-art sequence "
-         "transduction (translation).", True, ""),
+         "transduction (translation).", True),
         ("Attention was invented in this paper.", False,
          "Attention on top of recurrent encoder-decoders dates from Bahdanau et al. (2015)."),
-        ("Recurrent networks need attention to be trained at all.", False, ""),
-        ("Deeper LSTMs translate better than shallow ones.", False, ""),
+        ("Recurrent networks need attention to be trained at all.", False),
+        ("Deeper LSTMs translate better than shallow ones.", False),
     ], "The title is the claim: a model built only from attention and position-wise feed-forward layers, with no "
        "recurrence and no convolution, set a new state of the art on WMT 2014 English-German (28.4 BLEU) and "
        "English-French (41.8 BLEU) at a fraction of the training cost.", title="The paper in five questions"),
     choice("paper-q2", "Q2. What is the main advantage of the Transformer over a recurrent encoder-decoder?", [
         ("All positions of a sentence are processed in parallel, and any two positions are one attention step "
-         "apart.", True, ""),
+         "apart.", True),
         ("Its cost grows only linearly with the sentence length.", False,
          "Self-attention costs O(n²·d) per layer: quadratic in the length n."),
         ("It has far fewer parameters.", False, "The base model has about 65 million parameters."),
@@ -211,20 +213,20 @@ PAPER_QUIZ = (
        "GPUs: the base model trained in 12 hours on 8 P100s."),
     choice("paper-q3", "Q3. Which components make up one encoder layer of the Transformer?", [
         ("Multi-head self-attention and a position-wise feed-forward network, each wrapped in a residual "
-         "connection followed by layer normalization.", True, ""),
-        ("An LSTM, an attention layer and a softmax.", False, ""),
+         "connection followed by layer normalization.", True),
+        ("An LSTM, an attention layer and a softmax.", False),
         ("Masked self-attention, cross-attention and a feed-forward network.", False,
          "That is a decoder layer: it adds masked self-attention and attention over the encoder output."),
-        ("A convolution with kernel width 3 and a pooling layer.", False, ""),
+        ("A convolution with kernel width 3 and a pooling layer.", False),
     ], "Encoder layer: LayerNorm(x + SelfAttention(x)), then LayerNorm(x + FFN(x)) (post-LN, as in the paper). "
        "A decoder layer has three sub-layers: masked self-attention, encoder-decoder (cross) attention and the FFN. "
        "Chapters 2, 3 and 5 build each piece."),
     choice("paper-q4", "Q4. Why did the Transformer change NLP so quickly?", [
         ("It trained in parallel and scaled well, so much larger models could be pre-trained on much more text "
-         "(BERT, GPT).", True, ""),
+         "(BERT, GPT).", True),
         ("It won the NIPS 2017 best-paper award.", False,
          "It did not: the NIPS 2017 best-paper awards went to other papers (see the errata)."),
-        ("It was the first neural machine translation system.", False, ""),
+        ("It was the first neural machine translation system.", False),
         ("It removed the need for tokenization.", False, "It uses byte-pair / word-piece subword tokens."),
     ], "Parallel training over positions and a simple, uniform architecture made it practical to scale models and "
        "data; encoder-only (BERT, 2018) and decoder-only (GPT, 2018-2020) pre-trained models followed within two "

@@ -1,185 +1,34 @@
-"""Token-count batches with length bucketing, padded on the host with NumPy, ready for a GPU.
+"""Token-count batches with length bucketing, and the iterator that trains on them.
 
 The paper (§5.1): "Sentence pairs were batched together by approximate sequence length. Each training
 batch contained a set of sentence pairs containing approximately 25000 source tokens and 25000 target
 tokens." :func:`token_batches` groups example indices that way (fairseq/tensor2tensor style bucketing);
-:func:`length_batches` is its deterministic, sorted form (evaluation, :func:`tmlib.decoding.search.translate_corpus`).
+:func:`length_batches` is its deterministic, sorted form (evaluation, :func:`tmlib.decoding.corpus.translate_corpus`).
 
-:class:`BatchIterator` stores the tokenized examples as flat NumPy arrays (all ids of all sources one
-after the other, and where each example starts), so that a padded :class:`Batch` is a few vectorised
-NumPy operations and one ``torch.from_numpy`` per tensor (:func:`collate` does the same for a list of
-examples). The ids are checked once, on the host, when the iterator is built (no empty source, ids in
-``[0, vocab_size)``), so the model need not read them back from a GPU. :meth:`BatchIterator.loader` runs
-the same batches through a ``torch.utils.data.DataLoader``: worker processes build the batches while the
-model trains, and ``pin_memory=True`` puts them in page-locked memory so that
-``batch.to(device, non_blocking=True)`` overlaps the copy with computation.
+:class:`BatchIterator` stores the tokenized examples packed (all ids of all sources one after the other, and
+where each example starts; see :mod:`tmlib.data.batch`), so that a padded :class:`~tmlib.data.batch.Batch` is a
+few vectorised NumPy operations and one ``torch.from_numpy`` per tensor. The ids are checked once, on the host,
+when the iterator is built (no empty source, ids in ``[0, vocab_size)``), so the model need not read them back
+from a GPU. :meth:`BatchIterator.loader` runs the same batches through a ``torch.utils.data.DataLoader``: worker
+processes build the batches while the model trains, and ``pin_memory=True`` puts them in page-locked memory so
+that ``batch.to(device, non_blocking=True)`` overlaps the copy with computation.
 
 Every order is deterministic: epoch ``e`` of a :class:`BatchIterator` with seed ``s`` always has the same
 batches in the same order (``numpy.random.default_rng([s, e])``), which exact resume relies on.
 """
 from __future__ import annotations
 
-import itertools
+import hashlib
 from collections.abc import Sequence as SequenceABC
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from tmlib.validation import check_int, check_token_id
+from tmlib.data.batch import Batch, _check_ids, _collate_flat, _flatten, _gather
+from tmlib.validation import check_indices, check_int, check_int_array, check_token_id
 
-__all__ = [
-    "Batch",
-    "collate",
-    "pad_ids",
-    "encode_pairs",
-    "filter_by_length",
-    "token_batches",
-    "length_batches",
-    "BatchIterator",
-]
-
-
-@dataclass
-class Batch:
-    """One padded batch of sentence pairs (teacher forcing).
-
-    Attributes:
-        src: ``(batch, src_len)`` int64, source ids padded with ``pad_id`` (no ``<bos>``/``<eos>``).
-        tgt_in: ``(batch, tgt_len)`` int64, decoder input ``<bos> y_1 … y_m`` then padding.
-        tgt_out: ``(batch, tgt_len)`` int64, labels ``y_1 … y_m <eos>`` then padding: ``tgt_in``
-            shifted left by one (paper §3: "the output embeddings are offset by one position").
-        n_tokens: number of non-pad labels in ``tgt_out`` (the loss is averaged over them).
-    """
-
-    src: "object"
-    tgt_in: "object"
-    tgt_out: "object"
-    n_tokens: int
-
-    def to(self, device, non_blocking: bool = True) -> "Batch":
-        """The batch on ``device``.
-
-        Args:
-            device: a ``torch.device`` or its name.
-            non_blocking: asynchronous host-to-GPU copies; they overlap with computation when the tensors
-                are pinned (:meth:`pin_memory`, or ``BatchIterator.loader(..., pin_memory=True)``).
-        """
-        return Batch(self.src.to(device, non_blocking=non_blocking),
-                     self.tgt_in.to(device, non_blocking=non_blocking),
-                     self.tgt_out.to(device, non_blocking=non_blocking), self.n_tokens)
-
-    def pin_memory(self) -> "Batch":
-        """The batch in page-locked (pinned) host memory; ``DataLoader(pin_memory=True)`` calls this.
-
-        Raises:
-            RuntimeError: (torch) no accelerator is available to pin memory for.
-        """
-        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.n_tokens)
-
-    def __len__(self) -> int:
-        return int(self.src.shape[0])
-
-
-# ----------------------------------------------------------------------------------------- packing
-def _flatten(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """``(flat, lengths)``: all ids one after the other (int64) and the length of each sequence (int64)."""
-    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()))
-    return flat, lengths
-
-
-def _gather(flat: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The ids of sequences ``idx`` of a packed array, one after the other, and their lengths."""
-    starts, lengths = offsets[idx], offsets[idx + 1] - offsets[idx]
-    before = np.cumsum(lengths) - lengths  # where each sequence starts in the output
-    positions = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
-    return flat[positions], lengths
-
-
-def _pad(flat: np.ndarray, lengths: np.ndarray, width: int, pad_id: int) -> np.ndarray:
-    """Rows ``(len(lengths), width)`` int64: row i holds its ``lengths[i]`` ids, then ``pad_id``."""
-    out = np.full((len(lengths), width), pad_id, dtype=np.int64)
-    out[np.arange(width) < lengths[:, None]] = flat  # the mask's row-major order is the order of the ids
-    return out
-
-
-def _check_ids(src_flat, src_len, tgt_flat, vocab_size: int | None, where: str = "") -> None:
-    """Host-side checks: no empty source, ids non-negative and (with ``vocab_size``) below it."""
-    if src_len.size and src_len.min() == 0:
-        empty = np.flatnonzero(src_len == 0)
-        shown = ", ".join(map(str, empty[:5].tolist())) + (", ..." if len(empty) > 5 else "")
-        raise ValueError(f"{len(empty)} example(s) have an empty source{where} (indices {shown}): a source of "
-                         f"only padding cannot be encoded (its attention has no key to attend to); drop them, "
-                         f"e.g. with filter_by_length")
-    for name, flat in (("source", src_flat), ("target", tgt_flat)):
-        if not flat.size:
-            continue
-        lo, hi = int(flat.min()), int(flat.max())
-        if lo < 0:
-            raise ValueError(f"{name} ids{where} contain {lo}: token ids must be non-negative")
-        if vocab_size is not None and hi >= vocab_size:
-            raise ValueError(f"{name} ids{where} contain {hi}, outside the vocabulary [0, {vocab_size})")
-
-
-def _collate_flat(src_flat, src_len, tgt_flat, tgt_len, pad_id: int, bos_id: int, eos_id: int) -> Batch:
-    """The :class:`Batch` of packed examples (see :func:`collate`)."""
-    import torch
-
-    b, t_max = len(src_len), int(tgt_len.max())
-    src = _pad(src_flat, src_len, int(src_len.max()), pad_id)  # (batch, src_len)
-    words = np.arange(t_max) < tgt_len[:, None]  # (batch, tgt_len - 1): where y_1 … y_m go
-    tgt_out = np.full((b, t_max + 1), pad_id, dtype=np.int64)  # (batch, tgt_len): y_1 … y_m <eos>
-    tgt_out[:, :t_max][words] = tgt_flat
-    tgt_out[np.arange(b), tgt_len] = eos_id
-    tgt_in = np.full((b, t_max + 1), pad_id, dtype=np.int64)  # (batch, tgt_len): <bos> y_1 … y_m
-    tgt_in[:, 0] = bos_id
-    tgt_in[:, 1:][words] = tgt_flat
-    n_tokens = int(tgt_len.sum()) + b
-    return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), n_tokens)
-
-
-def collate(examples: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 0, bos_id: int = 1,
-            eos_id: int = 2, *, vocab_size: int | None = None) -> Batch:
-    """Pad a list of ``(src_ids, tgt_ids)`` into a :class:`Batch` (vectorised NumPy, then ``torch.from_numpy``).
-
-    Args:
-        examples: token-id lists without special tokens; at least one; every source non-empty (a target may
-            be empty: its labels are just ``<eos>``).
-        pad_id, bos_id, eos_id: special ids (0, 1, 2 with :class:`tmlib.data.tokenizer.BPETokenizer`).
-        vocab_size: if given, every id must be below it.
-
-    Returns:
-        :class:`Batch` whose ``src`` is ``(batch, max src len)`` and ``tgt_in``/``tgt_out`` are
-        ``(batch, max tgt len + 1)``, all int64 on the CPU.
-
-    Raises:
-        ValueError: no examples, an empty source, a negative id, an id ``>= vocab_size``, or a special id that
-            is not a valid token id.
-    """
-    if not examples:
-        raise ValueError("collate needs at least one example")
-    pad_id, bos_id, eos_id = (check_token_id(v, n, vocab_size) for v, n in
-                              ((pad_id, "pad_id"), (bos_id, "bos_id"), (eos_id, "eos_id")))
-    src_flat, src_len = _flatten([s for s, _ in examples])
-    tgt_flat, tgt_len = _flatten([t for _, t in examples])
-    _check_ids(src_flat, src_len, tgt_flat, vocab_size)
-    return _collate_flat(src_flat, src_len, tgt_flat, tgt_len, pad_id, bos_id, eos_id)
-
-
-def pad_ids(seqs: Sequence[Sequence[int]], pad_id: int = 0):
-    """Right-pad id lists into one ``(batch, max len)`` int64 tensor (vectorised; e.g. source sentences).
-
-    Raises:
-        ValueError: no sequences, or ``pad_id`` is not a token id.
-    """
-    import torch
-
-    if not len(seqs):
-        raise ValueError("pad_ids needs at least one sequence")
-    pad_id = check_token_id(pad_id, "pad_id")
-    flat, lengths = _flatten(seqs)
-    return torch.from_numpy(_pad(flat, lengths, max(int(lengths.max()), 1), pad_id))
+__all__ = ["encode_pairs", "filter_by_length", "token_batches", "length_batches", "TokenBudgetBatches",
+           "BatchIterator"]
 
 
 # ----------------------------------------------------------------------------------------- examples
@@ -224,9 +73,10 @@ def _pack_greedy(order: np.ndarray, size: np.ndarray, max_tokens: int) -> list[l
 
 
 def _sizes(lengths) -> np.ndarray:
-    arr = np.asarray(lengths, dtype=np.int64)
-    if arr.size == 0:
+    """The size of each example in :func:`token_batches`: ``max(src_len, tgt_len + 1)``."""
+    if not np.size(lengths):
         return np.zeros(0, dtype=np.int64)
+    arr = check_int_array(lengths, "lengths").astype(np.int64)
     if arr.ndim != 2 or arr.shape[1] != 2:
         raise ValueError(f"lengths must be (src_len, tgt_len) pairs, shape (n, 2), got shape {arr.shape}")
     return np.maximum(arr[:, 0], arr[:, 1] + 1)
@@ -247,10 +97,11 @@ def length_batches(sizes: Sequence[int], max_tokens: int) -> list[list[int]]:
         ``list[list[int]]``: every index exactly once, batches in increasing size.
 
     Raises:
-        ValueError: ``max_tokens`` < 1, or ``sizes`` is not a 1-D sequence of integers.
+        TypeError: ``max_tokens`` or a size is not an integer.
+        ValueError: ``max_tokens`` < 1, or ``sizes`` is not 1-D.
     """
     max_tokens = check_int(max_tokens, "max_tokens", minimum=1)
-    size = np.asarray(sizes, dtype=np.int64)
+    size = check_int_array(sizes, "sizes").astype(np.int64) if np.size(sizes) else np.zeros(0, dtype=np.int64)
     if size.ndim != 1:
         raise ValueError(f"sizes must be 1-D (one size per example), got shape {size.shape}")
     return _pack_greedy(np.argsort(size, kind="stable"), size, max_tokens)
@@ -281,6 +132,7 @@ def token_batches(lengths: Sequence[tuple[int, int]], max_tokens: int, *, shuffl
         ``list[list[int]]``: every index exactly once.
 
     Raises:
+        TypeError: a setting or a length that is not an integer.
         ValueError: ``max_tokens``/``chunk_size`` < 1, ``seed``/``epoch`` negative, ``lengths`` not pairs.
     """
     max_tokens = check_int(max_tokens, "max_tokens", minimum=1)
@@ -301,65 +153,31 @@ def token_batches(lengths: Sequence[tuple[int, int]], max_tokens: int, *, shuffl
     return [batches[j] for j in perm]
 
 
-class _EpochBatches:
-    """Map-style dataset for ``DataLoader(batch_size=None)``: item ``k`` is the ``k``-th padded batch."""
+class TokenBudgetBatches:
+    """Epochs of padded batches of about ``max_tokens`` tokens each, planned by :func:`token_batches`.
 
-    def __init__(self, iterator: "BatchIterator", batches: list[list[int]]):
-        self.iterator, self.batches = iterator, batches
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __getitem__(self, k: int) -> Batch:
-        return self.iterator.collate_indices(self.batches[k])
-
-
-def check_indices(idx: Sequence[int], n: int, caller: str, what: str = "example") -> np.ndarray:
-    """``idx`` as a flat int64 array of indices into ``n`` items, for a batch built by ``caller``.
-
-    Raises:
-        ValueError: ``idx`` is empty.
-        IndexError: an index is outside ``[0, n)``.
-    """
-    idx = np.asarray(idx, dtype=np.int64).reshape(-1)
-    if not idx.size:
-        raise ValueError(f"{caller} needs at least one index")
-    if idx.min() < 0 or idx.max() >= n:
-        raise IndexError(f"{what} indices must be in [0, {n}), got {idx.min()}..{idx.max()}")
-    return idx
-
-
-class BatchIterator:
-    """Epochs of padded :class:`Batch` es over tokenized examples (deterministic given seed and epoch).
-
-    The examples are stored packed: ``src_flat``/``tgt_flat`` hold every id one after the other (int32) and
-    ``src_offsets``/``tgt_offsets`` (int64, length n + 1) where example ``i`` starts and ends, so building a
-    batch is a vectorised gather and pad (:meth:`collate_indices`). The ids are checked once, here.
+    What :class:`BatchIterator` (sentence pairs) and :class:`tmlib.data.captions.SentenceBatches` (single
+    sentences) share: the settings, checked once; the plan of epoch ``e`` (``batches(e)``, index lists,
+    deterministic per seed and epoch); and the padded batches of an epoch, in this process (:meth:`epoch`) or
+    through a ``DataLoader`` (:meth:`loader`). A subclass says how long each example is (:meth:`size_pairs`) and
+    how a batch of examples is padded (:meth:`collate_indices`).
 
     Args:
-        examples: ``(src_ids, tgt_ids)`` lists (from :func:`encode_pairs`); at least one; sources non-empty.
         max_tokens: padded-token budget per batch (see :func:`token_batches`).
         shuffle: bucketed random order (training) or sorted fixed order (evaluation).
         seed: base seed; epoch ``e`` uses ``default_rng([seed, e])``.
         pad_id, bos_id, eos_id: special ids.
         chunk_size: see :func:`token_batches`.
-        vocab_size: if given, every id (and the special ids) must be below it.
+        vocab_size: if given, the special ids (and a subclass's ids) must be below it.
 
     Raises:
-        ValueError: no examples, an empty source, a negative id or one ``>= vocab_size``, bad settings.
-
-    Use ``len(it.batches(epoch))`` for the number of batches, ``it.epoch(e, start=k)`` to iterate epoch
-    ``e`` from its ``k``-th batch on (resume), and ``it.loader(e, start=k, num_workers=2, pin_memory=True)``
-    for the same batches built by worker processes.
+        TypeError: a setting that is not an integer.
+        ValueError: a setting out of range (``max_tokens`` < 1, a negative seed, a special id outside the
+            vocabulary).
     """
 
-    def __init__(self, examples, max_tokens: int = 4096, *, shuffle: bool = True, seed: int = 0,
-                 pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, chunk_size: int = 100,
-                 vocab_size: int | None = None):
-        if not isinstance(examples, SequenceABC):
-            examples = list(examples)
-        if not examples:
-            raise ValueError("BatchIterator needs at least one example")
+    def __init__(self, max_tokens: int, *, shuffle: bool, seed: int, pad_id: int, bos_id: int, eos_id: int,
+                 chunk_size: int = 100, vocab_size: int | None = None):
         self.max_tokens = check_int(max_tokens, "max_tokens", minimum=1)
         self.chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
         self.seed = check_int(seed, "seed", minimum=0)
@@ -367,52 +185,34 @@ class BatchIterator:
         self.vocab_size = check_int(vocab_size, "vocab_size", minimum=1, allow_none=True)
         self.pad_id, self.bos_id, self.eos_id = (check_token_id(v, n, self.vocab_size) for v, n in
                                                  ((pad_id, "pad_id"), (bos_id, "bos_id"), (eos_id, "eos_id")))
-        src_flat, src_len = _flatten([s for s, _ in examples])
-        tgt_flat, tgt_len = _flatten([t for _, t in examples])
-        _check_ids(src_flat, src_len, tgt_flat, self.vocab_size, where=" in BatchIterator's examples")
-        dtype = np.int32 if max(src_flat.max(initial=0), tgt_flat.max(initial=0)) < 2**31 else np.int64
-        self.src_flat, self.tgt_flat = src_flat.astype(dtype), tgt_flat.astype(dtype)
-        self.src_offsets = np.concatenate([[0], np.cumsum(src_len)]).astype(np.int64)
-        self.tgt_offsets = np.concatenate([[0], np.cumsum(tgt_len)]).astype(np.int64)
         self._cache: tuple[int, list[list[int]]] | None = None
 
-    @property
-    def num_examples(self) -> int:
-        return len(self.src_offsets) - 1
+    @classmethod
+    def _non_empty(cls, items, what: str) -> Sequence:
+        """``items`` as a sequence (an iterator is read into a list); refused, naming the class, when empty."""
+        if not isinstance(items, SequenceABC):
+            items = list(items)
+        if not items:
+            raise ValueError(f"{cls.__name__} needs at least one {what}")
+        return items
 
-    @property
-    def lengths(self) -> np.ndarray:
-        """``(num_examples, 2)`` int64: ``(src_len, tgt_len)`` of each example."""
-        return np.stack([np.diff(self.src_offsets), np.diff(self.tgt_offsets)], axis=1)
+    def size_pairs(self) -> np.ndarray:
+        """``(n, 2)`` int64: the two lengths :func:`token_batches` sizes each example by."""
+        raise NotImplementedError
 
-    @property
-    def examples(self) -> list[tuple[list[int], list[int]]]:
-        """The examples as ``(src_ids, tgt_ids)`` lists (rebuilt from the packed arrays: for inspection)."""
-        return [(self.src_flat[self.src_offsets[i]:self.src_offsets[i + 1]].tolist(),
-                 self.tgt_flat[self.tgt_offsets[i]:self.tgt_offsets[i + 1]].tolist())
-                for i in range(self.num_examples)]
+    def collate_indices(self, idx: Sequence[int]) -> Batch:
+        """The padded :class:`~tmlib.data.batch.Batch` of the examples ``idx``."""
+        raise NotImplementedError
 
     def batches(self, epoch: int = 0) -> list[list[int]]:
         """Index lists of epoch ``epoch`` (the last epoch asked for is cached)."""
         if self._cache is None or self._cache[0] != epoch:
-            self._cache = (epoch, token_batches(self.lengths, self.max_tokens, shuffle=self.shuffle,
+            self._cache = (epoch, token_batches(self.size_pairs(), self.max_tokens, shuffle=self.shuffle,
                                                 seed=self.seed, epoch=epoch, chunk_size=self.chunk_size))
         return self._cache[1]
 
     def __len__(self) -> int:
         return len(self.batches(0))
-
-    def collate_indices(self, idx: Sequence[int]) -> Batch:
-        """The padded :class:`Batch` of the examples ``idx`` (vectorised gather and pad, no per-example loop).
-
-        Raises:
-            ValueError: ``idx`` is empty.
-            IndexError: an index is out of range.
-        """
-        idx = check_indices(idx, self.num_examples, "collate_indices", "example")
-        src_flat, src_len = _gather(self.src_flat, self.src_offsets, idx)
-        tgt_flat, tgt_len = _gather(self.tgt_flat, self.tgt_offsets, idx)
-        return _collate_flat(src_flat, src_len, tgt_flat, tgt_len, self.pad_id, self.bos_id, self.eos_id)
 
     def _remaining(self, epoch: int, start: int) -> list[list[int]]:
         epoch = check_int(epoch, "epoch", minimum=0)
@@ -426,10 +226,14 @@ class BatchIterator:
         """Yield the padded batches of ``epoch`` from batch index ``start`` on (in this process).
 
         Raises:
+            TypeError: ``epoch``/``start`` not integers.
             ValueError: ``epoch``/``start`` negative, or ``start`` > the number of batches.
         """
         for idx in self._remaining(epoch, start):
             yield self.collate_indices(idx)
+
+    def __iter__(self):
+        return self.epoch(0)
 
     def loader(self, epoch: int = 0, start: int = 0, *, num_workers: int = 0, pin_memory: bool = False,
                prefetch_factor: int | None = None):
@@ -446,9 +250,10 @@ class BatchIterator:
             prefetch_factor: batches each worker builds ahead (needs ``num_workers`` >= 1; torch's default 2).
 
         Returns:
-            ``torch.utils.data.DataLoader`` yielding :class:`Batch` (``len`` = number of batches left).
+            ``torch.utils.data.DataLoader`` yielding :class:`~tmlib.data.batch.Batch` (``len`` = batches left).
 
         Raises:
+            TypeError: an argument that is not an integer.
             ValueError: bad ``epoch``/``start``/``num_workers``/``prefetch_factor``.
         """
         from torch.utils.data import DataLoader
@@ -461,8 +266,86 @@ class BatchIterator:
         return DataLoader(dataset, batch_size=None, shuffle=False, num_workers=num_workers,
                           pin_memory=bool(pin_memory), prefetch_factor=prefetch_factor)
 
-    def __iter__(self):
-        return self.epoch(0)
+
+class _EpochBatches:
+    """Map-style dataset for ``DataLoader(batch_size=None)``: item ``k`` is the ``k``-th padded batch."""
+
+    def __init__(self, source: TokenBudgetBatches, batches: list[list[int]]):
+        self.source, self.batches = source, batches
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, k: int) -> Batch:
+        return self.source.collate_indices(self.batches[k])
+
+
+class BatchIterator(TokenBudgetBatches):
+    """Epochs of padded :class:`~tmlib.data.batch.Batch` es of sentence pairs (deterministic given seed and epoch).
+
+    The examples are stored packed: ``src_flat``/``tgt_flat`` hold every id one after the other (int32) and
+    ``src_offsets``/``tgt_offsets`` (int64, length n + 1) where example ``i`` starts and ends, so building a
+    batch is a vectorised gather and pad (:meth:`collate_indices`). The ids are checked once, here.
+
+    Args:
+        examples: ``(src_ids, tgt_ids)`` lists (from :func:`encode_pairs`); at least one; sources non-empty.
+        max_tokens, shuffle, seed, pad_id, bos_id, eos_id, chunk_size: see :class:`TokenBudgetBatches`.
+        vocab_size: if given, every id (and the special ids) must be below it.
+
+    Raises:
+        TypeError: a setting that is not an integer.
+        ValueError: no examples, an empty source, a negative id or one ``>= vocab_size``, bad settings.
+
+    Use ``len(it.batches(epoch))`` for the number of batches, ``it.epoch(e, start=k)`` to iterate epoch
+    ``e`` from its ``k``-th batch on (resume), and ``it.loader(e, start=k, num_workers=2, pin_memory=True)``
+    for the same batches built by worker processes.
+    """
+
+    def __init__(self, examples, max_tokens: int = 4096, *, shuffle: bool = True, seed: int = 0,
+                 pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, chunk_size: int = 100,
+                 vocab_size: int | None = None):
+        examples = self._non_empty(examples, "example")
+        super().__init__(max_tokens, shuffle=shuffle, seed=seed, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
+                         chunk_size=chunk_size, vocab_size=vocab_size)
+        src_flat, src_len = _flatten([s for s, _ in examples])
+        tgt_flat, tgt_len = _flatten([t for _, t in examples])
+        _check_ids(src_flat, src_len, tgt_flat, self.vocab_size, where=" in BatchIterator's examples")
+        dtype = np.int32 if max(src_flat.max(initial=0), tgt_flat.max(initial=0)) < 2**31 else np.int64
+        self.src_flat, self.tgt_flat = src_flat.astype(dtype), tgt_flat.astype(dtype)
+        self.src_offsets = np.concatenate([[0], np.cumsum(src_len)]).astype(np.int64)
+        self.tgt_offsets = np.concatenate([[0], np.cumsum(tgt_len)]).astype(np.int64)
+
+    @property
+    def num_examples(self) -> int:
+        return len(self.src_offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """``(num_examples, 2)`` int64: ``(src_len, tgt_len)`` of each example."""
+        return np.stack([np.diff(self.src_offsets), np.diff(self.tgt_offsets)], axis=1)
+
+    def size_pairs(self) -> np.ndarray:
+        return self.lengths
+
+    @property
+    def examples(self) -> list[tuple[list[int], list[int]]]:
+        """The examples as ``(src_ids, tgt_ids)`` lists (rebuilt from the packed arrays: for inspection)."""
+        return [(self.src_flat[self.src_offsets[i]:self.src_offsets[i + 1]].tolist(),
+                 self.tgt_flat[self.tgt_offsets[i]:self.tgt_offsets[i + 1]].tolist())
+                for i in range(self.num_examples)]
+
+    def collate_indices(self, idx: Sequence[int]) -> Batch:
+        """The padded :class:`~tmlib.data.batch.Batch` of the examples ``idx`` (vectorised gather and pad, no
+        per-example loop).
+
+        Raises:
+            TypeError: the indices are not integers.
+            ValueError: ``idx`` is empty, or an index is out of range.
+        """
+        idx = check_indices(idx, self.num_examples, "collate_indices", "example")
+        src_flat, src_len = _gather(self.src_flat, self.src_offsets, idx)
+        tgt_flat, tgt_len = _gather(self.tgt_flat, self.tgt_offsets, idx)
+        return _collate_flat(src_flat, src_len, tgt_flat, tgt_len, self.pad_id, self.bos_id, self.eos_id)
 
     def n_tokens_of(self, idx: Sequence[int]) -> int:
         """The labels of the batch of examples ``idx``, i.e. ``collate_indices(idx).n_tokens`` (target tokens
@@ -472,8 +355,8 @@ class BatchIterator:
         over the processes, from the batch plan alone (every process knows it), without communicating.
 
         Raises:
-            ValueError: ``idx`` is empty.
-            IndexError: an index is out of range.
+            TypeError: the indices are not integers.
+            ValueError: ``idx`` is empty, or an index is out of range.
         """
         idx = check_indices(idx, self.num_examples, "n_tokens_of", "example")
         return int((self.tgt_offsets[idx + 1] - self.tgt_offsets[idx]).sum()) + int(idx.size)
@@ -482,8 +365,6 @@ class BatchIterator:
         """A SHA-256 (hex) of everything that decides the batches: the examples' ids and the settings
         (``max_tokens``, ``shuffle``, ``seed``, ``chunk_size``, special ids). Two iterators with the same
         fingerprint produce the same batches in every epoch; data-parallel processes compare it."""
-        import hashlib
-
         h = hashlib.sha256(repr((self.max_tokens, self.shuffle, self.seed, self.chunk_size, self.pad_id,
                                  self.bos_id, self.eos_id)).encode())
         for arr in (self.src_flat, self.src_offsets, self.tgt_flat, self.tgt_offsets):

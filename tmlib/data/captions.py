@@ -3,7 +3,7 @@
 The translation batches of :mod:`tmlib.data.batching` pair a source with a target, and a source may not be empty.
 A language model has only one sequence per example, so :class:`SentenceBatches` batches single sentences the
 same way (token-count batches bucketed by length, :func:`tmlib.data.batching.token_batches`, deterministic per seed
-and epoch) and returns the same :class:`tmlib.data.batching.Batch` with an empty ``src``: the
+and epoch) and returns the same :class:`tmlib.data.batch.Batch` with an empty ``src``: the
 :class:`tmlib.training.trainer.Trainer` trains on it with ``forward_fn=lambda m, b: m(b.tgt_in)``.
 
 Each sentence becomes ``<bos> y_1 … y_m <eos>``; the model reads ``<bos> y_1 … y_m`` (``tgt_in``) and predicts
@@ -13,14 +13,14 @@ captions to measure how each position scheme extrapolates (:func:`loss_by_positi
 """
 from __future__ import annotations
 
-from collections.abc import Sequence as SequenceABC
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from tmlib.data.batching import Batch, check_indices, token_batches
-from tmlib.validation import check_int, check_token_id
+from tmlib.data.batch import Batch
+from tmlib.data.batching import TokenBudgetBatches
+from tmlib.validation import check_indices, check_int
 
 __all__ = ["SentenceBatches", "caption_corpus", "loss_by_position", "lm_forward"]
 
@@ -31,7 +31,7 @@ def lm_forward(model, batch: Batch) -> torch.Tensor:
     return model(batch.tgt_in)
 
 
-class SentenceBatches:
+class SentenceBatches(TokenBudgetBatches):
     """Padded batches of single sentences for a language model, bucketed by length.
 
     Args:
@@ -45,29 +45,25 @@ class SentenceBatches:
 
     Attributes:
         pad_id: the padding id (the trainer ignores these labels).
+        lengths: ``(num_sentences,)`` int64, the predictions of each sentence (its tokens + ``<eos>``, cut).
 
-    Batches (:class:`tmlib.data.batching.Batch`): ``src`` is an empty ``(batch, 0)`` int64 tensor; ``tgt_in``
+    Batches (:class:`tmlib.data.batch.Batch`): ``src`` is an empty ``(batch, 0)`` int64 tensor; ``tgt_in``
     ``(batch, len)`` = ``<bos> y_1 …``, ``tgt_out`` ``(batch, len)`` = ``y_1 … <eos>`` (cut sentences end
-    without ``<eos>``), right-padded with ``pad_id``; ``n_tokens`` = non-pad labels.
+    without ``<eos>``), right-padded with ``pad_id``; ``n_tokens`` = non-pad labels. Epochs, resume and the
+    ``DataLoader`` path are those of :class:`tmlib.data.batching.TokenBudgetBatches`.
 
     Raises:
+        TypeError: a setting that is not an integer.
         ValueError: no sentences, a negative id or one ``>= vocab_size``, bad sizes.
     """
 
     def __init__(self, sentences: Sequence[Sequence[int]], max_tokens: int = 4000, *, shuffle: bool = True,
                  seed: int = 0, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, max_positions: int | None = None,
                  vocab_size: int | None = None):
-        if not isinstance(sentences, SequenceABC):
-            sentences = list(sentences)
-        if not sentences:
-            raise ValueError("SentenceBatches needs at least one sentence")
-        self.max_tokens = check_int(max_tokens, "max_tokens", minimum=1)
-        self.seed = check_int(seed, "seed", minimum=0)
-        self.shuffle = bool(shuffle)
+        sentences = self._non_empty(sentences, "sentence")
+        super().__init__(max_tokens, shuffle=shuffle, seed=seed, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
+                         vocab_size=vocab_size)
         self.max_positions = check_int(max_positions, "max_positions", minimum=1, allow_none=True)
-        self.vocab_size = check_int(vocab_size, "vocab_size", minimum=1, allow_none=True)
-        self.pad_id, self.bos_id, self.eos_id = (check_token_id(v, n, self.vocab_size) for v, n in
-                                                 ((pad_id, "pad_id"), (bos_id, "bos_id"), (eos_id, "eos_id")))
         # each sentence as one stream <bos> y_1 … y_m <eos>, cut to max_positions + 1 ids
         streams = [[self.bos_id, *s, self.eos_id] for s in sentences]
         if self.max_positions is not None:
@@ -77,7 +73,6 @@ class SentenceBatches:
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths + 1)])
         if self.flat.min() < 0 or (self.vocab_size is not None and self.flat.max() >= self.vocab_size):
             raise ValueError(f"token ids must be in [0, {self.vocab_size}), got {self.flat.min()}..{self.flat.max()}")
-        self._cache: tuple[int, list[list[int]]] | None = None
 
     @property
     def num_sentences(self) -> int:
@@ -87,22 +82,17 @@ class SentenceBatches:
         """Labels (predicted tokens) per epoch."""
         return int(self.lengths.sum())
 
-    def batches(self, epoch: int = 0) -> list[list[int]]:
-        """Index lists of epoch ``epoch`` (:func:`tmlib.data.batching.token_batches` on the sentence lengths)."""
-        if self._cache is None or self._cache[0] != epoch:
-            pairs = np.stack([np.zeros_like(self.lengths), self.lengths - 1], axis=1)  # size = len(tgt_in)
-            self._cache = (epoch, token_batches(pairs, self.max_tokens, shuffle=self.shuffle, seed=self.seed,
-                                                epoch=epoch))
-        return self._cache[1]
-
-    def __len__(self) -> int:
-        return len(self.batches(0))
+    def size_pairs(self) -> np.ndarray:
+        """``(0, predictions - 1)`` per sentence, so that :func:`tmlib.data.batching.token_batches` sizes a
+        sentence by its ``len(tgt_in)``."""
+        return np.stack([np.zeros_like(self.lengths), self.lengths - 1], axis=1)
 
     def collate_indices(self, idx: Sequence[int]) -> Batch:
-        """The padded :class:`~tmlib.data.batching.Batch` of sentences ``idx`` (vectorised NumPy, one copy per tensor).
+        """The padded :class:`~tmlib.data.batch.Batch` of sentences ``idx`` (vectorised NumPy, one copy per tensor).
 
         Raises:
-            ValueError: ``idx`` is empty. IndexError: an index is out of range.
+            TypeError: the indices are not integers.
+            ValueError: ``idx`` is empty, or an index is out of range.
         """
         idx = check_indices(idx, self.num_sentences, "collate_indices", "sentence")
         lengths = self.lengths[idx]  # (batch,)
@@ -114,14 +104,6 @@ class SentenceBatches:
         tgt_out = np.where(real, self.flat[pos + 1], self.pad_id)  # y_1 … <eos>
         src = np.zeros((len(idx), 0), dtype=np.int64)
         return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), int(lengths.sum()))
-
-    def epoch(self, epoch: int = 0, start: int = 0):
-        """Yield the padded batches of ``epoch`` from batch ``start`` on."""
-        for idx in self.batches(epoch)[start:]:
-            yield self.collate_indices(idx)
-
-    def __iter__(self):
-        return self.epoch(0)
 
 
 def caption_corpus(vocab_size: int = 2000, data_dir=None):

@@ -1,12 +1,17 @@
-"""Decoding and scoring: greedy decoding, beam search, translating a corpus, and BLEU with sacreBLEU.
+"""Decoding and scoring: greedy decoding, beam search, translating a corpus, BLEU with sacreBLEU, and a
+next-token table for worked examples.
 """
 
+from tmlib.decoding.beam import beam_search, length_penalty_gnmt
+from tmlib.decoding.corpus import translate_corpus
+from tmlib.decoding.greedy import default_max_lengths, greedy_decode
 from tmlib.decoding.metrics import bleu_scores
-from tmlib.decoding.search import (
-    TableModel, beam_search, default_max_lengths, greedy_decode, length_penalty_gnmt, translate_corpus
-)
+from tmlib.decoding.table import TableModel
 
 __all__ = [
-    "TableModel", "beam_search", "bleu_scores", "default_max_lengths", "greedy_decode", "length_penalty_gnmt",
-    "translate_corpus"
+    "beam_search", "length_penalty_gnmt",  # beam
+    "translate_corpus",  # corpus
+    "default_max_lengths", "greedy_decode",  # greedy
+    "bleu_scores",  # metrics
+    "TableModel",  # table
 ]

@@ -1,22 +1,18 @@
-"""Scoring translations with sacreBLEU, and translating a whole corpus (paper §6.1, Table 2).
+"""Scoring translations with sacreBLEU (paper §6.1, Table 2).
 
 BLEU is computed by a library, not by hand: sacreBLEU (Post 2018, "A Call for Clarity in Reporting
 BLEU Scores") scores detokenized text with its own fixed tokenizer and prints a *signature* that
 says exactly how the number was computed, so scores can be compared across papers. The paper's
 28.4 (EN-DE) was computed on tokenized text (``multi-bleu.perl``), which is not directly
-comparable to a sacreBLEU score.
-
-* :func:`bleu_scores` — cased BLEU (the standard), lowercased BLEU, and chrF, with signatures.
-* :func:`translate_corpus` — tokenize, batch by length, decode (greedy or beam), detokenize, and
-  restore the original order; it lives in :mod:`tmlib.decoding.search` and is re-exported here.
+comparable to a sacreBLEU score. The translations come from :func:`tmlib.decoding.corpus.translate_corpus`.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from tmlib.decoding.search import _check_texts, translate_corpus
+from tmlib.validation import check_texts
 
-__all__ = ["bleu_scores", "translate_corpus"]
+__all__ = ["bleu_scores"]
 
 
 def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
@@ -42,8 +38,8 @@ def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
     """
     from sacrebleu.metrics import BLEU, CHRF
 
-    hypotheses = _check_texts(hypotheses, "hypotheses")
-    references = _check_texts(references, "references")
+    hypotheses = check_texts(hypotheses, "hypotheses")
+    references = check_texts(references, "references")
     if len(hypotheses) != len(references):
         raise ValueError(f"hypotheses and references must have the same length, "
                          f"got {len(hypotheses)} and {len(references)}")

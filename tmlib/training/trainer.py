@@ -691,7 +691,7 @@ class Trainer:
         groups = [self._my_batches(order[i:i + per_step]) for i in range(start, end, per_step)]
         flat = [idx for g in groups for idx in g]
         c = self.config
-        from tmlib.data.batching import Batch
+        from tmlib.data.batch import Batch
 
         pin = self.device.type == "cuda" and hasattr(Batch, "pin_memory")  # page-locked: the copy can overlap
         loader = torch.utils.data.DataLoader(

@@ -1,0 +1,117 @@
+"""Translating a whole corpus of text (paper §6.1): tokenize, batch by source length
+(:func:`tmlib.data.batching.length_batches`), decode with greedy or beam search, detokenize, restore the original
+order.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Sequence
+
+import torch
+
+from tmlib.decoding.beam import beam_search
+from tmlib.decoding.greedy import greedy_decode
+from tmlib.validation import check_int, check_texts
+
+__all__ = ["translate_corpus"]
+
+
+def _indices(ix: list[int], shown: int = 5) -> str:
+    """The first ``shown`` indices of ``ix``, for a warning (``"1, 3, 8, ..."``)."""
+    return ", ".join(map(str, ix[:shown])) + (", ..." if len(ix) > shown else "")
+
+
+def translate_corpus(model, tokenizer, sentences: Sequence[str], beam_size: int = 1, batch_tokens: int = 4000,
+                     device=None, length_penalty: float = 0.6, max_len: int | None = None,
+                     progress: bool = True) -> list[str]:
+    """Translate many sentences: tokenize, batch by length, decode, detokenize, restore the order.
+
+    Sentences are sorted by source length and cut into batches of at most ``batch_tokens`` padded source
+    tokens (:func:`tmlib.data.batching.length_batches`, the same packing as evaluation batches), so that a
+    batch wastes little on padding; each batch is decoded with :func:`tmlib.decoding.greedy.greedy_decode` or
+    :func:`tmlib.decoding.beam.beam_search`, and the outputs are put back in the order of ``sentences``.
+
+    Input the model cannot translate is not sent to it:
+
+    * an empty or whitespace-only sentence (no token ids) gives ``""``;
+    * a sentence whose pieces are all ``<unk>`` (another script than the training data) gives ``""`` and a
+      :class:`UserWarning` saying how many there were and which (0-based indices);
+    * a sentence longer than ``model.max_len`` tokens is truncated, with a :class:`UserWarning`.
+
+    Args:
+        model: a :class:`tmlib.model.transformer.Transformer` (or any ``torch.nn.Module`` with its ``encode``/
+            ``decode``/``new_cache`` interface and ``pad_id``, ``max_len`` attributes).
+        tokenizer: a :class:`tmlib.data.tokenizer.BPETokenizer` (``encode_batch``, ``decode``,
+            ``unknown_fraction``, ``pad_id``, ``bos_id``, ``eos_id``); source ids carry no ``<bos>``/``<eos>``, as
+            in training.
+        sentences: n source sentences (plain text).
+        beam_size: 1 for greedy decoding, >1 for beam search (the paper: 4).
+        batch_tokens: at most this many source tokens per batch, padding and beams included
+            (``beam_size × batch × longest source``).
+        device: where to decode; ``None`` keeps the model's device, ``"auto"`` uses
+            :func:`tmlib.utils.get_device`, otherwise a ``torch.device`` or name. The model is moved there.
+        length_penalty: GNMT's α for beam search (paper: 0.6).
+        max_len: largest number of generated tokens; ``None``: source length + 50 (paper §6.1).
+        progress: show a tqdm progress bar (in sentences).
+
+    Returns:
+        n translations (detokenized text), in the order of ``sentences``.
+
+    Raises:
+        TypeError: ``sentences`` is not a list of strings; ``beam_size``/``batch_tokens`` not integers.
+        ValueError: ``beam_size`` < 1 or ``batch_tokens`` < 1; the tokenizer's pad id differs from
+            ``model.pad_id``; (from :func:`tmlib.decoding.beam.beam_search`) a bad ``length_penalty``.
+    """
+    from tqdm import tqdm  # the text bar on stderr (a widget bar could not be drawn by the offline site)
+
+    from tmlib.data.batch import pad_ids
+    from tmlib.data.batching import length_batches
+    from tmlib.utils import get_device
+
+    sentences = check_texts(sentences, "sentences")
+    beam_size = check_int(beam_size, "beam_size", minimum=1)
+    batch_tokens = check_int(batch_tokens, "batch_tokens", minimum=1)
+    pad_id = getattr(model, "pad_id", tokenizer.pad_id)
+    if pad_id != tokenizer.pad_id:
+        raise ValueError(f"tokenizer pad id {tokenizer.pad_id} differs from model.pad_id {pad_id}")
+    if device is None:
+        param = next(model.parameters(), None)
+        device = param.device if param is not None else torch.device("cpu")
+    elif device == "auto":
+        device = get_device()
+    device = torch.device(device)
+    model.to(device)
+
+    ids = tokenizer.encode_batch(sentences) if sentences else []
+    blank = [not s.strip() or not row for s, row in zip(sentences, ids)]  # translate to ""
+    unknown = [i for i, row in enumerate(ids) if not blank[i] and tokenizer.unknown_fraction(row) == 1.0]
+    if unknown:
+        warnings.warn(f"{len(unknown)} source sentence(s) consist only of unknown tokens (<unk>), e.g. text in "
+                      f"another script than the training data; they were given empty translations "
+                      f"(sentences {_indices(unknown)}, counting from 0)", stacklevel=2)
+    skip = set(unknown)
+    todo = [i for i in range(len(ids)) if not blank[i] and i not in skip]
+    limit = getattr(model, "max_len", None)
+    if limit is not None:
+        long = [i for i in todo if len(ids[i]) > limit]
+        if long:
+            warnings.warn(f"{len(long)} source sentence(s) longer than model.max_len={limit} tokens were "
+                          f"truncated (sentences {_indices(long)}, counting from 0)", stacklevel=2)
+            for i in long:
+                ids[i] = ids[i][:limit]
+
+    outputs: list[str] = [""] * len(sentences)
+    batches = length_batches([len(ids[i]) for i in todo], max(1, batch_tokens // beam_size))
+    with tqdm(total=len(todo), desc=f"translating ({'greedy' if beam_size == 1 else f'beam {beam_size}'})",
+              unit="sent", disable=not progress) as bar:
+        for batch in batches:
+            src = pad_ids([ids[todo[j]] for j in batch], pad_id).to(device)  # (batch, src_len)
+            if beam_size == 1:
+                hyps = greedy_decode(model, src, tokenizer.bos_id, tokenizer.eos_id, max_len=max_len)
+            else:
+                hyps = beam_search(model, src, tokenizer.bos_id, tokenizer.eos_id, beam_size=beam_size,
+                                   length_penalty=length_penalty, max_len=max_len)
+            for j, hyp in zip(batch, hyps):
+                outputs[todo[j]] = tokenizer.decode(hyp)
+            bar.update(len(batch))
+    return outputs
