@@ -2,9 +2,15 @@
 counts, benchmarking helpers, and the description of the machine a number was measured on.
 """
 
+from tmlib.analysis.ablation import ablate_heads, ablation_experiments, ablation_table, greedy_bleu, nll_per_token
+from tmlib.analysis.alignment import merge_attention, word_alignment, word_labels, word_spans
 from tmlib.analysis.benchmarking import (
     PowerLawFit, RESULTS_URL, decoder_cache_bytes, fit_power_law, kv_cache_bytes, load_result, peak_memory_bytes,
     tensor_bytes, time_call
+)
+from tmlib.analysis.capture import (
+    ATTENTION_KINDS, AttentionCapture, Head, all_heads, attention_module, capture_attention, pad_batch,
+    translate_and_capture
 )
 from tmlib.analysis.costs import (
     LAYER_TYPES, PAPER_TABLE_1, attention_matrix_bytes, complexity_per_layer, complexity_table,
@@ -14,14 +20,12 @@ from tmlib.analysis.costs import (
 from tmlib.analysis.flops import (
     PEAK_FLOPS, flops_per_token, gpu_peak_flops, mfu, model_flops, peak_flops, transformer_flops
 )
-from tmlib.analysis.interpret import (
-    ATTENTION_KINDS, AttentionCapture, Head, STATISTICS, ablate_heads, ablation_experiments, ablation_table,
-    all_heads, attention_module, attention_statistics, bertviz_inputs, bertviz_view, capture_attention,
-    greedy_bleu, head_statistics, js_distance, merge_attention, nll_per_token, override_head_attention, pad_batch,
-    permutation_effects, permute_rows, total_variation, translate_and_capture, word_alignment, word_labels,
-    word_spans
-)
+from tmlib.analysis.heads import STATISTICS, attention_statistics, head_statistics
 from tmlib.analysis.machine import CPU_FLAGS_OF_INTEREST, cpu_flags, cpu_model, describe_machine, machine_info
+from tmlib.analysis.permutation import (
+    js_distance, override_head_attention, permutation_effects, permute_rows, total_variation
+)
+from tmlib.analysis.views import bertviz_inputs, bertviz_view
 
 __all__ = [
     "ATTENTION_KINDS", "AttentionCapture", "CPU_FLAGS_OF_INTEREST", "Head", "LAYER_TYPES", "PAPER_TABLE_1",
