@@ -339,7 +339,7 @@ def load_result(name: str, device: str = "cpu", folder=None) -> dict:
         FileNotFoundError: the file is neither on disk nor downloadable.
     """
     filename = f"{name}_{device}.json"
-    candidates = [Path(folder)] if folder is not None else [Path(__file__).resolve().parent.parent / "benchmarks" /
+    candidates = [Path(folder)] if folder is not None else [Path(__file__).resolve().parents[2] / "benchmarks" /
                                                             "results"]
     for base in candidates:
         path = base / filename
