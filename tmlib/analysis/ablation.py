@@ -100,7 +100,7 @@ def nll_per_token(model, batches: Iterable) -> float:
 def greedy_bleu(model, tokenizer, sources: Sequence[str], references: Sequence[str]) -> float:
     """Cased corpus BLEU (sacreBLEU, 13a tokenization) of the greedy translations of ``sources``.
 
-    Decodes with :func:`tmlib.decoding.search.translate_corpus` (beam size 1, maximum length source + 50, paper
+    Decodes with :func:`tmlib.decoding.translate_corpus` (beam size 1, maximum length source + 50, paper
     §6.1) on the model's device and scores with :func:`tmlib.decoding.metrics.bleu_scores`.
 
     Args:

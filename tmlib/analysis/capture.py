@@ -208,8 +208,8 @@ def translate_and_capture(model, tokenizer, source: str, target: str | None = No
     """Encode one sentence pair (or translate greedily) and capture every attention weight of it.
 
     The source is encoded as in training (no ``<bos>``/``<eos>``); the decoder is fed ``<bos> y_1 … y_m`` where y
-    is ``target`` or, when ``target`` is None, the model's own greedy translation (``tmlib.decoding.search``), so each
-    decoder query is the position that predicts the next token.
+    is ``target`` or, when ``target`` is None, the model's own greedy translation
+    (:func:`tmlib.decoding.greedy_decode`), so each decoder query is the position that predicts the next token.
 
     Args:
         model: a :class:`tmlib.model.transformer.Transformer`.
