@@ -18,7 +18,7 @@ both) from git, and times one model with each variant of attention, swapping the
 Cases, on the chapter-9-sized translator (``make_model("small", 8000, n_encoder_layers=2, n_decoder_layers=2,
 d_ff=512)``, d_model 256, 4 heads, untrained):
 
-* ``decode``: :func:`tmlib.decoding.search.greedy_decode` of ``--tokens`` tokens (default 50) for one sentence of
+* ``decode``: :func:`tmlib.decoding.greedy.greedy_decode` of ``--tokens`` tokens (default 50) for one sentence of
   20 tokens, with the KV cache, evaluation mode (``eos_id`` is an id the model cannot predict, so every run makes
   exactly that many tokens);
 * ``train``: one training step (teacher-forced forward, cross-entropy, backward, Adam step) on a batch of 32

@@ -32,7 +32,7 @@ from torch import nn
 
 from common import add_common_arguments, clock_of, start, write_record
 from tmlib.model import MultiHeadAttention
-from tmlib.analysis import fit_power_law, time_call
+from tmlib.analysis import attention_flops, fit_power_law, time_call
 
 LAYERS = ("self_attention", "recurrent", "convolutional")
 
@@ -45,7 +45,7 @@ def layer_flops(layer: str, n: int, d: int, k: int = 3) -> int:
     LSTM's products).
     """
     if layer == "self_attention":
-        return 8 * n * d * d + 4 * n * n * d
+        return attention_flops(n, n, d)["total"]  # 8·n·d² + 4·n²·d
     if layer in ("recurrent", "lstm_cell_loop", "lstm_fused", "batched_matmul"):
         return 16 * n * d * d
     if layer == "convolutional":

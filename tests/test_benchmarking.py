@@ -183,6 +183,12 @@ def test_load_result_reads_a_folder(tmp_path):
         B.load_result("demo", "cuda", folder=tmp_path)
 
 
+def test_load_result_reads_the_committed_records_by_default():
+    # without a folder, the repository's benchmarks/results (a checkout) comes before any download
+    record = B.load_result("table1", "cpu")
+    assert record["device"] == "cpu" and record["results"]
+
+
 def test_power_law_plot_draws_points_and_fit():
     import matplotlib
 

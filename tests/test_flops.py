@@ -21,6 +21,28 @@ def test_transformer_flops_by_hand():
     assert FL.transformer_flops(4, 1, 1, 8, 10, 3, 2, batch=5)["total"] == 5 * got["total"]
 
 
+def test_attention_and_feed_forward_units_by_hand():
+    # 3 queries over 5 keys, d = 4: Q and O on the queries, K and V on the keys, 3 x 5 scores and sums
+    assert FL.attention_flops(3, 5, 4) == {
+        "query_projection": 2 * 3 * 4 * 4, "key_value_projections": 2 * (2 * 5 * 4 * 4),
+        "attention_scores": 2 * 3 * 5 * 4, "attention_weighted_sum": 2 * 3 * 5 * 4,
+        "output_projection": 2 * 3 * 4 * 4, "total": 96 + 320 + 120 + 120 + 96}
+    assert FL.feed_forward_flops(3, 4, 8) == 2 * (2 * 3 * 4 * 8)
+    with pytest.raises(ValueError):
+        FL.attention_flops(0, 5, 4)
+
+
+def test_every_count_is_built_from_the_same_units():
+    # chapter 6's encoder layer and chapter 11's whole model count the same products
+    layer = FL.layer_flops(seq_len=7, d_model=16, d_ff=40)
+    assert layer["total"] == FL.attention_flops(7, 7, 16)["total"] + FL.feed_forward_flops(7, 16, 40)
+    model = FL.transformer_flops(16, 3, 2, 40, 100, src_len=7, tgt_len=5)
+    assert model["encoder"] == 3 * layer["total"]
+    assert model["cross_attention"] == 2 * FL.attention_flops(5, 7, 16)["total"]
+    assert model["decoder_self_attention"] == 2 * FL.attention_flops(5, 5, 16)["total"]
+    assert model["decoder_ffn"] == 2 * FL.feed_forward_flops(5, 16, 40)
+
+
 def test_transformer_flops_decoder_only_has_no_cross_attention():
     got = FL.transformer_flops(8, 0, 2, 16, 10, src_len=1, tgt_len=4)
     assert got["encoder"] == 0 and got["cross_attention"] == 0

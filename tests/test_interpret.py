@@ -1,6 +1,7 @@
-"""Tests of tmlib.analysis.interpret (chapter 10): attention capture, per-head statistics on hand-made matrices with known
-answers, BPE-to-word merging, head ablation against weights zeroed by hand, attention substitution, distances,
-bertviz output.  Models are tiny and random: what is tested is the machinery, not a trained model."""
+"""Tests of tmlib.analysis's chapter-10 modules (capture, heads, alignment, ablation, permutation, views):
+attention capture, per-head statistics on hand-made matrices with known answers, BPE-to-word merging, head
+ablation against weights zeroed by hand, attention substitution, distances, bertviz output.  Models are tiny and
+random: what is tested is the machinery, not a trained model."""
 from __future__ import annotations
 
 import copy
@@ -13,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tmlib.analysis import interpret as I
+from tmlib import analysis as I
 from tmlib.model import make_model
 
 LN = math.log
@@ -481,6 +482,21 @@ def test_translate_and_capture_and_word_alignment(tokenizer, small_model):
     assert greedy["tgt_in_pieces"][0] == "<bos>"
     with pytest.raises(ValueError, match="empty"):
         I.translate_and_capture(small_model, tokenizer, "")
+
+
+def test_greedy_bleu_scores_the_greedy_translations(tokenizer, small_model):
+    from tmlib.decoding import bleu_scores, translate_corpus
+
+    sources, references = ["Ein Hund läuft.", "Zwei Männer sitzen auf einer Bank."], ["A dog runs.", "Two men sit."]
+    hypotheses = translate_corpus(small_model, tokenizer, sources, beam_size=1, progress=False)
+    assert I.greedy_bleu(small_model, tokenizer, sources, references) == bleu_scores(hypotheses, references)["bleu"]
+    from tmlib.data import collate
+
+    batches = [collate([(tokenizer.encode(s), tokenizer.encode(r)) for s, r in zip(sources, references)])]
+    table = I.ablation_table(small_model, tokenizer, batches, sources, references,
+                             experiments=I.ablation_experiments(small_model)[:2], bleu_for=("none",))
+    assert table.loc[0, "bleu"] == I.greedy_bleu(small_model, tokenizer, sources, references)
+    assert math.isnan(table.loc[1, "bleu"])
 
 
 def test_bertviz_inputs_shapes(tokenizer, small_model):

@@ -303,6 +303,6 @@ def test_cost_bad_inputs(call, exc):
 def test_cost_error_messages_name_values():
     with pytest.raises(ValueError, match="d_model 4 is not divisible by n_heads 3"):
         C.mha_parameter_count(4, 3)
-    with pytest.raises(ValueError, match="seq_len must be at least 1, got 0"):
+    with pytest.raises(ValueError, match="seq_len must be >= 1, got 0"):
         C.attention_matrix_bytes(1, 1, 0)
     assert C.attention_matrix_bytes(np.int64(2), 1, 3) == 72  # NumPy integers are accepted

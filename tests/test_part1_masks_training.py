@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from tmlib.analysis import costs as C
+from tmlib import analysis as C
 from tmlib.course import examples as E
 from tmlib import ref as R
 
@@ -301,19 +301,19 @@ def test_cost_function_errors():
         C.complexity_per_layer("convolutional", 10, 4)
     with pytest.raises(ValueError, match="needs the neighbourhood size r"):
         C.maximum_path_length("restricted_self_attention", 10)
-    with pytest.raises(ValueError, match="n must be at least 1, got 0"):
+    with pytest.raises(ValueError, match="n must be >= 1, got 0"):
         C.complexity_per_layer("self_attention", 0, 4)
-    with pytest.raises(TypeError, match="d must be an integer, got 4.5"):
+    with pytest.raises(TypeError, match="d must be .*integer, got 4.5"):
         C.complexity_per_layer("self_attention", 3, 4.5)
     with pytest.raises(ValueError, match="kernel width k must be at least 2 .*got 1"):
         C.maximum_path_length("convolutional", 10, k=1)
     with pytest.raises(ValueError, match="r must be at least 2 .*got 1"):
         C.maximum_path_length("restricted_self_attention", 10, r=1)
-    with pytest.raises(ValueError, match="d_ff must be at least 1, got 0"):
+    with pytest.raises(ValueError, match="d_ff must be >= 1, got 0"):
         C.layer_flops(10, 8, d_ff=0)
-    with pytest.raises(ValueError, match="hours must be positive, got -1"):
+    with pytest.raises(ValueError, match="hours must be > 0, got -1"):
         C.training_flops_from_hardware(-1, 8, 9.5)
-    with pytest.raises(TypeError, match="n_gpus must be an integer"):
+    with pytest.raises(TypeError, match="n_gpus must be .*integer"):
         C.training_flops_from_hardware(12, 8.0, 9.5)
     with pytest.raises(TypeError, match="tflops_per_gpu must be a number"):
         C.training_flops_from_hardware(12, 8, "fast")

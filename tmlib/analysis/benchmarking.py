@@ -26,6 +26,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from tmlib.validation import check_float, check_int
+
 __all__ = ["PowerLawFit", "fit_power_law", "time_call", "peak_memory_bytes", "tensor_bytes",
            "decoder_cache_bytes", "kv_cache_bytes", "RESULTS_URL", "load_result"]
 
@@ -109,8 +111,8 @@ def fit_power_law(n, t, confidence: float = 0.95) -> PowerLawFit:
         raise ValueError(f"need at least 3 points to fit a line with an error estimate, got {x.size}")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0) and np.all(y > 0)):
         raise ValueError(f"n and t must be positive and finite, got n={x.tolist()}, t={y.tolist()}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    confidence = check_float(confidence, "confidence", minimum=0, maximum=1, min_inclusive=False,
+                             max_inclusive=False)
     lx, ly = np.log(x), np.log(y)
     sxx = float(np.sum((lx - lx.mean()) ** 2))
     if sxx == 0.0:
@@ -157,10 +159,12 @@ def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, min_s
         list of ``repeats`` floats, seconds per call (report the median).
 
     Raises:
+        TypeError: ``repeats``/``warmup`` not integers, ``min_seconds`` not a number.
         ValueError: ``repeats`` < 1, ``warmup`` < 0 or ``min_seconds`` < 0.
     """
-    if repeats < 1 or warmup < 0 or min_seconds < 0:
-        raise ValueError(f"need repeats >= 1, warmup >= 0, min_seconds >= 0; got {repeats}, {warmup}, {min_seconds}")
+    repeats = check_int(repeats, "repeats", minimum=1)
+    warmup = check_int(warmup, "warmup", minimum=0)
+    min_seconds = check_float(min_seconds, "min_seconds", minimum=0)
     for _ in range(warmup):
         fn()
     inner = 1
@@ -300,23 +304,11 @@ def kv_cache_bytes(n_layers: int, d_model: int, n_tokens: int, src_len: int = 0,
 
     Source: paper §3.2.3 (the decoder attends to earlier positions, whose keys and values do not change).
     """
-    import operator
-
-    sizes = {"n_layers": (n_layers, 1), "d_model": (d_model, 1), "n_tokens": (n_tokens, 0),
-             "src_len": (src_len, 0), "batch": (batch, 1), "bytes_per_element": (bytes_per_element, 1)}
-    vals = {}
-    for name, (value, lowest) in sizes.items():
-        if isinstance(value, bool):
-            raise TypeError(f"{name} must be an integer, got {value!r}")
-        try:
-            vals[name] = operator.index(value)
-        except TypeError:
-            raise TypeError(f"{name} must be an integer, got {value!r}") from None
-        if vals[name] < lowest:
-            raise ValueError(f"{name} must be at least {lowest}, got {value}")
-    per_token = 2 * vals["n_layers"] * vals["d_model"] * vals["bytes_per_element"] * vals["batch"]
-    self_b = per_token * vals["n_tokens"]
-    cross_b = per_token * vals["src_len"]
+    # a key and a value of width d_model per layer, for every sentence of the batch
+    per_token = (2 * check_int(n_layers, "n_layers", minimum=1) * check_int(d_model, "d_model", minimum=1)
+                 * check_int(bytes_per_element, "bytes_per_element", minimum=1) * check_int(batch, "batch", minimum=1))
+    self_b = per_token * check_int(n_tokens, "n_tokens", minimum=0)  # grows with every decoded token
+    cross_b = per_token * check_int(src_len, "src_len", minimum=0)  # the projected memory, once
     return {"per_token": per_token, "self_attn": self_b, "cross_attn": cross_b, "total": self_b + cross_b}
 
 

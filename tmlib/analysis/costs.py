@@ -1,24 +1,16 @@
-"""Cost arithmetic of the Transformer: parameter counts, attention memory, complexity.
+"""Cost arithmetic of the Transformer: parameter counts, memory, and the paper's Table 1.
 
-Plain Python/NumPy (no torch), so Part I can use it.  Sources: the paper's Table 1
-(complexity per layer) and Table 3 (model sizes), and the slides' practice problems.
+Plain Python (no torch), so Part I can use it.  Sources: the paper's §3.2-3.3 (the shapes of the weights), Table 1
+(complexity per layer) and Table 3 (model sizes), and the slides' practice problems.  FLOP counts live in
+:mod:`tmlib.analysis.flops`, counted there once.
 """
 from __future__ import annotations
 
+from tmlib.validation import check_int
 
-def _positive_int(value, name: str) -> int:
-    """Return ``value`` if it is a positive integer; raise TypeError/ValueError naming it otherwise."""
-    import operator
-
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        value = operator.index(value)  # accepts int and NumPy integers, rejects floats and strings
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r}") from None
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
-    return int(value)
+__all__ = ["mha_parameter_count", "ffn_parameter_count", "attention_matrix_bytes", "ffn_activation_bytes",
+           "training_state_bytes", "LAYER_TYPES", "PAPER_TABLE_1", "complexity_per_layer", "sequential_operations",
+           "maximum_path_length", "complexity_table"]
 
 
 def mha_parameter_count(d_model: int, n_heads: int, bias: bool = True, d_k: int | None = None,
@@ -47,15 +39,15 @@ def mha_parameter_count(d_model: int, n_heads: int, bias: bool = True, d_k: int 
 
     Source: paper §3.2.2 (projection shapes); slides (seed 003) practice problem 1.
     """
-    d_model = _positive_int(d_model, "d_model")
-    n_heads = _positive_int(n_heads, "n_heads")
+    d_model = check_int(d_model, "d_model", minimum=1)
+    n_heads = check_int(n_heads, "n_heads", minimum=1)
     if d_k is None or d_v is None:
         if d_model % n_heads:
             raise ValueError(
                 f"d_model {d_model} is not divisible by n_heads {n_heads}: pass d_k and d_v explicitly"
             )
-    d_k = d_model // n_heads if d_k is None else _positive_int(d_k, "d_k")
-    d_v = d_model // n_heads if d_v is None else _positive_int(d_v, "d_v")
+    d_k = d_model // n_heads if d_k is None else check_int(d_k, "d_k", minimum=1)
+    d_v = d_model // n_heads if d_v is None else check_int(d_v, "d_v", minimum=1)
     weights = 2 * d_model * n_heads * d_k + d_model * n_heads * d_v + n_heads * d_v * d_model
     biases = (2 * n_heads * d_k + n_heads * d_v + d_model) if bias else 0
     return weights + biases
@@ -70,8 +62,8 @@ def ffn_parameter_count(d_model: int, d_ff: int, bias: bool = True) -> int:
     Raises:
         TypeError: a size is not an integer.  ValueError: a size is < 1.
     """
-    d_model = _positive_int(d_model, "d_model")
-    d_ff = _positive_int(d_ff, "d_ff")
+    d_model = check_int(d_model, "d_model", minimum=1)
+    d_ff = check_int(d_ff, "d_ff", minimum=1)
     return 2 * d_model * d_ff + ((d_ff + d_model) if bias else 0)
 
 
@@ -100,12 +92,12 @@ def attention_matrix_bytes(batch: int, n_heads: int, seq_len: int, bytes_per_ele
 
     Source: slides (seed 003) "Memory Requirements in Practice" and practice problem 1.
     """
-    batch = _positive_int(batch, "batch")
-    n_heads = _positive_int(n_heads, "n_heads")
-    seq_len = _positive_int(seq_len, "seq_len")
-    bytes_per_element = _positive_int(bytes_per_element, "bytes_per_element")
-    n_layers = _positive_int(n_layers, "n_layers")
-    seq_len_k = seq_len if seq_len_k is None else _positive_int(seq_len_k, "seq_len_k")
+    batch = check_int(batch, "batch", minimum=1)
+    n_heads = check_int(n_heads, "n_heads", minimum=1)
+    seq_len = check_int(seq_len, "seq_len", minimum=1)
+    bytes_per_element = check_int(bytes_per_element, "bytes_per_element", minimum=1)
+    n_layers = check_int(n_layers, "n_layers", minimum=1)
+    seq_len_k = seq_len if seq_len_k is None else check_int(seq_len_k, "seq_len_k", minimum=1)
     return batch * n_heads * seq_len * seq_len_k * bytes_per_element * n_layers
 
 
@@ -127,11 +119,11 @@ def ffn_activation_bytes(batch: int, seq_len: int, d_ff: int, bytes_per_element:
 
     Source: slides (seed 003) "Memory Requirements in Practice" (BERT-base, d_ff 3072).
     """
-    batch = _positive_int(batch, "batch")
-    seq_len = _positive_int(seq_len, "seq_len")
-    d_ff = _positive_int(d_ff, "d_ff")
-    bytes_per_element = _positive_int(bytes_per_element, "bytes_per_element")
-    n_layers = _positive_int(n_layers, "n_layers")
+    batch = check_int(batch, "batch", minimum=1)
+    seq_len = check_int(seq_len, "seq_len", minimum=1)
+    d_ff = check_int(d_ff, "d_ff", minimum=1)
+    bytes_per_element = check_int(bytes_per_element, "bytes_per_element", minimum=1)
+    n_layers = check_int(n_layers, "n_layers", minimum=1)
     return batch * seq_len * d_ff * bytes_per_element * n_layers
 
 
@@ -154,8 +146,8 @@ def training_state_bytes(n_params: int, bytes_per_element: int = 4) -> dict[str,
     Source: slides (seed 003) "Memory Requirements in Practice" (BERT-base, 110M parameters);
     Adam: Kingma and Ba (2015).
     """
-    n_params = _positive_int(n_params, "n_params")
-    bytes_per_element = _positive_int(bytes_per_element, "bytes_per_element")
+    n_params = check_int(n_params, "n_params", minimum=1)
+    bytes_per_element = check_int(bytes_per_element, "bytes_per_element", minimum=1)
     p = n_params * bytes_per_element
     return {"parameters": p, "gradients": p, "adam_states": 2 * p, "total": 4 * p}
 
@@ -175,6 +167,7 @@ PAPER_TABLE_1 = {
 
 
 def _layer_type(layer_type) -> str:
+    """``layer_type`` if it is one of :data:`LAYER_TYPES`; TypeError for a non-string, ValueError otherwise."""
     if not isinstance(layer_type, str):
         raise TypeError(f"layer_type must be a string, got {layer_type!r}")
     if layer_type not in LAYER_TYPES:
@@ -207,8 +200,8 @@ def complexity_per_layer(layer_type: str, n: int, d: int, k: int | None = None, 
     Source: Vaswani et al. (2017), §4 and Table 1.
     """
     layer_type = _layer_type(layer_type)
-    n = _positive_int(n, "n")
-    d = _positive_int(d, "d")
+    n = check_int(n, "n", minimum=1)
+    d = check_int(d, "d", minimum=1)
     if layer_type == "self_attention":
         return n * n * d
     if layer_type == "recurrent":
@@ -216,10 +209,10 @@ def complexity_per_layer(layer_type: str, n: int, d: int, k: int | None = None, 
     if layer_type == "convolutional":
         if k is None:
             raise ValueError("layer_type 'convolutional' needs the kernel width k")
-        return _positive_int(k, "k") * n * d * d
+        return check_int(k, "k", minimum=1) * n * d * d
     if r is None:
         raise ValueError("layer_type 'restricted_self_attention' needs the neighbourhood size r")
-    return _positive_int(r, "r") * n * d
+    return check_int(r, "r", minimum=1) * n * d
 
 
 def sequential_operations(layer_type: str, n: int) -> int:
@@ -241,7 +234,7 @@ def sequential_operations(layer_type: str, n: int) -> int:
     Source: Vaswani et al. (2017), Table 1.
     """
     layer_type = _layer_type(layer_type)
-    n = _positive_int(n, "n")
+    n = check_int(n, "n", minimum=1)
     return n if layer_type == "recurrent" else 1
 
 
@@ -273,7 +266,7 @@ def maximum_path_length(layer_type: str, n: int, k: int | None = None, r: int | 
     Source: Vaswani et al. (2017), §4 and Table 1.
     """
     layer_type = _layer_type(layer_type)
-    n = _positive_int(n, "n")
+    n = check_int(n, "n", minimum=1)
     if layer_type == "self_attention":
         return 1
     if layer_type == "recurrent":
@@ -281,7 +274,7 @@ def maximum_path_length(layer_type: str, n: int, k: int | None = None, r: int | 
     if layer_type == "convolutional":
         if k is None:
             raise ValueError("layer_type 'convolutional' needs the kernel width k")
-        k = _positive_int(k, "k")
+        k = check_int(k, "k")
         if k < 2:
             raise ValueError(f"kernel width k must be at least 2 to connect positions, got {k}")
         if dilated:
@@ -293,7 +286,7 @@ def maximum_path_length(layer_type: str, n: int, k: int | None = None, r: int | 
         return max(-(-(n - 1) // (k - 1)), 1)
     if r is None:
         raise ValueError("layer_type 'restricted_self_attention' needs the neighbourhood size r")
-    r = _positive_int(r, "r")
+    r = check_int(r, "r")
     if r < 2:
         raise ValueError(f"neighbourhood size r must be at least 2 to connect positions, got {r}")
     return max(-(-(n - 1) // (r // 2)), 1)
@@ -324,73 +317,3 @@ def complexity_table(n: int, d: int, k: int, r: int) -> list[dict]:
             "maximum_path_length": maximum_path_length(lt, n, k=k, r=r),
         })
     return rows
-
-
-def layer_flops(seq_len: int, d_model: int, d_ff: int | None = None) -> dict[str, int]:
-    """Forward-pass FLOPs of one encoder layer for one sequence, counting a multiply-add as 2.
-
-    * ``"qkv_projections"``: three (n, d)·(d, d) products, 3 · 2·n·d²;
-    * ``"attention_scores"``: QKᵀ over all heads, 2·n²·d;
-    * ``"attention_weighted_sum"``: weights·V over all heads, 2·n²·d;
-    * ``"output_projection"``: W^O, 2·n·d²;
-    * ``"feed_forward"``: two products through d_ff, 2 · 2·n·d·d_ff;
-    * ``"total"``: their sum.
-
-    The split shows where the slides' "O(n²·d + n·d²)" comes from: the n² terms are the two
-    attention products, everything else is linear in n.  Softmax, LayerNorm, biases and
-    residual additions (O(n·d) or O(h·n²)) are left out.
-
-    Args:
-        seq_len: n (int ≥ 1).
-        d_model: d (int ≥ 1).
-        d_ff: inner FFN width (int ≥ 1), default ``4 * d_model`` (the paper's 2048 for 512).
-
-    Returns:
-        dict of int FLOP counts.
-
-    Raises:
-        TypeError: a size is not an integer.  ValueError: a size < 1.
-
-    Source: paper §3.2-3.3 (shapes); slides (seed 003) "Computational Complexity Analysis".
-    """
-    n = _positive_int(seq_len, "seq_len")
-    d = _positive_int(d_model, "d_model")
-    d_ff = 4 * d if d_ff is None else _positive_int(d_ff, "d_ff")
-    out = {
-        "qkv_projections": 3 * 2 * n * d * d,
-        "attention_scores": 2 * n * n * d,
-        "attention_weighted_sum": 2 * n * n * d,
-        "output_projection": 2 * n * d * d,
-        "feed_forward": 2 * 2 * n * d * d_ff,
-    }
-    out["total"] = sum(out.values())
-    return out
-
-
-def training_flops_from_hardware(hours: float, n_gpus: int, tflops_per_gpu: float) -> float:
-    """The paper's training-cost estimate: time × number of GPUs × sustained FLOP/s per GPU.
-
-    The paper (Table 2 and its footnote) multiplies training time, GPU count and an estimate
-    of each GPU's sustained single-precision throughput (9.5 TFLOPS for a P100).
-
-    Args:
-        hours: wall-clock training time in hours (> 0).
-        n_gpus: number of GPUs (int ≥ 1).
-        tflops_per_gpu: sustained throughput per GPU in TFLOP/s (> 0).
-
-    Returns:
-        float, total floating-point operations.
-
-    Raises:
-        TypeError: ``n_gpus`` not an integer, or hours/tflops not numbers.
-        ValueError: a non-positive value.
-
-    Source: Vaswani et al. (2017), §6.1 and Table 2 (base: 12 h on 8 P100 → 3.3·10¹⁸).
-    """
-    n_gpus = _positive_int(n_gpus, "n_gpus")
-    for name, val in (("hours", hours), ("tflops_per_gpu", tflops_per_gpu)):
-        if isinstance(val, bool) or not isinstance(val, (int, float)) and not hasattr(val, "__float__"):
-            raise TypeError(f"{name} must be a number, got {val!r}")
-        if not float(val) > 0:
-            raise ValueError(f"{name} must be positive, got {val}")
-    return float(hours) * 3600.0 * n_gpus * float(tflops_per_gpu) * 1e12

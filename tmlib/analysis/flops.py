@@ -1,4 +1,4 @@
-"""FLOPs of the encoder-decoder Transformer, device peaks, and model FLOP utilisation (MFU).
+"""FLOPs of the Transformer, counted once here, device peaks, and model FLOP utilisation (MFU).
 
 How close does a training run come to what the hardware can do?  MFU (model FLOP utilisation, Chowdhery et
 al. 2022, "PaLM", appendix B) answers it:
@@ -29,6 +29,11 @@ decoder FFN              4·T·d·f                                             
 output projection        2·T·d·V (once, not per layer)                          the generator (§3.4)
 =======================  =====================================================  =================================
 
+Every count is built from two units, :func:`attention_flops` (one multi-head attention sub-layer) and
+:func:`feed_forward_flops` (one position-wise feed-forward network): :func:`layer_flops` splits an encoder layer
+term by term (chapter 6), :func:`transformer_flops` adds up the whole model (chapter 11), and
+:func:`flops_per_token` and :func:`mfu` turn it into a rate.
+
 A training step costs about 3× the forward pass: the backward pass computes, for every product, the gradient
 with respect to both factors, two products of the same size (Kaplan et al. 2020, "Scaling laws", §2.1).
 
@@ -38,32 +43,132 @@ the dense rate that a Transformer's matrix products can reach.
 """
 from __future__ import annotations
 
-import operator
 import re
 from types import MappingProxyType
 
-__all__ = ["transformer_flops", "flops_per_token", "model_flops", "PEAK_FLOPS", "peak_flops", "gpu_peak_flops",
-           "mfu"]
+from tmlib.validation import check_float, check_int
+
+__all__ = ["attention_flops", "feed_forward_flops", "layer_flops", "transformer_flops", "model_flops",
+           "flops_per_token", "training_flops_from_hardware", "PEAK_FLOPS", "peak_flops", "gpu_peak_flops", "mfu"]
 
 
-def _int(value, name: str, lowest: int = 1) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r}") from None
-    if value < lowest:
-        raise ValueError(f"{name} must be at least {lowest}, got {value}")
-    return int(value)
+def _product(m: int, k: int, n: int) -> int:
+    """FLOPs of an ``(m, k) @ (k, n)`` matrix product: m·n dot products of length k, a multiply-add = 2 FLOPs."""
+    return 2 * m * k * n
+
+
+def attention_flops(n_q: int, n_k: int, d_model: int) -> dict[str, int]:
+    """Forward FLOPs of one multi-head attention sub-layer: ``n_q`` queries attend over ``n_k`` keys.
+
+    MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O with head_i = softmax(Q W_i^Q (K W_i^K)ᵀ/√d_k) V W_i^V
+    (paper §3.2.1-3.2.2).  The h heads of width d_k = d/h together cost what one head of width d costs, so the
+    number of heads does not appear.  Self-attention has ``n_q = n_k``; cross-attention has the target's ``n_q``
+    queries and the source's ``n_k`` keys and values.
+
+    Args:
+        n_q: query positions (int ≥ 1).
+        n_k: key/value positions (int ≥ 1).
+        d_model: d (int ≥ 1).
+
+    Returns:
+        dict of int FLOPs: ``"query_projection"`` 2·n_q·d², ``"key_value_projections"`` 2 · 2·n_k·d²,
+        ``"attention_scores"`` (QKᵀ) 2·n_q·n_k·d, ``"attention_weighted_sum"`` (weights·V) 2·n_q·n_k·d,
+        ``"output_projection"`` (W^O) 2·n_q·d², and ``"total"``.  Softmax, scaling and masking are left out.
+
+    Raises:
+        TypeError: a size is not an integer.  ValueError: a size < 1.
+
+    Source: Vaswani et al. (2017), §3.2.1-3.2.2 (shapes); the counting convention of the module docstring.
+    """
+    n_q = check_int(n_q, "n_q", minimum=1)
+    n_k = check_int(n_k, "n_k", minimum=1)
+    d = check_int(d_model, "d_model", minimum=1)
+    out = {
+        "query_projection": _product(n_q, d, d),  # Q W^Q
+        "key_value_projections": 2 * _product(n_k, d, d),  # K W^K and V W^V
+        "attention_scores": _product(n_q, d, n_k),  # Q Kᵀ: h products (n_q, d_k) @ (d_k, n_k)
+        "attention_weighted_sum": _product(n_q, n_k, d),  # weights · V: h products (n_q, n_k) @ (n_k, d_k)
+        "output_projection": _product(n_q, d, d),  # Concat(head_1, …, head_h) W^O
+    }
+    out["total"] = sum(out.values())
+    return out
+
+
+def feed_forward_flops(seq_len: int, d_model: int, d_ff: int) -> int:
+    """Forward FLOPs of one position-wise feed-forward network, FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ (paper §3.3).
+
+    Two products through the inner width, ``(n, d) @ (d, d_ff)`` and ``(n, d_ff) @ (d_ff, d)``: 2 · 2·n·d·d_ff.
+
+    Args:
+        seq_len: positions n (int ≥ 1).
+        d_model: d (int ≥ 1).
+        d_ff: inner width (int ≥ 1).
+
+    Returns:
+        int, FLOPs.
+
+    Raises:
+        TypeError: a size is not an integer.  ValueError: a size < 1.
+
+    Source: Vaswani et al. (2017), §3.3, equation 2.
+    """
+    n = check_int(seq_len, "seq_len", minimum=1)
+    d = check_int(d_model, "d_model", minimum=1)
+    f = check_int(d_ff, "d_ff", minimum=1)
+    return _product(n, d, f) + _product(n, f, d)
+
+
+def layer_flops(seq_len: int, d_model: int, d_ff: int | None = None) -> dict[str, int]:
+    """Forward-pass FLOPs of one encoder layer for one sequence, counting a multiply-add as 2.
+
+    * ``"qkv_projections"``: three (n, d)·(d, d) products, 3 · 2·n·d²;
+    * ``"attention_scores"``: QKᵀ over all heads, 2·n²·d;
+    * ``"attention_weighted_sum"``: weights·V over all heads, 2·n²·d;
+    * ``"output_projection"``: W^O, 2·n·d²;
+    * ``"feed_forward"``: two products through d_ff, 2 · 2·n·d·d_ff;
+    * ``"total"``: their sum.
+
+    The split shows where the slides' "O(n²·d + n·d²)" comes from: the n² terms are the two
+    attention products, everything else is linear in n.  Softmax, LayerNorm, biases and
+    residual additions (O(n·d) or O(h·n²)) are left out.  The terms are those of
+    :func:`attention_flops` (self-attention, n_q = n_k = n) and :func:`feed_forward_flops`.
+
+    Args:
+        seq_len: n (int ≥ 1).
+        d_model: d (int ≥ 1).
+        d_ff: inner FFN width (int ≥ 1), default ``4 * d_model`` (the paper's 2048 for 512).
+
+    Returns:
+        dict of int FLOP counts.
+
+    Raises:
+        TypeError: a size is not an integer.  ValueError: a size < 1.
+
+    Source: paper §3.2-3.3 (shapes); slides (seed 003) "Computational Complexity Analysis".
+    """
+    n = check_int(seq_len, "seq_len", minimum=1)
+    d = check_int(d_model, "d_model", minimum=1)
+    d_ff = 4 * d if d_ff is None else check_int(d_ff, "d_ff", minimum=1)
+    attention = attention_flops(n, n, d)
+    out = {
+        "qkv_projections": attention["query_projection"] + attention["key_value_projections"],
+        "attention_scores": attention["attention_scores"],
+        "attention_weighted_sum": attention["attention_weighted_sum"],
+        "output_projection": attention["output_projection"],
+        "feed_forward": feed_forward_flops(n, d, d_ff),
+    }
+    out["total"] = sum(out.values())
+    return out
 
 
 def transformer_flops(d_model: int, n_encoder_layers: int, n_decoder_layers: int, d_ff: int, vocab_size: int,
                       src_len: int, tgt_len: int, batch: int = 1) -> dict[str, int]:
     """Forward-pass FLOPs of the encoder-decoder Transformer on ``batch`` sentence pairs, split by part.
 
-    See the module docstring for the formulas (multiply-add = 2 FLOPs, matrix products only).  The
-    number of heads does not appear: h heads of width d/h cost what one head of width d costs.
+    See the module docstring for the formulas (multiply-add = 2 FLOPs, matrix products only): each encoder layer
+    is a :func:`layer_flops` on S positions; each decoder layer an :func:`attention_flops` on T positions, one
+    from T queries to S keys (cross-attention) and a :func:`feed_forward_flops` on T positions; the generator is
+    one (T, d) @ (d, V) product.
 
     Args:
         d_model: d (int ≥ 1).
@@ -83,20 +188,20 @@ def transformer_flops(d_model: int, n_encoder_layers: int, n_decoder_layers: int
 
     Source: paper §3.1-3.4 (shapes); counting convention of ``torch.utils.flop_counter``.
     """
-    d = _int(d_model, "d_model")
-    n_e = _int(n_encoder_layers, "n_encoder_layers", 0)
-    n_d = _int(n_decoder_layers, "n_decoder_layers", 0)
-    f = _int(d_ff, "d_ff")
-    v = _int(vocab_size, "vocab_size")
-    s = _int(src_len, "src_len")
-    t = _int(tgt_len, "tgt_len")
-    b = _int(batch, "batch")
+    d = check_int(d_model, "d_model", minimum=1)
+    n_e = check_int(n_encoder_layers, "n_encoder_layers", minimum=0)
+    n_d = check_int(n_decoder_layers, "n_decoder_layers", minimum=0)
+    f = check_int(d_ff, "d_ff", minimum=1)
+    v = check_int(vocab_size, "vocab_size", minimum=1)
+    s = check_int(src_len, "src_len", minimum=1)
+    t = check_int(tgt_len, "tgt_len", minimum=1)
+    b = check_int(batch, "batch", minimum=1)
     out = {
-        "encoder": n_e * (8 * s * d * d + 4 * s * s * d + 4 * s * d * f),
-        "decoder_self_attention": n_d * (8 * t * d * d + 4 * t * t * d),
-        "cross_attention": n_d * (4 * t * d * d + 4 * s * d * d + 4 * t * s * d) if n_e else 0,
-        "decoder_ffn": n_d * 4 * t * d * f,
-        "output_projection": 2 * t * d * v,
+        "encoder": n_e * layer_flops(s, d, f)["total"],
+        "decoder_self_attention": n_d * attention_flops(t, t, d)["total"],
+        "cross_attention": n_d * attention_flops(t, s, d)["total"] if n_e else 0,
+        "decoder_ffn": n_d * feed_forward_flops(t, d, f),
+        "output_projection": _product(t, d, v),  # the generator (§3.4)
     }
     out = {k: b * val for k, val in out.items()}
     out["total"] = sum(out.values())
@@ -139,14 +244,44 @@ def flops_per_token(d_model: int, n_encoder_layers: int, n_decoder_layers: int, 
         float, FLOPs per target token.
 
     Raises:
-        ValueError: ``tokens`` not positive; sizes as :func:`transformer_flops`.
+        TypeError: ``tokens`` not a number.  ValueError: ``tokens`` not positive; sizes as
+        :func:`transformer_flops`.
+
+    Source: the training step ≈ 3 × forward of Kaplan et al. (2020), §2.1.
     """
     total = transformer_flops(d_model, n_encoder_layers, n_decoder_layers, d_ff, vocab_size, src_len,
                               tgt_len)["total"]
-    tokens = tgt_len if tokens is None else tokens
-    if not tokens > 0:
-        raise ValueError(f"tokens must be positive, got {tokens}")
+    if tokens is None:
+        tokens = tgt_len
+    else:
+        check_float(tokens, "tokens", minimum=0, min_inclusive=False)
     return (3 if training else 1) * total / tokens
+
+
+def training_flops_from_hardware(hours: float, n_gpus: int, tflops_per_gpu: float) -> float:
+    """The paper's training-cost estimate: time × number of GPUs × sustained FLOP/s per GPU.
+
+    The paper (Table 2 and its footnote) multiplies training time, GPU count and an estimate
+    of each GPU's sustained single-precision throughput (9.5 TFLOPS for a P100).
+
+    Args:
+        hours: wall-clock training time in hours (> 0).
+        n_gpus: number of GPUs (int ≥ 1).
+        tflops_per_gpu: sustained throughput per GPU in TFLOP/s (> 0).
+
+    Returns:
+        float, total floating-point operations.
+
+    Raises:
+        TypeError: ``n_gpus`` not an integer, or hours/tflops not numbers.
+        ValueError: a non-positive value.
+
+    Source: Vaswani et al. (2017), §6.1 and Table 2 (base: 12 h on 8 P100 → 3.3·10¹⁸).
+    """
+    n_gpus = check_int(n_gpus, "n_gpus", minimum=1)
+    hours = check_float(hours, "hours", minimum=0, min_inclusive=False)
+    tflops_per_gpu = check_float(tflops_per_gpu, "tflops_per_gpu", minimum=0, min_inclusive=False)
+    return hours * 3600.0 * n_gpus * tflops_per_gpu * 1e12
 
 
 #: Dense peak FLOP/s per GPU and number format, from NVIDIA's datasheets ("with sparsity" figures halved).

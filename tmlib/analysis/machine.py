@@ -97,6 +97,12 @@ def describe_machine(info: dict | None = None) -> str:
 
     Args:
         info: a dict from :func:`machine_info` (default: this machine, now).
+
+    Returns:
+        str, one line: CPU model and count, the AVX-512/AMX flags, torch and its threads, the GPU.
+
+    Raises:
+        KeyError: ``info`` lacks ``cpu_model`` or ``cpu_count`` (not a :func:`machine_info` dict).
     """
     info = machine_info() if info is None else info
     flags = " ".join(f for f in info.get("cpu_flags", []) if f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16"))
@@ -104,7 +110,8 @@ def describe_machine(info: dict | None = None) -> str:
     bf16_text = "" if bf16 is None else f"; native bf16: {'yes' if bf16 else 'no'}"
     gpu = info.get("gpu")
     gpu_text = "no GPU" if not gpu else f"GPU {gpu['name']} ({gpu['memory_gib']} GiB)"
-    torch_text = (f"torch {info['torch_version']} with {info['torch_threads']} thread{'' if info['torch_threads'] == 1 else 's'}"
+    threads = info.get("torch_threads")
+    torch_text = (f"torch {info['torch_version']} with {threads} thread{'' if threads == 1 else 's'}"
                   if info.get("torch_version") else "no torch")
     return (f"{info['cpu_model']}, {info['cpu_count']} CPUs ({flags or 'no AVX2'}{bf16_text}), "
             f"{torch_text}, {gpu_text}")

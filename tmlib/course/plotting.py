@@ -259,8 +259,8 @@ def head_grid(table, value: str, title: str | None = None, ax=None, fmt: str = "
 
     Args:
         table: a pandas DataFrame with columns ``kind``, ``layer``, ``head`` and ``value`` (one row per head), e.g.
-            from :func:`tmlib.analysis.interpret.head_statistics` or the one-head rows of
-            :func:`tmlib.analysis.interpret.ablation_table`.
+            from :func:`tmlib.analysis.heads.head_statistics` or the one-head rows of
+            :func:`tmlib.analysis.ablation.ablation_table`.
         value: the column to show.
         title: figure title (default: ``value``).
         ax: matplotlib axes (a new figure if ``None``).

@@ -1,0 +1,194 @@
+"""Per-head statistics of attention: what each head of a trained translator looks at, measured (chapter 10).
+
+For each head, averaged over the real query positions of a corpus: the entropy of its weights and the share of its
+mass on the previous token, the same position, the first token, the last token, and (cross-attention) near the
+proportional diagonal.  The statistics follow Voita et al. (2019, "Analyzing Multi-Head Self-Attention", §4:
+positional heads attending to the previous/next token) and Clark et al. (2019, "What Does BERT Look At?", §3:
+attention to special tokens and punctuation, per-head entropy).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import Tensor
+
+from tmlib.analysis.capture import ATTENTION_KINDS, _as_pair, _check_kind, capture_attention
+
+__all__ = ["STATISTICS", "attention_statistics", "head_statistics"]
+
+#: The per-head statistics of :func:`attention_statistics`, in table order.
+STATISTICS = ("entropy", "max_entropy", "previous", "same", "first", "last", "diagonal")
+
+
+def _check_contiguous(mask: Tensor, name: str) -> Tensor:
+    """Lengths ``(batch,)`` of a right-padded bool mask; ValueError unless each row is True…True False…False."""
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
+        raise TypeError(f"{name} must be a bool tensor (batch, seq_len), True = real token; got "
+                        f"{getattr(mask, 'dtype', type(mask).__name__)} of shape {tuple(getattr(mask, 'shape', ()))}")
+    lengths = mask.sum(dim=1)  # (batch,)
+    expected = torch.arange(mask.shape[1], device=mask.device)[None, :] < lengths[:, None]
+    if not torch.equal(mask, expected):
+        raise ValueError(f"{name} must be right-padded (each row True…True then False…False)")
+    return lengths
+
+
+def _checked_lengths(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind: str) -> tuple[Tensor, Tensor]:
+    """The real lengths ``(batch,)`` of queries and keys, after checking the inputs of :func:`attention_statistics`."""
+    _check_kind(kind)
+    if not isinstance(weights, Tensor) or not weights.is_floating_point() or weights.dim() != 4:
+        raise ValueError(f"weights must be a float tensor (batch, n_heads, n_q, n_k), got "
+                         f"{getattr(weights, 'dtype', type(weights).__name__)} of shape "
+                         f"{tuple(getattr(weights, 'shape', ()))}")
+    batch, n_heads, n_q, n_k = weights.shape
+    n_q_real = _check_contiguous(query_mask, "query_mask")
+    n_k_real = _check_contiguous(key_mask, "key_mask")
+    if tuple(query_mask.shape) != (batch, n_q) or tuple(key_mask.shape) != (batch, n_k):
+        raise ValueError(f"masks {tuple(query_mask.shape)} and {tuple(key_mask.shape)} do not match weights "
+                         f"{tuple(weights.shape)}: expected (batch, n_q) = {(batch, n_q)} and (batch, n_k) = "
+                         f"{(batch, n_k)}")
+    if kind != "cross" and n_q != n_k:
+        raise ValueError(f"{kind} attention needs n_q == n_k, got weights of shape {tuple(weights.shape)}")
+    if bool((n_k_real[n_q_real > 0] == 0).any()):
+        raise ValueError("a sentence with real queries has no real key")
+    return n_q_real, n_k_real
+
+
+def _statistic_sums(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind: str) -> tuple[Tensor, Tensor]:
+    """Sums over real queries and their counts: ``(len(STATISTICS), n_heads)`` float64 and ``(len(STATISTICS),)``.
+
+    Each statistic is a value per head and query, ``(batch, n_heads, n_q')``, with the queries it is defined for,
+    ``(batch, n_q')``; a statistic that does not apply to ``kind`` sums to NaN over no query.
+    """
+    n_q_real, n_k_real = _checked_lengths(weights, query_mask, key_mask, kind)
+    batch, n_heads, n_q, n_k = weights.shape
+    device = weights.device
+    w = weights.detach().to(torch.float64)  # (batch, h, n_q, n_k)
+    i = torch.arange(n_q, device=device)  # query positions
+    j = torch.arange(n_k, device=device)  # key positions
+    allowed = key_mask[:, None, :].expand(batch, n_q, n_k)  # (batch, n_q, n_k)
+    if kind == "decoder self":
+        allowed = allowed & (j[None, :] <= i[:, None])[None]
+    n_allowed = allowed.sum(dim=-1)  # (batch, n_q)
+    terms = {}  # statistic -> (value (batch, h, n_q'), valid queries (batch, n_q'))
+
+    # entropy in nats, 0 log 0 = 0
+    plogp = torch.where(w > 0, w * torch.log(w.clamp_min(1e-300)), torch.zeros_like(w))
+    terms["entropy"] = -plogp.sum(dim=-1), query_mask
+    # entropy of the uniform distribution over the allowed keys
+    max_ent = torch.log(n_allowed.clamp_min(1).to(torch.float64))  # (batch, n_q)
+    terms["max_entropy"] = max_ent[:, None, :].expand(batch, n_heads, n_q), query_mask
+    if kind != "cross":
+        # previous token: weight of key i-1 for queries i >= 1
+        terms["previous"] = torch.diagonal(w, offset=-1, dim1=-2, dim2=-1), query_mask[:, 1:]  # (batch, h, n_q - 1)
+        terms["same"] = torch.diagonal(w, dim1=-2, dim2=-1), query_mask  # (batch, h, n_q)
+    terms["first"] = w[..., 0], query_mask
+    # the last real key is visible only to the last query of causal attention: not defined there
+    if kind != "decoder self":
+        last_index = (n_k_real - 1).clamp_min(0)[:, None, None, None].expand(batch, n_heads, n_q, 1)
+        terms["last"] = w.gather(-1, last_index)[..., 0], query_mask  # (batch, h, n_q)
+    if kind == "cross":
+        # the proportional diagonal: query i of n_q_real sits at key position (i + 1/2) n_k / n_q - 1/2
+        ratio = n_k_real.to(torch.float64) / n_q_real.clamp_min(1).to(torch.float64)  # (batch,)
+        centre = (i[None, :].to(torch.float64) + 0.5) * ratio[:, None] - 0.5  # (batch, n_q)
+        near = (j[None, None, :] - centre[:, :, None]).abs() <= 1.0  # (batch, n_q, n_k): within ±1 key
+        near = near & key_mask[:, None, :]
+        terms["diagonal"] = (w * near[:, None].to(torch.float64)).sum(dim=-1), query_mask  # (batch, h, n_q)
+
+    sums, counts = [], []
+    for name in STATISTICS:
+        if name in terms:
+            values, valid = terms[name]
+            valid = valid.to(torch.float64)
+            sums.append((values * valid[:, None, :]).sum(dim=(0, 2)))  # (h,)
+            counts.append(valid.sum())
+        else:
+            sums.append(torch.full((n_heads,), float("nan"), dtype=torch.float64, device=device))
+            counts.append(torch.tensor(0.0, dtype=torch.float64, device=device))
+    return torch.stack(sums), torch.stack(counts)
+
+
+def attention_statistics(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind: str) -> dict:
+    """Per-head summaries of attention weights, averaged over every real query position of every sentence.
+
+    For each head (statistics in :data:`STATISTICS`):
+
+    * ``entropy``: ``-Σ_k w_k ln w_k`` in nats (0 ln 0 = 0): 0 when a head looks at one token;
+    * ``max_entropy``: the same average for the uniform distribution over the keys each query may see,
+      ``ln(number of allowed keys)``, the upper bound of ``entropy`` (for causal attention query i sees i + 1 keys);
+    * ``previous``: weight on key ``i - 1`` (queries ``i ≥ 1``); ``same``: weight on key ``i`` (self-attention
+      only; NaN for cross-attention, where query and key positions belong to different sentences);
+    * ``first``: weight on key 0 (``<bos>`` in the decoder, the first word in the encoder);
+    * ``last``: weight on the last real key.  In this course sources carry no ``<eos>`` (``tmlib.data.collate``),
+      so this is the final token, a full stop in 95% of Multi30k sentences: the "sink" that heads of BERT find in
+      ``[SEP]`` and punctuation (Clark et al. 2019, §3).  NaN for causal (decoder self-) attention, where only the
+      last query sees that key;
+    * ``diagonal`` (cross-attention only, NaN otherwise): weight within ±1 key position of the proportional
+      diagonal: query i of ``n_q`` real queries (``<bos>`` counted) is centred at key ``(i + ½)·n_k/n_q − ½``.
+      A monotone word-by-word alignment scores close to 1.
+
+    Averages pool all real query positions of all sentences (long sentences weigh more); padded queries and keys
+    are excluded through the masks.
+
+    Args:
+        weights: float ``(batch, n_heads, n_q, n_k)``, each real row a distribution over the allowed keys.
+        query_mask: bool ``(batch, n_q)``, True = real query, right-padded.
+        key_mask: bool ``(batch, n_k)``, True = real key, right-padded.
+        kind: ``"encoder self"``, ``"decoder self"`` (causal) or ``"cross"``.
+
+    Returns:
+        ``{statistic: float64 NumPy array (n_heads,)}`` for each name in :data:`STATISTICS`.
+
+    Raises:
+        ValueError: an unknown kind; weights not 4-D float; masks of the wrong shape, not right-padded, or a
+            sentence with queries but no key; self-attention with ``n_q != n_k``.
+        TypeError: a mask that is not a 2-D bool tensor.
+
+    Source: Voita et al. (2019, "Analyzing Multi-Head Self-Attention"), §4; Clark et al. (2019, "What Does BERT
+    Look At?"), §3.
+    """
+    sums, counts = _statistic_sums(weights, query_mask, key_mask, kind)
+    means = sums / counts[:, None]  # NaN where nothing was counted
+    return {name: means[k].cpu().numpy() for k, name in enumerate(STATISTICS)}
+
+
+def head_statistics(model, batches: Iterable) -> "pd.DataFrame":
+    """:func:`attention_statistics` of every head of ``model`` over teacher-forced batches, as one table.
+
+    Args:
+        model: a :class:`tmlib.model.transformer.Transformer`.
+        batches: an iterable of :class:`tmlib.data.Batch` or ``(src, tgt_in)`` pairs of long tensors
+            ``(batch, src_len)``, ``(batch, tgt_len)``, right-padded (on the model's device).
+
+    Returns:
+        ``pandas.DataFrame`` with one row per head (columns ``kind``, ``layer``, ``head``, then :data:`STATISTICS`),
+        averaged over all real query positions of all batches.
+
+    Raises:
+        ValueError: no batch, or batches that are not right-padded (see :func:`attention_statistics`).
+
+    Source: Voita et al. (2019), §4; Clark et al. (2019), §3.
+    """
+    import pandas as pd
+
+    totals: dict = {}
+    for batch in batches:
+        src, tgt_in = _as_pair(batch)
+        cap = capture_attention(model, src, tgt_in)
+        for kind in ATTENTION_KINDS:
+            qm, km, _ = cap.masks(kind)
+            for layer, w in enumerate(cap.weights[kind]):
+                s, c = _statistic_sums(w, qm, km, kind)
+                if (kind, layer) in totals:
+                    s0, c0 = totals[(kind, layer)]
+                    s, c = s0 + s, c0 + c
+                totals[(kind, layer)] = (s, c)
+    if not totals:
+        raise ValueError("head_statistics needs at least one batch")
+    rows = []
+    for (kind, layer), (s, c) in totals.items():
+        means = (s / c[:, None]).cpu().numpy()  # (n_stats, n_heads)
+        for h in range(means.shape[1]):
+            rows.append({"kind": kind, "layer": layer, "head": h,
+                         **{name: float(means[k, h]) for k, name in enumerate(STATISTICS)}})
+    return pd.DataFrame(rows)
