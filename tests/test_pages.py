@@ -125,7 +125,9 @@ def test_measurements_page_describes_the_machine_of_every_record():
     assert {m["torch_version"] for m in machines} == {"2.13.0+cpu"}
     assert {m["python_version"] for m in machines} == {"3.11.7"}
     assert all(m["cpu_native_bf16"] and "avx512_bf16" in m["cpu_flags"] for m in machines)
-    dates = sorted(m["date"] for m in machines)
+    suite = sorted(m["date"] for m in machines if not m["date"].startswith("2026-11-24"))  # the attention rewrite: later
+    assert len(suite) == len(machines) - 1
+    dates = suite
     assert dates[0].startswith("2026-11-21") and dates[-1].startswith("2026-11-21")
     _assert_in(text, "21 November 2026", f"between {dates[0][11:16]} and {dates[-1][11:16]} UTC", "PyTorch 2.13.0",
                "Python 3.11.7", "AVX-512 BF16", "2 logical CPUs", where="book/measurements.md")
