@@ -35,7 +35,7 @@ from pathlib import Path
 
 from tmlib.training.experiment import RECOMMENDED, resume_config
 from tmlib.model.presets import PRESETS, get_preset
-from tmlib.training.trainer import RUNTIME_FIELDS, TrainConfig
+from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
 
 __all__ = ["main", "build_parser", "parse_config", "UsageError", "RECOMMENDED"]
 
@@ -154,7 +154,7 @@ def _check_environment(config: TrainConfig, data_dir) -> None:
     """Checks that need the machine or the data, still before any work: the ``torchrun`` environment, device,
     precision, data files."""
     from tmlib.training import distributed
-    from tmlib.training.trainer import resolve_precision
+    from tmlib.training.precision import resolve_precision
 
     try:
         device = distributed.local_device(config.device, distributed.torchrun_env())

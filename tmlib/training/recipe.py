@@ -17,7 +17,7 @@ import torch.utils.checkpoint
 
 from tmlib.validation import check_float, check_int
 
-__all__ = ["ADAM_BETAS", "ADAM_EPS", "make_optimizer", "NoamSchedule", "make_scheduler", "translation_loss"]
+__all__ = ["ADAM_BETAS", "ADAM_EPS", "make_optimizer", "NoamSchedule", "make_scheduler", "translation_loss", "step_loss"]
 
 #: Adam's β₁, β₂ and ε in the paper (§5.3).
 ADAM_BETAS = (0.9, 0.98)
@@ -148,3 +148,30 @@ def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int | 
     if reduction == "sum":
         return total
     return total / (labels != ignore).sum()  # the mean over the labels that count, as F.cross_entropy takes it
+
+
+def step_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int | None, label_smoothing: float,
+              batch_tokens: int, step_tokens: int) -> torch.Tensor:
+    """One batch's part of the loss of an optimizer step: its label-smoothed loss summed over its non-pad target
+    tokens, divided by ``step_tokens``, the non-pad target tokens of the whole step (every batch it accumulates,
+    on every process). The parts of a step add up to the mean over all its tokens, so the step's gradient is
+    the one of a single batch holding them all. This is the trainer's one normalisation of the loss.
+
+    When the batch is the whole step (``batch_tokens == step_tokens``) its part is its mean, computed as
+    ``F.cross_entropy(reduction="mean")`` computes it: bit for bit the loss of a training step written by hand.
+
+    Args:
+        logits: ``(batch, tgt_len, V)``; tgt_out: ``(batch, tgt_len)`` labels (see :func:`translation_loss`).
+        pad_id, label_smoothing: as for :func:`translation_loss`.
+        batch_tokens: the batch's non-pad target tokens (``Batch.n_tokens``).
+        step_tokens: the step's non-pad target tokens (>= ``batch_tokens``).
+
+    Returns:
+        0-dim float32/float64 tensor, in nats.
+
+    Raises:
+        ValueError: what :func:`translation_loss` raises.
+    """
+    if batch_tokens == step_tokens:
+        return translation_loss(logits, tgt_out, pad_id, label_smoothing)
+    return translation_loss(logits, tgt_out, pad_id, label_smoothing, "sum") / step_tokens
