@@ -10,11 +10,9 @@ agree bit for bit. :meth:`Trainer.fit` repeats it until a budget runs out, with 
 * the batches of each step: :class:`~tmlib.training.plan.StepPlan` (gradient accumulation);
 * throughput, history and progress bar: :mod:`tmlib.training.progress`;
 * evaluation: :func:`~tmlib.training.evaluation.evaluate_loss`, after every epoch and at the end;
-* checkpoint state: :meth:`Trainer.state_dict` holds everything needed to continue *exactly* (model, optimizer,
-  scheduler, gradient scaler, position in the epoch, RNG states, tokenizer, configuration, history), written
-  atomically by :meth:`Trainer.save` when the :class:`~tmlib.training.budget.CheckpointSchedule` says so, at the
-  end and on Ctrl-C: a run stopped anywhere and resumed produces the same losses and parameters, bit for bit, as
-  one that never stopped (same device and thread count);
+* checkpoint state: :meth:`Trainer.state_dict`, everything needed to continue *exactly* (RNG states included),
+  written atomically by :meth:`Trainer.save` when the :class:`~tmlib.training.budget.CheckpointSchedule` says so,
+  at the end and on Ctrl-C; a resumed run reproduces an uninterrupted one bit for bit (same device and threads);
 * the processes: a strategy of :mod:`tmlib.training.strategy`, one process or data parallelism under ``torchrun``.
 """
 from __future__ import annotations
@@ -138,8 +136,8 @@ class Trainer:
             with self.strategy.sync_gradients(now=i == len(batches) - 1):  # once per step, with the last batch
                 with self.amp.autocast():
                     logits = self.forward_fn(self.forward_model, batch)  # (batch, tgt_len, V)
-                part = step_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing,  # §5.4
-                                 batch.n_tokens, step_tokens)
+                part = step_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing,  # §5.4: summed
+                                 batch.n_tokens, step_tokens)  # over the batch's tokens / the step's tokens
                 self.amp.backward(self.strategy.backward_loss(part))  # the gradients of the batches add up
             loss = loss + part.detach()
         self.amp.unscale_(self.optimizer)  # (fp16: the gradients at their true scale)
@@ -201,10 +199,8 @@ class Trainer:
                     self.log.add_step(self.step, self.epoch, lr, loss, self.clock.tick())
                     self.throughput.add(step_tokens)
                     bar.update()
-                    if len(self.log.pending) >= c.log_every:  # copy the losses from the device, show the latest
-                        rate = self.throughput.lap()
-                        self.log.flush(rate)
-                        bar.show(self.history["loss"][-1], lr, rate)
+                    if len(self.log.pending) >= c.log_every:
+                        self._show(bar, lr)  # copy the losses from the device, show the latest
                 if interrupted:
                     self.save()
                     raise KeyboardInterrupt(f"interrupted at step {self.step}; checkpoint saved")
@@ -223,6 +219,12 @@ class Trainer:
         due = self.checkpoint_path is not None and self.checkpoints.due(self.step)
         return self.strategy.agree((budget.spent(self.step, self.epoch, self.clock.elapsed_s), due),
                                    (ctrl_c.requested,))
+
+    def _show(self, bar: ProgressBar, lr: float) -> None:
+        """Copy the pending losses from the device into the history; show the latest loss, lr and throughput."""
+        rate = self.throughput.lap()
+        self.log.flush(rate)
+        bar.show(self.history["loss"][-1], lr, rate)
 
     def _end_epoch(self, bar: ProgressBar) -> None:
         """Move to the next epoch; validate if asked (the time it takes is not counted in the throughput)."""
