@@ -1,4 +1,5 @@
-"""Data-parallel training (tmlib.training.distributed, the DDP parts of tmlib.training.trainer and tmlib.train).
+"""Data-parallel training (tmlib.training.distributed, the DataParallel strategy of tmlib.training.strategy as the
+trainer uses it, and tmlib.train).
 
 Two CPU processes talk over gloo on 127.0.0.1 (``torch.multiprocessing.spawn``, a free port, a time limit, the
 processes killed if they overrun). The claims checked:

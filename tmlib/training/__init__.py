@@ -23,7 +23,7 @@ from tmlib.training.plan import StepPlan
 from tmlib.training.precision import MixedPrecision, cpu_has_native_bf16, machine_settings, resolve_precision
 from tmlib.training.progress import History, ProgressBar, Throughput
 from tmlib.training.recipe import (
-    ADAM_BETAS, ADAM_EPS, NoamSchedule, make_optimizer, make_scheduler, step_loss, translation_loss
+    ADAM_BETAS, ADAM_EPS, NoamSchedule, make_ema, make_optimizer, make_scheduler, step_loss, translation_loss
 )
 from tmlib.training.strategy import DataParallel, SingleProcess, current_strategy
 from tmlib.training.trainer import Trainer, translation_forward
@@ -36,7 +36,7 @@ __all__ = [
     "agree", "all_reduce_sum", "assert_same", "backend_for", "broadcast_from_rank0", "check_world_size",
     "control_group", "cpu_has_native_bf16", "current_strategy", "default_run", "evaluate_loss", "gather_to_rank0",
     "get_rng_state", "is_distributed", "load_checkpoint", "load_or_train", "load_trained", "local_device",
-    "machine_settings", "make_optimizer", "make_scheduler", "process_group", "rank",
+    "machine_settings", "make_ema", "make_optimizer", "make_scheduler", "process_group", "rank",
     "resolve_precision", "resume_config", "run_training", "save_checkpoint", "set_rng_state", "step_loss",
     "torchrun_env", "translation_forward", "translation_loss", "world_size", "wrap_model"
 ]

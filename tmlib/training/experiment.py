@@ -153,7 +153,7 @@ class TrainedModel:
         model: the model, in eval mode, on the requested device.
         tokenizer: its :class:`~tmlib.data.tokenizer.BPETokenizer`.
         history: the training history (see :class:`tmlib.training.trainer.Trainer`).
-        config: the :class:`~tmlib.training.trainer.TrainConfig` it was trained with.
+        config: the :class:`~tmlib.training.config.TrainConfig` it was trained with.
         step, epoch: optimizer steps and completed epochs.
         elapsed_s: training wall time in seconds.
         finished: whether the run reached its budget (False: interrupted, resumable).
@@ -209,12 +209,12 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
     """The whole Multi30k German→English experiment: data, shared BPE tokenizer, model, training.
 
     Args:
-        config: :class:`~tmlib.training.trainer.TrainConfig`; its ``model.vocab_size`` is the size of the BPE vocabulary
+        config: :class:`~tmlib.training.config.TrainConfig`; its ``model.vocab_size`` is the size of the BPE vocabulary
             to train, and the model gets the tokenizer's actual size and padding id.
         out_dir: run folder (``None``: keep nothing on disk).
         resume: continue the run in ``out_dir``: its stored configuration, tokenizer, model and position; the
             runtime fields of ``config`` (budgets, device, precision, threads, logging; see
-            :data:`tmlib.training.trainer.RUNTIME_FIELDS`) replace the stored ones.
+            :data:`tmlib.training.config.RUNTIME_FIELDS`) replace the stored ones.
         data: the tokenizer and batches to train on (chapter 9 passes the ones it built); default: built here
             with :meth:`TranslationData.prepare`. When resuming, its tokenizer must equal the stored one.
         data_dir: where Multi30k is (see :func:`tmlib.data.load_multi30k`).

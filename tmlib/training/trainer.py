@@ -36,7 +36,7 @@ from tmlib.training.evaluation import evaluate_loss
 from tmlib.training.plan import StepPlan
 from tmlib.training.precision import MixedPrecision, machine_settings
 from tmlib.training.progress import History, ProgressBar, Throughput
-from tmlib.training.recipe import make_optimizer, make_scheduler, step_loss
+from tmlib.training.recipe import make_ema, make_optimizer, make_scheduler, step_loss
 from tmlib.training.strategy import current_strategy
 from tmlib.utils import atomic_write, remove_stale_temporaries
 
@@ -94,7 +94,7 @@ class Trainer:
         self.model = model.to(self.device)
         self.optimizer = make_optimizer(self.model)
         self.scheduler = make_scheduler(self.optimizer, model.d_model, self.config.warmup_steps, self.config.lr_factor)
-        self.ema = _moving_average(self.model, self.config.ema_decay) if self.config.ema_decay else None
+        self.ema = make_ema(self.model, self.config.ema_decay) if self.config.ema_decay else None
         self.strategy.prepare(train_batches, self.config.seed)
         self.forward_model, self.eval_forward_model = self._wrap()
         self.plan, self.checkpoints, self.throughput = self._runtime_parts()
@@ -387,11 +387,3 @@ class Trainer:
         c = self.config
         return (StepPlan(self.train_batches, c.accumulate, self.strategy, self.device, c.num_workers),
                 CheckpointSchedule(c.checkpoint_minutes, c.checkpoint_every), Throughput(self.device))
-
-
-def _moving_average(model: torch.nn.Module, decay: float):
-    """An exponential moving average of the weights (``torch.optim.swa_utils.AveragedModel``): after every
-    optimizer step ``ema ← decay · ema + (1 − decay) · weights`` (the first update copies the weights)."""
-    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
-
-    return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay))
