@@ -53,8 +53,8 @@ def test_mixed_precision_on_cuda(tmp_path, amp):
     if amp == "bf16" and not torch.cuda.is_bf16_supported():
         pytest.skip("this GPU has no bf16")
     t = _trainer(tmp_path, amp, amp=amp, max_steps=8)
-    assert t.precision == {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]
-    assert t.scaler.is_enabled() == (amp == "fp16")  # fp16 needs loss scaling, bf16 does not
+    assert t.amp.dtype == {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+    assert t.amp.scaler.is_enabled() == (amp == "fp16")  # fp16 needs loss scaling, bf16 does not
     t.fit()
     assert np.isfinite(t.history["loss"]).all()
     assert resolve_precision("auto", torch.device("cuda")) in (torch.bfloat16, torch.float16)

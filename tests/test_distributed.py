@@ -1,4 +1,5 @@
-"""Data-parallel training (tmlib.training.distributed, the DDP parts of tmlib.training.trainer and tmlib.train).
+"""Data-parallel training (tmlib.training.distributed, the DataParallel strategy of tmlib.training.strategy as the
+trainer uses it, and tmlib.train).
 
 Two CPU processes talk over gloo on 127.0.0.1 (``torch.multiprocessing.spawn``, a free port, a time limit, the
 processes killed if they overrun). The claims checked:
@@ -30,7 +31,7 @@ from tmlib.data import BatchIterator  # noqa: E402
 from tmlib.model import make_model  # noqa: E402
 from toy_data import toy_examples  # noqa: E402
 from tmlib.training import make_optimizer, make_scheduler, translation_loss  # noqa: E402
-from tmlib.training import TrainConfig, Trainer  # noqa: E402
+from tmlib.training import DataParallel, SingleProcess, TrainConfig, Trainer  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
                                 reason="this torch build has no torch.distributed with gloo")
@@ -117,27 +118,29 @@ K_STEPS, ACCUMULATE = 6, 2
 def _equivalence_worker(rank, out_dir, device):
     trainer = _trainer(None, float64=True, dropout=0.0, max_steps=K_STEPS, accumulate=ACCUMULATE, device=device)
     grads, tokens, shares, losses = [], [], [], []
-    real_step, real_share = trainer.train_step, trainer._my_batches
+    strategy = trainer.strategy
+    assert isinstance(strategy, DataParallel) and strategy.world_size == 2 and strategy.is_main == (rank == 0)
+    real_step, real_share = trainer.train_step, strategy.share
 
-    def train_step(micro):  # record the gradients (all-reduced by DDP) and the step's global token count
-        loss = real_step(micro)
+    def train_step(micro, step_tokens):  # record the gradients (all-reduced by DDP) and the step's global token count
+        loss = real_step(micro, step_tokens)
         losses.append(loss.item())  # float64 (the history keeps float32)
         grads.append([p.grad.detach().cpu().clone() for p in trainer.model.parameters()])
-        tokens.append(trainer._step_tokens)
+        tokens.append(step_tokens)
         return loss
 
-    def my_batches(group):  # record which batches this rank trains on
+    def share(group):  # record which batches this rank trains on
         mine = real_share(group)
         shares.append(([list(b) for b in group], [list(b) for b in mine]))
         return mine
 
-    real_no_sync, no_sync_entries = trainer.ddp_model.no_sync, []
+    real_no_sync, no_sync_entries = strategy.ddp.no_sync, []
 
     def no_sync():  # count the micro-batches whose gradients are not all-reduced
         no_sync_entries.append(1)
         return real_no_sync()
 
-    trainer.train_step, trainer._my_batches, trainer.ddp_model.no_sync = train_step, my_batches, no_sync
+    trainer.train_step, strategy.share, strategy.ddp.no_sync = train_step, share, no_sync
     trainer.fit()
     result = _result(trainer)
     result.update(grads=grads, tokens=tokens, shares=shares, step_losses=losses, no_sync=len(no_sync_entries),
@@ -248,12 +251,12 @@ def _full_and_killed_worker(rank, root):
     cut = _trainer(root / "cut" / "checkpoint.pt", max_steps=N_STEPS, checkpoint_every=5)
     real, calls = cut.train_step, []
 
-    def train_step(micro):  # both processes die in the middle of step 8: only the step-5 checkpoint survives
+    def train_step(*args):  # both processes die in the middle of step 8: only the step-5 checkpoint survives
         calls.append(1)
         if len(calls) == 8:
             sys.stdout.flush()
             os._exit(3)
-        return real(micro)
+        return real(*args)
 
     cut.train_step = train_step
     cut.fit()
@@ -277,11 +280,11 @@ def _resume_worker(rank, root):
     ctrl = _trainer(root / "ctrl" / "checkpoint.pt", max_steps=N_STEPS)
     real, calls = ctrl.train_step, []
 
-    def train_step(micro):
+    def train_step(*args):
         calls.append(1)
         if rank == 1 and len(calls) == 6:
             os.kill(os.getpid(), signal.SIGINT)
-        return real(micro)
+        return real(*args)
 
     ctrl.train_step = train_step
     with pytest.raises(KeyboardInterrupt):
@@ -388,6 +391,14 @@ def test_single_process_helpers_are_no_ops():
     assert D.all_reduce_sum(t) is t and torch.equal(t, torch.ones(2))
     model = torch.nn.Linear(2, 2)
     assert D.wrap_model(model, torch.device("cpu")) is model
+    single = SingleProcess()  # the strategy of one process: every collective is the identity
+    assert (single.rank, single.world_size, single.is_main) == (0, 1, True)
+    assert single.wrap(model, torch.device("cpu")) is model and single.backward_loss(t) is t and single.sum(t) is t
+    assert single.share([[1], [2]]) == [[1], [2]] and single.share_evaluation([[1], [2]]) == [[1], [2]]
+    assert single.total(7) == 7 and single.agree((True, False), (True,)) == (True, False, True)
+    assert single.gather("x") == ["x"] and single.broadcast(5) == 5
+    with pytest.raises(RuntimeError, match="DataParallel needs an initialised process group"):
+        DataParallel()
     with D.process_group("cpu", D.DistEnv()) as env:
         assert env == D.DistEnv() and not torch.distributed.is_initialized()
 

@@ -179,7 +179,7 @@ def test_save_is_durable_and_cleans_leftovers(tmp_path, monkeypatch):
     synced = []
     real_fsync = os.fsync
     monkeypatch.setattr(U.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
-    from tmlib.training import remove_stale_temporaries
+    from tmlib.utils import remove_stale_temporaries
     assert remove_stale_temporaries(path) == [leftover]
     T.save_checkpoint(path, {"format": T.CHECKPOINT_FORMAT})
     assert len(synced) >= 1  # the file (and the folder) are flushed before and after the rename
@@ -260,11 +260,11 @@ def test_mid_epoch_checkpoint_resume_is_exact(tmp_path):
     real = cut.train_step
     calls = []
 
-    def train_step(batch):  # a crash in the middle of step 9: only the step-7 checkpoint survives
+    def train_step(*args):  # a crash in the middle of step 9: only the step-7 checkpoint survives
         calls.append(1)
         if len(calls) == 9:
             raise Interrupt
-        return real(batch)
+        return real(*args)
 
     cut.train_step = train_step
     with pytest.raises(Interrupt):
@@ -320,16 +320,81 @@ def test_run_training_load_or_train_and_cli(tmp_path):
 
 @pytest.mark.parametrize("native", [True, False])
 def test_amp_auto_uses_bf16_only_where_native(tmp_path, monkeypatch, native):
-    import tmlib.training.trainer as TR
+    import tmlib.training.precision as P
 
-    monkeypatch.setattr(TR, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(P, "cpu_has_native_bf16", lambda: native)
     on = _trainer(tmp_path, f"amp{native}", amp="auto")
     off = _trainer(tmp_path, f"noamp{native}", amp="off")
-    with on.autocast():
+    with on.amp.autocast():
         assert torch.is_autocast_enabled("cpu") is native
-    with off.autocast():
+    with off.amp.autocast():
         assert torch.is_autocast_enabled("cpu") is False
     assert T.TrainConfig.from_dict(on.config.to_dict()) == on.config
+
+
+@pytest.mark.parametrize("native_bf16, expected", [(True, torch.bfloat16), (False, torch.float16)])
+def test_amp_auto_on_cuda_asks_for_native_bf16(monkeypatch, native_bf16, expected):
+    """A T4 (Colab's GPU) only emulates bf16: ``is_bf16_supported()`` says yes with its default
+    ``including_emulation=True``. "auto" must ask for native bf16 and give the T4 fp16 with a gradient scaler."""
+    asked = []
+
+    def is_bf16_supported(including_emulation=True):
+        asked.append(including_emulation)
+        return native_bf16 or including_emulation
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    assert T.resolve_precision("auto", torch.device("cuda")) == expected
+    assert asked == [False]
+
+
+def test_a_checkpoint_of_another_format_is_refused(tmp_path):
+    t = _trainer(tmp_path, "run", max_steps=1)
+    t.save()
+    state = T.load_checkpoint(tmp_path / "run" / "checkpoint.pt")
+    state["format"] = "tmlib-checkpoint-1"  # as written by tmlib 0.1
+    torch.save(state, tmp_path / "old.pt")
+    with pytest.raises(T.CheckpointError, match="format 'tmlib-checkpoint-1', which this version does not read"):
+        t.resume(tmp_path / "old.pt")
+    with pytest.raises(T.CheckpointError, match="format 'tmlib-checkpoint-1'"):
+        T.load_trained(tmp_path / "old.pt", device="cpu")
+
+
+def test_step_loss_divides_the_summed_loss_by_the_tokens_of_the_step():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 7, dtype=torch.float64)
+    tgt = torch.tensor([[3, 5, 2, 0], [1, 0, 0, 0]])  # 4 target tokens
+    total = T.translation_loss(logits, tgt, 0, 0.1, "sum")
+    assert torch.equal(T.step_loss(logits, tgt, 0, 0.1, 4, 10), total / 10)  # a part of a step of 10 tokens
+    # a batch that is the whole step: its mean, as cross_entropy computes it (bit for bit a hand-written step)
+    assert torch.equal(T.step_loss(logits, tgt, 0, 0.1, 4, 4), T.translation_loss(logits, tgt, 0, 0.1))
+    assert math.isclose(float(T.step_loss(logits, tgt, 0, 0.1, 4, 4)), float(total) / 4, rel_tol=1e-12)
+
+
+def test_budget_clock_and_checkpoint_schedule():
+    with pytest.raises(ValueError, match="give at least one budget"):
+        T.Budget(None, None, None)
+    budget = T.Budget(max_steps=None, max_epochs=2, max_minutes=1.0)
+    assert budget.total_steps(7) == 14 and T.Budget(5, 2, None).total_steps(7) == 5
+    assert not budget.spent(step=100, epoch=1, elapsed_s=59.0)
+    assert budget.spent(step=100, epoch=2, elapsed_s=0.0) and budget.spent(step=0, epoch=0, elapsed_s=60.0)
+    clock = T.Clock(10.0)
+    assert clock.tick() >= 10.0 and clock.elapsed_s >= 10.0
+    schedule = T.CheckpointSchedule(every_minutes=None, every_steps=3)
+    assert [s for s in range(1, 10) if schedule.due(s)] == [3, 6, 9]
+    schedule.saved(6)
+    assert not schedule.due(6) and schedule.due(9)  # at most once per step
+    assert T.CheckpointSchedule(every_minutes=0.0, every_steps=None).due(1)
+
+
+def test_without_a_checkpoint_path_nothing_is_saved(tmp_path, monkeypatch):
+    t = _trainer(tmp_path, "none", max_steps=6, checkpoint_every=1)
+    t.checkpoint_path = None
+    saves = []
+    real = t.save
+    monkeypatch.setattr(t, "save", lambda: (saves.append(t.step), real())[1])
+    t.fit()
+    assert saves == [6]  # only the final call, which writes nothing
+    assert not (tmp_path / "none").exists()
 
 
 # ------------------------------------------------------------------ resume anywhere, Ctrl-C, accumulation, compile
@@ -358,7 +423,7 @@ def test_resumed_run_takes_device_precision_and_budget_from_the_command_line(tmp
     T.run_training(config, tmp_path / "run", data_dir=SHARED)
     later = dataclasses.replace(config, max_steps=4, amp="bf16", lr_factor=9.0)  # lr_factor is not a runtime field
     trainer = T.run_training(later, tmp_path / "run", resume=True, data_dir=SHARED)
-    assert trainer.step == 4 and trainer.config.amp == "bf16" and trainer.precision == torch.bfloat16
+    assert trainer.step == 4 and trainer.config.amp == "bf16" and trainer.amp.dtype == torch.bfloat16
     assert trainer.config.lr_factor == 0.5  # the run's recipe is kept
 
 
@@ -371,11 +436,11 @@ def test_ctrl_c_finishes_the_step_saves_and_resumes_exactly(tmp_path):
     real = cut.train_step
     calls = []
 
-    def train_step(batch):  # Ctrl-C arrives in the middle of step 6
+    def train_step(*args):  # Ctrl-C arrives in the middle of step 6
         calls.append(1)
         if len(calls) == 6:
             os.kill(os.getpid(), signal.SIGINT)
-        return real(batch)
+        return real(*args)
 
     cut.train_step = train_step
     with pytest.raises(KeyboardInterrupt):
@@ -431,7 +496,7 @@ def test_compile_option_trains_the_same(tmp_path, monkeypatch):
     np.testing.assert_allclose(compiled.history["loss"], eager.history["loss"], rtol=1e-5)
 
 
-def test_train_config_checks_and_legacy_layout():
+def test_train_config_checks():
     with pytest.raises(ValueError, match="max_minutes must be > 0.0, got -1.0"):
         T.TrainConfig(max_minutes=-1)
     with pytest.raises(ValueError, match="max_steps must be >= 1, got -5"):
@@ -440,15 +505,13 @@ def test_train_config_checks_and_legacy_layout():
         T.TrainConfig(grad_clip=0.0)
     with pytest.raises(ValueError, match="amp must be"):
         T.TrainConfig(amp="yes")
-    legacy = {"preset": "small", "model_overrides": {"n_encoder_layers": 2, "n_decoder_layers": 2, "d_ff": 512},
-              "vocab_size": 8000, "max_len": 100, "warmup_steps": 200, "lr_factor": 0.3, "label_smoothing": 0.1,
-              "grad_clip": 1.0, "max_tokens": 2000, "max_steps": None, "max_epochs": None, "max_minutes": 15.0,
-              "seed": 0, "device": "auto", "threads": 2, "amp": True, "cpu_amp": True, "checkpoint_every": 500,
-              "val_every_epoch": True, "progress": True, "progress_interval": 10.0}
-    config = T.TrainConfig.from_dict(legacy)
-    # tmlib 0.1's recommended model: today's "cpu" preset with the dropout it had then
-    assert config.model == dataclasses.replace(PRESETS_CPU, dropout=0.1)
-    assert config.max_sentence_len == 100 and config.amp == "auto"
+    with pytest.raises(ValueError, match="device must be auto, cpu, cuda, cuda:N or mps, got 'gpu'"):
+        T.TrainConfig(device="gpu")
+    with pytest.raises(TypeError, match="model must be a tmlib.model.ModelConfig, got dict"):
+        T.TrainConfig(model={"d_model": 8})
+    with pytest.raises(ValueError, match=r"unknown TrainConfig field\(s\) \['preset'\]"):
+        T.TrainConfig.from_dict({"preset": "small"})  # the layout of tmlib 0.1 is not read
+    assert T.TrainConfig.from_dict(T.RECOMMENDED.to_dict()) == T.RECOMMENDED
 
 
 # ------------------------------------------------------------------ the command line
@@ -492,7 +555,6 @@ def test_cli_resume_errors(tmp_path, capsys):
     assert "keeps its model" in _cli_error(capsys, ["--out", str(run), "--resume", "--preset", "base"])
 
 
-PRESETS_CPU = T.RECOMMENDED.model
 EXPECTED_PARAMETERS = {"base": 63_119_496, "big": 214_282_376, "small": 7_585_600, "cpu": 4_691_776,
                        "tiny": 306_752}
 
@@ -534,8 +596,8 @@ def test_ema_of_the_weights_is_kept_saved_and_loaded(tmp_path):
     history = []
     real = t.train_step
 
-    def step(batch):
-        loss = real(batch)
+    def step(*args):
+        loss = real(*args)
         history.append([p.detach().clone() for p in t.model.parameters()])
         return loss
 
@@ -563,13 +625,13 @@ def test_keep_best_keeps_the_weights_of_the_lowest_validation_nll(tmp_path):
     t = _trainer(tmp_path, "best", max_steps=40, keep_best=True)
     t.tokenizer = train_tokenizer([("a b c d", "e f g h")] * 3, vocab_size=20)  # load_trained needs one
     snapshots = {}
-    real = t._validate
+    real = t.validate
 
     def validate():
         real()
         snapshots[t.step] = {k: v.detach().clone() for k, v in t.model.state_dict().items()}
 
-    t._validate = validate
+    t.validate = validate
     scripted = iter([(3.0, 3.0), (2.0, 2.0), (2.5, 2.5), (1.5, 1.5), (2.2, 2.2), (2.9, 2.9)])
     real_evaluate = t.evaluate
     t.evaluate = lambda batches=None: next(scripted)  # validation NLLs that fall, rise, fall and rise again

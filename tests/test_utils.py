@@ -40,3 +40,24 @@ def test_atomic_write_keeps_old_content_on_failure(tmp_path):
             raise RuntimeError("interrupted")
     assert target.read_text() == "old"
     assert [p.name for p in target.parent.iterdir()] == ["f.txt"]  # no temporary file left
+
+
+def test_get_device_picks_cuda_then_mps_then_cpu(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from tmlib.utils import get_device
+
+    monkeypatch.delenv("TMLIB_DEVICE", raising=False)
+    for cuda, mps, expected in [(True, True, "cuda"), (False, True, "mps"), (False, False, "cpu")]:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda mps=mps: mps)
+        assert get_device() == torch.device(expected)
+    with pytest.raises(ValueError, match="'mps' was requested but torch.backends.mps.is_available"):
+        get_device("mps")
+    with pytest.raises(ValueError, match="'cuda' was requested"):
+        get_device("cuda")
+    with pytest.raises(ValueError, match="unknown device 'gpu'"):
+        get_device("gpu")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert get_device("mps") == torch.device("mps")
+    monkeypatch.setenv("TMLIB_DEVICE", "cpu")
+    assert get_device() == torch.device("cpu")

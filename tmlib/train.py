@@ -13,7 +13,7 @@ progress bar and writes the run folder, which must be on a file system every nod
 run continues only on as many processes as it started with.
 
 Every option comes from a configuration dataclass, through ``simple_parsing``: one per field of
-:class:`tmlib.training.trainer.TrainConfig`, and one per field of its model, :class:`tmlib.model.config.ModelConfig`,
+:class:`tmlib.training.config.TrainConfig`, and one per field of its model, :class:`tmlib.model.config.ModelConfig`,
 whose command-line help is written here (:data:`MODEL_HELP`: the model's configuration carries no command-line
 metadata). ``--preset NAME`` chooses the model of :data:`tmlib.model.config.PRESETS` exactly; the recipe options
 keep the recommended values (:data:`tmlib.training.experiment.RECOMMENDED`) unless given.
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from tmlib.model.config import PRESETS, ModelConfig, get_preset
 from tmlib.training.experiment import RECOMMENDED, resume_config
-from tmlib.training.trainer import RUNTIME_FIELDS, TrainConfig
+from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
 from tmlib.validation import parse_optional, parse_optional_bool
 
 __all__ = ["main", "build_parser", "parse_config", "UsageError", "RECOMMENDED", "MODEL_HELP"]
@@ -111,7 +111,7 @@ def _model_options(default: ModelConfig) -> type:
 
 
 def _recipe_options(default: TrainConfig) -> type:
-    """:class:`~tmlib.training.trainer.TrainConfig` for ``simple_parsing``, without options for its ``model``
+    """:class:`~tmlib.training.config.TrainConfig` for ``simple_parsing``, without options for its ``model``
     (:func:`_model_options` gives those)."""
 
     @dataclasses.dataclass(frozen=True)
@@ -127,7 +127,7 @@ def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
     """The argument parser, whose configuration options default to ``default``.
 
     Run options: ``--out``, ``--resume``, ``--data-dir``, ``--preset``. Configuration options: one per field
-    of :class:`~tmlib.training.trainer.TrainConfig` (into ``args.config``, its ``model`` left at the default) and
+    of :class:`~tmlib.training.config.TrainConfig` (into ``args.config``, its ``model`` left at the default) and
     of :class:`~tmlib.model.config.ModelConfig` (into ``args.model``), e.g. ``--max-minutes``, ``--lr-factor``,
     ``--d-model``, ``--n-encoder-layers``; optional values accept ``none`` (``--grad-clip none``: no clipping).
     """
@@ -163,7 +163,7 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
     """Parse and check the command line; no data is read and nothing is written.
 
     Returns:
-        ``(config, args)``: the :class:`~tmlib.training.trainer.TrainConfig` to train with and the run options.
+        ``(config, args)``: the :class:`~tmlib.training.config.TrainConfig` to train with and the run options.
 
     Raises:
         UsageError: any invalid argument, a run folder that exists without ``--resume`` or is missing with it,
@@ -219,7 +219,7 @@ def _check_environment(config: TrainConfig, data_dir) -> None:
     """Checks that need the machine or the data, still before any work: the ``torchrun`` environment, device,
     precision, data files."""
     from tmlib.training import distributed
-    from tmlib.training.trainer import resolve_precision
+    from tmlib.training.precision import resolve_precision
 
     try:
         device = distributed.local_device(config.device, distributed.torchrun_env())

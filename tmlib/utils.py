@@ -43,25 +43,32 @@ def seed_everything(seed: int = 0) -> np.random.Generator:
 
 
 def get_device(prefer: str | None = None):
-    """The one place that picks a device: CUDA if available, else CPU.
+    """The one place that picks a device: an NVIDIA GPU (CUDA) if available, else Apple's GPU (MPS), else the CPU.
 
     Args:
-        prefer: ``None`` (automatic), ``"cpu"`` or ``"cuda"``; the ``TMLIB_DEVICE``
+        prefer: ``None`` (automatic), ``"cpu"``, ``"cuda"`` (or ``"cuda:N"``) or ``"mps"``; the ``TMLIB_DEVICE``
             environment variable overrides the automatic choice.
 
     Returns:
         ``torch.device``.
 
     Raises:
-        ValueError: ``"cuda"`` asked for but not available, or an unknown device name.
+        ValueError: ``"cuda"`` or ``"mps"`` asked for but not available, or an unknown device name.
     """
     import torch
 
-    name = prefer or os.environ.get("TMLIB_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    if prefer or os.environ.get("TMLIB_DEVICE"):
+        name = prefer or os.environ["TMLIB_DEVICE"]
+    elif torch.cuda.is_available():
+        name = "cuda"
+    else:
+        name = "mps" if torch.backends.mps.is_available() else "cpu"
+    if not (name == "cpu" or name.startswith("cuda") or name == "mps"):
+        raise ValueError(f"unknown device {name!r}: use 'cpu', 'cuda' or 'mps'")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was requested but torch.cuda.is_available() is False")
-    if not (name == "cpu" or name.startswith("cuda") or name == "mps"):
-        raise ValueError(f"unknown device {name!r}: use 'cpu' or 'cuda'")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps' was requested but torch.backends.mps.is_available() is False")
     return torch.device(name)
 
 

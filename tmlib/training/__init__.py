@@ -1,32 +1,42 @@
-"""Training (§5): the recipe (Adam, the learning-rate schedule, the label-smoothed loss), the training
-loop, checkpoints, data parallelism, and the Multi30k experiment of chapter 9.
+"""Training (§5): the recipe (Adam, the learning-rate schedule, the label-smoothed loss), the training loop and its
+collaborators (precision, budgets, the batches of each step, progress, evaluation, checkpoints), data parallelism,
+and the Multi30k experiment of chapter 9.
 """
 
+from tmlib.training.budget import Budget, CheckpointSchedule, Clock, DeferredInterrupt
 from tmlib.training.checkpoint import (
-    CHECKPOINT_FORMAT, CHECKPOINT_NAME, CheckpointError, get_rng_state, load_checkpoint, remove_stale_temporaries,
-    save_checkpoint, set_rng_state
+    CHECKPOINT_FORMAT, CHECKPOINT_NAME, CheckpointError, get_rng_state, load_checkpoint, save_checkpoint,
+    set_rng_state
 )
+from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
 from tmlib.training.distributed import (
     DistEnv, WorldSizeMismatch, agree, all_reduce_sum, assert_same, backend_for, broadcast_from_rank0,
     check_world_size, control_group, gather_to_rank0, is_distributed, local_device, process_group, rank,
     torchrun_env, world_size, wrap_model
 )
+from tmlib.training.evaluation import evaluate_loss
 from tmlib.training.experiment import (
     RECOMMENDED, RUN_DIR_ENV, SMOKE, TrainedModel, TranslationData, default_run, load_or_train, load_trained,
     resume_config, run_training
 )
-from tmlib.training.recipe import ADAM_BETAS, ADAM_EPS, NoamSchedule, make_optimizer, make_scheduler, translation_loss
-from tmlib.training.trainer import (
-    RUNTIME_FIELDS, TrainConfig, Trainer, cpu_has_native_bf16, resolve_precision, translation_forward
+from tmlib.training.plan import StepPlan
+from tmlib.training.precision import MixedPrecision, cpu_has_native_bf16, machine_settings, resolve_precision
+from tmlib.training.progress import History, ProgressBar, Throughput
+from tmlib.training.recipe import (
+    ADAM_BETAS, ADAM_EPS, NoamSchedule, make_ema, make_optimizer, make_scheduler, step_loss, translation_loss
 )
+from tmlib.training.strategy import DataParallel, SingleProcess, current_strategy
+from tmlib.training.trainer import Trainer, translation_forward
 
 __all__ = [
-    "ADAM_BETAS", "ADAM_EPS", "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "CheckpointError", "DistEnv",
-    "NoamSchedule", "RECOMMENDED", "RUNTIME_FIELDS", "RUN_DIR_ENV", "SMOKE", "TrainConfig", "TrainedModel",
-    "Trainer", "TranslationData", "WorldSizeMismatch", "agree", "all_reduce_sum", "assert_same", "backend_for",
-    "broadcast_from_rank0", "check_world_size", "control_group", "cpu_has_native_bf16", "default_run",
-    "gather_to_rank0", "get_rng_state", "is_distributed", "load_checkpoint", "load_or_train", "load_trained",
-    "local_device", "make_optimizer", "make_scheduler", "process_group", "rank", "remove_stale_temporaries",
-    "resolve_precision", "resume_config", "run_training", "save_checkpoint", "set_rng_state", "torchrun_env",
-    "translation_forward", "translation_loss", "world_size", "wrap_model"
+    "ADAM_BETAS", "ADAM_EPS", "Budget", "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "CheckpointError",
+    "CheckpointSchedule", "Clock", "DataParallel", "DeferredInterrupt", "DistEnv", "History", "MixedPrecision",
+    "NoamSchedule", "ProgressBar", "RECOMMENDED", "RUNTIME_FIELDS", "RUN_DIR_ENV", "SMOKE", "SingleProcess",
+    "StepPlan", "Throughput", "TrainConfig", "TrainedModel", "Trainer", "TranslationData", "WorldSizeMismatch",
+    "agree", "all_reduce_sum", "assert_same", "backend_for", "broadcast_from_rank0", "check_world_size",
+    "control_group", "cpu_has_native_bf16", "current_strategy", "default_run", "evaluate_loss", "gather_to_rank0",
+    "get_rng_state", "is_distributed", "load_checkpoint", "load_or_train", "load_trained", "local_device",
+    "machine_settings", "make_ema", "make_optimizer", "make_scheduler", "process_group", "rank",
+    "resolve_precision", "resume_config", "run_training", "save_checkpoint", "set_rng_state", "step_loss",
+    "torchrun_env", "translation_forward", "translation_loss", "world_size", "wrap_model"
 ]

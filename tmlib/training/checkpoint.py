@@ -16,23 +16,20 @@ import errno
 import os
 import pickle
 import random
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from tmlib.utils import atomic_write, remove_stale_temporaries
+from tmlib.utils import atomic_write
 
 __all__ = ["CHECKPOINT_NAME", "CHECKPOINT_FORMAT", "CheckpointError", "save_checkpoint", "load_checkpoint",
-           "get_rng_state", "set_rng_state", "remove_stale_temporaries"]
+           "get_rng_state", "set_rng_state"]
 
 #: File name of the checkpoint inside a run folder.
 CHECKPOINT_NAME = "checkpoint.pt"
-#: The ``"format"`` entry of the checkpoints this version writes ("-1" had the older configuration layout;
-#: :func:`tmlib.training.experiment.load_trained` still reads it).
+#: The ``"format"`` entry of the checkpoints this version writes, and the only one it reads.
 CHECKPOINT_FORMAT = "tmlib-checkpoint-2"
-_KNOWN_FORMATS = ("tmlib-checkpoint-1", CHECKPOINT_FORMAT)
 
 
 class CheckpointError(RuntimeError):
@@ -87,7 +84,8 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_form
     Args:
         path: the ``checkpoint.pt`` file.
         map_location: where to put the tensors (default: CPU; the trainer moves what it restores).
-        require_format: check that the file is a tmlib checkpoint (a dict with a known ``"format"``).
+        require_format: check that the file is a tmlib checkpoint of this version (a dict with ``"format"``
+            equal to :data:`CHECKPOINT_FORMAT`).
 
     Returns:
         The checkpoint dict.
@@ -95,7 +93,8 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_form
     Raises:
         FileNotFoundError: no file at ``path`` (the message says how to produce one).
         CheckpointError: ``path`` is a folder, not a PyTorch file, truncated or corrupt, a file that carries
-            Python code (refused, never run), or a PyTorch file that is not a tmlib checkpoint.
+            Python code (refused, never run), a PyTorch file that is not a tmlib checkpoint, or a checkpoint of
+            another format (an older version of tmlib).
     """
     path = Path(path)
     if path.is_dir():
@@ -117,9 +116,15 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_form
             raise CheckpointError(f"cannot read checkpoint {path}: it is truncated or corrupt ({text}); delete it "
                                   "and train again") from err
         raise CheckpointError(f"{path} is not a PyTorch checkpoint file ({text})") from err
-    if require_format and not (isinstance(state, dict) and state.get("format") in _KNOWN_FORMATS):
-        raise CheckpointError(f"{path} is a PyTorch file but not a tmlib checkpoint (expected a dict with 'format' in "
-                              f"{list(_KNOWN_FORMATS)}); train one with `python -m tmlib.train`")
+    if require_format:
+        found = state.get("format") if isinstance(state, dict) else None
+        if found is None:
+            raise CheckpointError(f"{path} is a PyTorch file but not a tmlib checkpoint (expected a dict with 'format' "
+                                  f"{CHECKPOINT_FORMAT!r}); train one with `python -m tmlib.train`")
+        if found != CHECKPOINT_FORMAT:
+            raise CheckpointError(f"{path} is a tmlib checkpoint of format {found!r}, which this version does not "
+                                  f"read (it reads {CHECKPOINT_FORMAT!r}): train the model again with "
+                                  "`python -m tmlib.train`")
     return state
 
 

@@ -5,7 +5,7 @@ objects, training into a run folder, and loading a trained model back.
   ``benchmarks/results/``); :data:`SMOKE`: a few seconds of training for CI (``TMLIB_SMOKE=1``).
 * :class:`TranslationData`: the tokenizer and the training and validation batches. Chapter 9 builds it in
   its cells and passes it to the training, so the objects the chapter shows are the ones that train.
-* :func:`run_training`: data, model (:func:`tmlib.model.transformer.make_model`), :class:`tmlib.training.trainer.Trainer`, run folder.
+* :func:`run_training`: data, model (:func:`tmlib.model.make_model`), :class:`tmlib.training.trainer.Trainer`, run folder.
 * :func:`load_trained` / :func:`load_or_train`: a :class:`TrainedModel` (model, tokenizer, history, config, ...)
   from a run folder, training it first if needed (the UvA tutorials' "load the checkpoint if present,
   otherwise train").
@@ -29,11 +29,13 @@ from pathlib import Path
 
 import torch
 
-from tmlib.training import distributed
-from tmlib.training.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 from tmlib.model.config import PRESETS, ModelConfig
 from tmlib.model.transformer import make_model
-from tmlib.training.trainer import RUNTIME_FIELDS, TrainConfig, Trainer
+from tmlib.training.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
+from tmlib.training.distributed import check_world_size
+from tmlib.training.strategy import current_strategy
+from tmlib.training.trainer import Trainer
 from tmlib.utils import atomic_write
 
 __all__ = ["RECOMMENDED", "SMOKE", "TranslationData", "TrainedModel", "run_training", "load_trained", "load_or_train",
@@ -152,15 +154,14 @@ class TrainedModel:
         model: the model, in eval mode, on the requested device.
         tokenizer: its :class:`~tmlib.data.tokenizer.BPETokenizer`.
         history: the training history (see :class:`tmlib.training.trainer.Trainer`).
-        config: the :class:`~tmlib.training.trainer.TrainConfig` it was trained with.
+        config: the :class:`~tmlib.training.config.TrainConfig` it was trained with.
         step, epoch: optimizer steps and completed epochs.
         elapsed_s: training wall time in seconds.
         finished: whether the run reached its budget (False: interrupted, resumable).
         loaded: True if the model came from disk without training in this call.
         path: the checkpoint file.
         torch_version: the torch version that wrote it.
-        machine: :func:`tmlib.analysis.machine.machine_info` of the machine that wrote the checkpoint (None for
-            checkpoints of tmlib 0.1).
+        machine: :func:`tmlib.analysis.machine.machine_info` of the machine that wrote the checkpoint.
 
     When the run kept a moving average of its weights (``TrainConfig.ema_decay``), ``model`` holds the average.
     When it kept its best weights (``TrainConfig.keep_best``), ``model`` holds those: the evaluated weights with
@@ -183,14 +184,9 @@ class TrainedModel:
 
 
 def _model_config(state: dict) -> ModelConfig:
-    if state.get("model_config") and "d_model" in state["model_config"]:
+    """The configuration of the checkpoint's model: the model's own, or the run's when the model had none."""
+    if state["model_config"] is not None:
         return ModelConfig.from_dict(state["model_config"])
-    legacy = state.get("model_config") or {}
-    if "preset" in legacy:  # tmlib 0.1: {"preset", "vocab_size", "overrides"}
-        from tmlib.model.config import get_preset
-
-        return dataclasses.replace(get_preset(legacy["preset"]), vocab_size=legacy["vocab_size"],
-                                   **legacy.get("overrides", {}))
     return TrainConfig.from_dict(state["config"]).model
 
 
@@ -214,12 +210,12 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
     """The whole Multi30k German→English experiment: data, shared BPE tokenizer, model, training.
 
     Args:
-        config: :class:`~tmlib.training.trainer.TrainConfig`; its ``model.vocab_size`` is the size of the BPE vocabulary
+        config: :class:`~tmlib.training.config.TrainConfig`; its ``model.vocab_size`` is the size of the BPE vocabulary
             to train, and the model gets the tokenizer's actual size and padding id.
         out_dir: run folder (``None``: keep nothing on disk).
         resume: continue the run in ``out_dir``: its stored configuration, tokenizer, model and position; the
             runtime fields of ``config`` (budgets, device, precision, threads, logging; see
-            :data:`tmlib.training.trainer.RUNTIME_FIELDS`) replace the stored ones.
+            :data:`tmlib.training.config.RUNTIME_FIELDS`) replace the stored ones.
         data: the tokenizer and batches to train on (chapter 9 passes the ones it built); default: built here
             with :meth:`TranslationData.prepare`. When resuming, its tokenizer must equal the stored one.
         data_dir: where Multi30k is (see :func:`tmlib.data.load_multi30k`).
@@ -243,6 +239,7 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
     from tmlib.data.tokenizer import BPETokenizer
     from tmlib.utils import seed_everything
 
+    strategy = current_strategy()
     out = Path(out_dir) if out_dir is not None else None
     ckpt = out / CHECKPOINT_NAME if out is not None else None
     state = None
@@ -251,7 +248,7 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
             raise FileNotFoundError(f"there is no checkpoint to resume in {out} ({CHECKPOINT_NAME} is missing): "
                                     "check the run folder, or start a new run without resuming")
         state = load_checkpoint(ckpt)
-        distributed.check_world_size(state.get("world_size", 1), distributed.world_size())
+        check_world_size(state["world_size"], strategy.world_size)
         stored = TrainConfig.from_dict(state["config"])
         config = dataclasses.replace(stored, **{k: getattr(config, k) for k in RUNTIME_FIELDS})
     elif ckpt is not None and ckpt.is_file():
@@ -261,10 +258,9 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
         raise ValueError("give at least one budget: max_steps, max_epochs or max_minutes")
     seed_everything(config.seed)
     stored_tokenizer = BPETokenizer.from_json(state["tokenizer"]) if state is not None else None
-    if data is None and stored_tokenizer is None and distributed.is_distributed():
-        if distributed.rank() == 0:  # one tokenizer for all processes: trained once, sent to the others
-            data = TranslationData.prepare(config, data_dir)
-        tokenizer_json = distributed.broadcast_from_rank0(data.tokenizer.to_json() if data is not None else None)
+    if data is None and stored_tokenizer is None:  # one tokenizer for all processes: trained once, sent to the others
+        data = TranslationData.prepare(config, data_dir) if strategy.is_main else None
+        tokenizer_json = strategy.broadcast(data.tokenizer.to_json() if data is not None else None)
         if data is None:
             data = TranslationData.prepare(config, data_dir, BPETokenizer.from_json(tokenizer_json))
     elif data is None:
@@ -280,11 +276,11 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
                                            pad_id=data.tokenizer.pad_id)
     config = dataclasses.replace(config, model=model_config)
     model = make_model(model_config)
-    trainer = Trainer(model, data.train_batches, data.val_batches, config, data.tokenizer, ckpt)
+    trainer = Trainer(model, data.train_batches, data.val_batches, config, data.tokenizer, ckpt, strategy=strategy)
     if state is not None:
         trainer.load_state_dict(state)
         trainer.finished = False
-    if out is not None and distributed.rank() == 0:
+    if out is not None and strategy.is_main:
         out.mkdir(parents=True, exist_ok=True)
         data.tokenizer.save(out / "tokenizer.json")
         with atomic_write(out / "config.json") as tmp:
@@ -298,7 +294,7 @@ def load_trained(path: str | os.PathLike, device=None) -> TrainedModel:
 
     Args:
         path: ``<out_dir>`` or ``<out_dir>/checkpoint.pt`` written by :func:`run_training` or
-            ``python -m tmlib.train`` (checkpoints of tmlib 0.1 are read too).
+            ``python -m tmlib.train``.
         device: where to put the model (default: :func:`tmlib.utils.get_device`).
 
     Returns:
@@ -318,21 +314,24 @@ def load_trained(path: str | os.PathLike, device=None) -> TrainedModel:
     state = load_checkpoint(path)
     try:
         model = make_model(_model_config(state))
-        if state.get("best") is not None:  # keep_best: the weights with the lowest validation NLL
-            weights = state["best"]["model"]
-        elif state.get("ema") is not None:  # the moving average of the weights is what the run evaluates with
+        best = state["best"]
+        if best is not None:  # keep_best: the weights with the lowest validation NLL
+            weights = best["model"]
+        elif state["ema"] is not None:  # the moving average of the weights is what the run evaluates with
             weights = {k.removeprefix("module."): v for k, v in state["ema"].items() if k.startswith("module.")}
         else:
             weights = state["model"]
         model.load_state_dict(weights)
+        trained = TrainedModel(model=model, tokenizer=BPETokenizer.from_json(state["tokenizer"]),
+                               history=state["history"], config=TrainConfig.from_dict(state["config"]),
+                               step=state["step"], epoch=state["epoch"], elapsed_s=state["elapsed_s"],
+                               finished=bool(state["finished"]), loaded=True, path=path,
+                               torch_version=state["torch_version"], machine=state["machine"],
+                               best_step=best["step"] if best is not None else None)
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"{path} does not hold a model this version of tmlib can rebuild ({err})") from err
     model.to(device).eval()
-    return TrainedModel(model=model, tokenizer=BPETokenizer.from_json(state["tokenizer"]), history=state["history"],
-                        config=TrainConfig.from_dict(state["config"]), step=state["step"], epoch=state["epoch"],
-                        elapsed_s=state["elapsed_s"], finished=bool(state["finished"]), loaded=True, path=path,
-                        torch_version=state.get("torch_version", ""), machine=state.get("machine"),
-                        best_step=(state.get("best") or {}).get("step"))
+    return trained
 
 
 def load_or_train(out_dir: str | os.PathLike, config: TrainConfig, data: TranslationData | None = None,
@@ -355,7 +354,7 @@ def load_or_train(out_dir: str | os.PathLike, config: TrainConfig, data: Transla
         and what :func:`run_training` raises.
     """
     ckpt = Path(out_dir) / CHECKPOINT_NAME
-    if ckpt.is_file() and load_checkpoint(ckpt).get("finished"):
+    if ckpt.is_file() and load_checkpoint(ckpt)["finished"]:
         result = load_trained(ckpt, device)
         if data is not None and data.tokenizer.to_json() != result.tokenizer.to_json():
             raise ValueError(f"the tokenizer passed in differs from the one of the finished run in {out_dir}")

@@ -4,8 +4,11 @@
 * Learning rate (§5.3, eq. 3): ``lr = factor · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)``:
   linear warm-up, then inverse-square-root decay (:class:`NoamSchedule`, :func:`make_scheduler`); its values
   equal :func:`tmlib.ref.numpy_ref.noam_lr`.
-* Label smoothing ε_ls = 0.1 (§5.4) and the loss over the non-pad target tokens (:func:`translation_loss`).
+* Label smoothing ε_ls = 0.1 (§5.4) and the loss over the non-pad target tokens (:func:`translation_loss`); the
+  loss of an optimizer step is its sum over the step's target tokens divided by their number, whatever the
+  number of batches and processes the step is spread over (:func:`step_loss`).
 * Dropout P_drop = 0.1 lives in the model (§5.4).
+* Checkpoint averaging (§6.1), in its modern form: a moving average of the weights (:func:`make_ema`).
 
 The loop that uses them is :class:`tmlib.training.trainer.Trainer`; chapter 9 writes the same training step by hand.
 """
@@ -17,7 +20,8 @@ import torch.utils.checkpoint
 
 from tmlib.validation import check_float, check_int
 
-__all__ = ["ADAM_BETAS", "ADAM_EPS", "make_optimizer", "NoamSchedule", "make_scheduler", "translation_loss"]
+__all__ = ["ADAM_BETAS", "ADAM_EPS", "make_optimizer", "NoamSchedule", "make_scheduler", "translation_loss", "step_loss",
+           "make_ema"]
 
 #: Adam's β₁, β₂ and ε in the paper (§5.3).
 ADAM_BETAS = (0.9, 0.98)
@@ -148,3 +152,48 @@ def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int | 
     if reduction == "sum":
         return total
     return total / (labels != ignore).sum()  # the mean over the labels that count, as F.cross_entropy takes it
+
+
+def make_ema(model: torch.nn.Module, decay: float) -> torch.optim.swa_utils.AveragedModel:
+    """An exponential moving average of the weights: after every optimizer step, ``update_parameters(model)`` sets
+    ``ema ← decay · ema + (1 − decay) · weights`` (the first update copies the weights); ``.module`` holds the
+    average. The modern form of the paper's checkpoint averaging (§6.1: the last 5 or 20 checkpoints averaged).
+
+    Args:
+        model: the trained module.
+        decay: in (0, 1), e.g. 0.998.
+
+    Raises:
+        ValueError: ``decay`` outside (0, 1).
+    """
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    check_float(decay, "decay", minimum=0.0, maximum=1.0, min_inclusive=False, max_inclusive=False)
+    return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay))
+
+
+def step_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int | None, label_smoothing: float,
+              batch_tokens: int, step_tokens: int) -> torch.Tensor:
+    """One batch's part of the loss of an optimizer step: its label-smoothed loss summed over its non-pad target
+    tokens, divided by ``step_tokens``, the non-pad target tokens of the whole step (every batch it accumulates,
+    on every process). The parts of a step add up to the mean over all its tokens, so the step's gradient is
+    the one of a single batch holding them all. This is the trainer's one normalisation of the loss.
+
+    When the batch is the whole step (``batch_tokens == step_tokens``) its part is its mean, computed as
+    ``F.cross_entropy(reduction="mean")`` computes it: bit for bit the loss of a training step written by hand.
+
+    Args:
+        logits: ``(batch, tgt_len, V)``; tgt_out: ``(batch, tgt_len)`` labels (see :func:`translation_loss`).
+        pad_id, label_smoothing: as for :func:`translation_loss`.
+        batch_tokens: the batch's non-pad target tokens (``Batch.n_tokens``).
+        step_tokens: the step's non-pad target tokens (>= ``batch_tokens``).
+
+    Returns:
+        0-dim float32/float64 tensor, in nats.
+
+    Raises:
+        ValueError: what :func:`translation_loss` raises.
+    """
+    if batch_tokens == step_tokens:
+        return translation_loss(logits, tgt_out, pad_id, label_smoothing)
+    return translation_loss(logits, tgt_out, pad_id, label_smoothing, "sum") / step_tokens
