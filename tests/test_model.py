@@ -1,7 +1,7 @@
 """Tests of the full model (tmlib.model.transformer, layers, embeddings, positional, feed_forward, config, variants).
 
 The reference points are independent of the code under test: torch.nn.Transformer (weights copied in),
-tmlib.ref.numpy_ref, closed-form parameter counts, and invariances (causality, padding, caching).
+tmlib.ref, closed-form parameter counts, and invariances (causality, padding, caching).
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ Conventions
   whose ``key_padding_mask`` is ``True`` for padding (convert with ``~mask``).
 * A query whose keys are *all* masked (a left-padded query that is itself padding) has no softmax distribution:
   its output and its weights are defined as **zeros** (the fused kernel could return NaN;
-  :func:`tmlib.ref.numpy_ref.scaled_dot_product_attention` raises instead).
+  :func:`tmlib.ref.scaled_dot_product_attention` raises instead).
 * Shapes are never broadcast silently: every mismatch raises :class:`ValueError` naming the shapes.
 """
 from __future__ import annotations
