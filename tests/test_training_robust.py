@@ -248,7 +248,8 @@ def test_a_run_folder_holds_one_run_at_a_time(tmp_path, capsys):
 
 def test_the_lock_of_a_killed_run_is_released(tmp_path):
     out = tmp_path / "run"
-    code = f"from tmlib.training import hold_run_folder\nwith hold_run_folder({str(out)!r}):\n    import os; os._exit(9)"
+    code = (f"import os\nfrom tmlib.training import hold_run_folder\nwith hold_run_folder({str(out)!r}):\n"
+            "    os._exit(9)")
     env = {**os.environ, "PYTHONPATH": str(Path(T.__file__).parents[2])}
     assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 9
     with T.hold_run_folder(out):
@@ -390,7 +391,8 @@ def test_resume_from_an_unreadable_checkpoint_is_one_line(tmp_path, capsys, no_w
                           "--max-sentence-len to 64 or raise --max-len to 98"),
     (["--max-len", "70", "--max-sentence-len", "70"], "a validation pair has 78 tokens, more than the model's "
                                                       "--max-len 70: raise --max-len to 78"),
-    (["--accumulate", "10000"], "fewer than the 10000 one optimizer step needs (--accumulate 10000 × 1 process(es)): lower --accumulate or --max-tokens"),
+    (["--accumulate", "10000"], "fewer than the 10000 one optimizer step needs (--accumulate 10000 × 1 "
+                                "process(es)): lower --accumulate or --max-tokens"),
 ])
 def test_what_only_the_prepared_data_tells_stops_before_training(tmp_path, capsys, monkeypatch, argv, message):
     monkeypatch.setattr(T.Trainer, "fit", lambda self: pytest.fail("trained"))

@@ -184,8 +184,8 @@ def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
                "130 Ctrl-C, 143 SIGTERM (128 + the signal; the checkpoint is saved first).")
     run = p.add_argument_group("run")
     run.add_argument("--out", default="runs/multi30k", metavar="DIR",
-                     help="run folder (checkpoint.pt, history.json, tokenizer.json; default: runs/multi30k): new, "
-                          "empty or a run folder; one run at a time")
+                     help="run folder (checkpoint.pt, history.json, tokenizer.json): new, empty or a run folder; one "
+                          "run at a time")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --out exactly (its model, recipe and data are kept; budgets, device, "
                           "precision, threads and logging may change)")
