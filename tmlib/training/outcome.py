@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -71,7 +72,9 @@ def is_out_of_memory(err: BaseException) -> bool:
 
 
 def describe_out_of_memory(err: BaseException, config, out: str | os.PathLike) -> str:
-    """After running out of memory: torch's reason (its first line), what to lower, and the checkpoint kept."""
+    """After running out of memory: torch's reason (its first sentence, without the C++ assertion), what to lower,
+    and the checkpoint kept."""
     note = describe_checkpoint(out)
-    return (f"out of memory ({str(err).splitlines()[0][:160]}): lower --max-tokens (this run: {config.max_tokens}) "
-            f"or train a smaller model; {f'{note} is intact' if note else 'nothing was saved'}")
+    reason = re.sub(r"^\[enforce fail[^\]]*\]\s*(err == 0\.\s*)?", "", str(err).splitlines()[0]).split(". ")[0]
+    return (f"out of memory ({reason[:160]}): lower --max-tokens (this run: {config.max_tokens}) or train a smaller "
+            f"model; {f'{note} is intact' if note else 'nothing was saved'}")
