@@ -19,28 +19,61 @@ metadata). ``--preset NAME`` chooses the model of :data:`tmlib.model.config.PRES
 keep the recommended values (:data:`tmlib.training.experiment.RECOMMENDED`) unless given.
 
 Every argument is checked before any work; a user error prints one ``error: ...`` line and exits with
-status 2 (a missing or corrupt data set too: the message says how to get it). Ctrl-C finishes the current
-step, writes a checkpoint and exits with status 130; ``--resume`` continues exactly.
+status 2 (a missing or corrupt data set too: the message says how to get it). A few checks need the prepared
+data (the tokenized sentences must fit ``--max-len``, an epoch must hold one optimizer step); they also exit
+with status 2, before the first step and before anything is written. The sizes of a new run have lower bounds
+that Multi30k sets whatever the vocabulary (:data:`MIN_VOCAB_SIZE`, :data:`MIN_MAX_LEN`,
+:data:`MIN_SENTENCE_LEN`): ``--vocab-size`` at least 105, ``--max-len`` from 37 to 65,536,
+``--max-sentence-len`` at least 5; ``--threads`` and ``--num-workers`` at most the machine's CPUs.
+
+Ctrl-C (SIGINT) or SIGTERM (what ``kill``, job schedulers and ``torchrun`` send) finishes the current step,
+writes a checkpoint and exits with status 130 (Ctrl-C) or 143 (SIGTERM), 128 + the signal's number;
+``--resume`` continues exactly. A signal before the first step (while the data is prepared) exits the same way
+and says that nothing was saved. A loss or weight that becomes NaN or infinite stops the run with status 1:
+nothing diverged is saved, so the last checkpoint stays the last good one. Other failures (a full disk, out of
+memory) exit with status 1 and one ``error: ...`` line too; the previous checkpoint is intact.
 
 Writes into ``--out``: ``checkpoint.pt`` (model, optimizer, scheduler, position, RNG states, tokenizer,
-configuration, history; atomic), ``history.json``, ``tokenizer.json`` and ``config.json``. Translate with
-``python -m tmlib.translate --checkpoint OUT``.
+configuration, history; atomic), ``history.json``, ``tokenizer.json``, ``config.json`` and ``.tmlib-run``, the
+folder's marker and lock (:mod:`tmlib.training.rundir`): a folder that holds other files, or the current
+folder, is refused unless it is a run folder, and a second run into a folder in use stops with status 2.
+Translate with ``python -m tmlib.translate --checkpoint OUT``.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
+import signal
 import sys
 import typing
 from pathlib import Path
 
+from tmlib.data.multi30k import MULTI30K_SIZES
 from tmlib.model.config import PRESETS, ModelConfig, get_preset
+from tmlib.training.checkpoint import CHECKPOINT_NAME, CheckpointError
 from tmlib.training.experiment import RECOMMENDED, resume_config
 from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
+from tmlib.training.rundir import RunFolderError, check_run_folder
 from tmlib.validation import parse_optional, parse_optional_bool
 
-__all__ = ["main", "build_parser", "parse_config", "UsageError", "RECOMMENDED", "MODEL_HELP"]
+__all__ = ["main", "build_parser", "parse_config", "UsageError", "RECOMMENDED", "MODEL_HELP", "MIN_VOCAB_SIZE",
+           "MIN_MAX_LEN", "MAX_MAX_LEN", "MIN_SENTENCE_LEN"]
+
+# The bounds of a new run's sizes. Multi30k's files are checked by their sha256, so these facts about them hold:
+#: Multi30k's training text has 101 distinct characters (after NFKC normalisation), which a BPE vocabulary always
+#: holds, beside the 4 special tokens: a smaller ``--vocab-size`` cannot be honoured.
+MIN_VOCAB_SIZE = 105
+#: The longest Multi30k validation sentence has 37 words and punctuation marks, and a tokenizer makes at least one
+#: token of each: a model with a smaller ``--max-len`` cannot be validated, whatever the vocabulary.
+MIN_MAX_LEN = 37
+#: The positional table has ``--max-len`` rows; Multi30k's longest sentence has about 200 tokens even with the
+#: smallest vocabulary, so a larger table only costs memory.
+MAX_MAX_LEN = 65_536
+#: The shortest Multi30k training pair needs 5 tokens (its target with ``<eos>``), whatever the vocabulary: a
+#: smaller ``--max-sentence-len`` keeps no pair.
+MIN_SENTENCE_LEN = 5
 
 #: The help of the model's options, one per field of :class:`~tmlib.model.config.ModelConfig`.
 MODEL_HELP = {
@@ -50,9 +83,11 @@ MODEL_HELP = {
     "n_decoder_layers": "decoder layers N (paper: 6)",
     "d_ff": "inner width of the feed-forward network (paper: 2048 base, 4096 big)",
     "dropout": "P_drop, on every sub-layer output, the embeddings and the attention weights (paper: 0.1 base)",
-    "max_len": "longest sequence the model accepts, in tokens (rows of the positional-encoding table)",
+    "max_len": "longest sequence the model accepts, in tokens (rows of the positional-encoding table; a new run: "
+               f"{MIN_MAX_LEN} to {MAX_MAX_LEN:,}, and at least the longest tokenized sentence)",
     "norm_first": "False: post-LN as in the paper; True: pre-LN (the modern layout)",
-    "vocab_size": "(source) vocabulary size V; the paper's EN-DE model shares about 37,000 BPE tokens",
+    "vocab_size": "(source) vocabulary size V; the paper's EN-DE model shares about 37,000 BPE tokens (a new run: "
+                  f"at least {MIN_VOCAB_SIZE}, the special tokens and Multi30k's characters)",
     "tgt_vocab_size": "target vocabulary size; none: the same as vocab_size (one shared vocabulary)",
     "pad_id": "id of the padding token (masked in the source, ignored by the loss); none: no padding",
     "tie_embeddings": "share one matrix between both embeddings and the pre-softmax layer (paper §3.4); none: tie "
@@ -139,13 +174,18 @@ def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
 
     p = Parser(
         prog="python -m tmlib.train", add_option_string_dash_variants=DashVariant.DASH, add_config_path_arg=False,
+        allow_abbrev=False,  # --lr is not --lr-factor
         description="Train a Transformer (Vaswani et al. 2017) on Multi30k German→English with the paper's recipe: "
                     "Adam (0.9, 0.98, 1e-9), warm-up then inverse-square-root learning rate, label smoothing 0.1, "
                     "token-count batches. Stops at the first budget reached (default: 15 minutes).",
         epilog=f"Presets: {_presets_help()}. Data: TMLIB_DATA_DIR (or --data-dir) names a folder holding "
-               "multi30k/*.gz; otherwise the files are downloaded to the user cache.")
+               "multi30k/*.gz; otherwise the files are downloaded to the user cache. Exit status: 0 done, 1 failed "
+               "(diverged, disk full, out of memory; the last checkpoint is intact), 2 user error (nothing done), "
+               "130 Ctrl-C, 143 SIGTERM (128 + the signal; the checkpoint is saved first).")
     run = p.add_argument_group("run")
-    run.add_argument("--out", default="runs/multi30k", metavar="DIR", help="run folder (checkpoint.pt, history.json, tokenizer.json; default: runs/multi30k)")
+    run.add_argument("--out", default="runs/multi30k", metavar="DIR",
+                     help="run folder (checkpoint.pt, history.json, tokenizer.json): new, empty or a run folder; one "
+                          "run at a time")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --out exactly (its model, recipe and data are kept; budgets, device, "
                           "precision, threads and logging may change)")
@@ -167,21 +207,27 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
 
     Raises:
         UsageError: any invalid argument, a run folder that exists without ``--resume`` or is missing with it,
-            an attempt to change a non-runtime setting of a resumed run, or no budget.
+            a checkpoint that cannot be read, an ``--out`` that is not a run folder and holds other files (or
+            is the current folder), an attempt to change a non-runtime setting of a resumed run, sizes of a new
+            run outside the bounds Multi30k sets (:func:`_check_sizes`), or no budget.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--out", default="runs/multi30k")
     pre.add_argument("--resume", action="store_true")
     pre.add_argument("--preset", default=None)
     known, _ = pre.parse_known_args(argv)
+    try:
+        check_run_folder(known.out)
+    except RunFolderError as err:
+        _fail(str(err))
     stored = None
     if known.resume:
         if known.preset is not None:
             _fail("--preset cannot be combined with --resume: a resumed run keeps its model")
         try:
             stored = resume_config(known.out)
-        except FileNotFoundError as err:
+        except (FileNotFoundError, CheckpointError) as err:
             _fail(str(err))
         default = stored
     elif known.preset is not None:
@@ -205,27 +251,59 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
                    if name not in RUNTIME_FIELDS and getattr(stored, name) != getattr(config, name)]
         if changed:
             _fail("a resumed run keeps its model, data and recipe; cannot change " + "; ".join(changed))
+    else:
+        _check_sizes(config)
     if not config.has_budget():
         _fail("give at least one budget: --max-minutes, --max-steps or --max-epochs")
-    ckpt = Path(args.out) / "checkpoint.pt"
+    ckpt = Path(args.out) / CHECKPOINT_NAME
     if not args.resume and ckpt.exists():
         _fail(f"{args.out} already holds a run: continue it with --resume, or choose another --out")
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        _fail(f"--out {args.out} is a file, not a folder")
     return config, args
 
 
-def _check_environment(config: TrainConfig, data_dir) -> None:
+def _check_sizes(config: TrainConfig) -> None:
+    """The bounds that Multi30k sets on a new run's sizes, whatever the vocabulary (:data:`MIN_VOCAB_SIZE`,
+    :data:`MIN_MAX_LEN`, :data:`MAX_MAX_LEN`, :data:`MIN_SENTENCE_LEN`). A resumed run keeps the sizes it has."""
+    m = config.model
+    if m.vocab_size < MIN_VOCAB_SIZE:
+        _fail(f"--vocab-size must be >= {MIN_VOCAB_SIZE}, got {m.vocab_size}: a BPE vocabulary of Multi30k holds its "
+              "101 characters and the 4 special tokens")
+    if m.max_len < MIN_MAX_LEN:
+        _fail(f"--max-len must be >= {MIN_MAX_LEN}, got {m.max_len}: the longest Multi30k validation sentence has "
+              f"{MIN_MAX_LEN} words and punctuation marks, each at least one token")
+    if m.max_len > MAX_MAX_LEN:
+        _fail(f"--max-len must be <= {MAX_MAX_LEN}, got {m.max_len}: Multi30k's longest sentence has about 200 tokens, "
+              "and a longer positional table only takes memory")
+    if config.max_sentence_len < MIN_SENTENCE_LEN:
+        _fail(f"--max-sentence-len must be >= {MIN_SENTENCE_LEN}, got {config.max_sentence_len}: the shortest "
+              f"Multi30k training pair needs {MIN_SENTENCE_LEN} tokens, so a smaller limit keeps none")
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _check_environment(config: TrainConfig, data_dir, env) -> None:
     """Checks that need the machine or the data, still before any work: the ``torchrun`` environment, device,
-    precision, data files."""
+    precision, threads and data-loader workers (at most this machine's CPUs: more threads than cores only slow
+    torch down, and an absurd number crashes it), the batches of a step, the data files."""
     from tmlib.training import distributed
     from tmlib.training.precision import resolve_precision
 
     try:
-        device = distributed.local_device(config.device, distributed.torchrun_env())
+        device = distributed.local_device(config.device, env)
         resolve_precision(config.amp, device)
     except ValueError as err:
         _fail(str(err))
+    cpus = _cpus()
+    for name, value in (("threads", config.threads), ("num_workers", config.num_workers)):
+        if value is not None and value > cpus:
+            _fail(f"--{name.replace('_', '-')} must be <= {cpus} (the CPUs of this machine), got {value}")
+    processes = env.world_size if env is not None else 1
+    if config.accumulate * processes > MULTI30K_SIZES["train"]:
+        _fail(f"--accumulate {config.accumulate} × {processes} process(es) asks for more batches per step than "
+              f"Multi30k's {MULTI30K_SIZES['train']:,} training pairs can make: lower --accumulate")
     from tmlib import data
 
     try:
@@ -238,14 +316,26 @@ def _check_environment(config: TrainConfig, data_dir) -> None:
         _fail(str(err))
 
 
+def _as_options(message: str) -> str:
+    """``message`` with the configuration's field names (``max_len``) written as options (``--max-len``)."""
+    names = {f.name for f in dataclasses.fields(TrainConfig) + dataclasses.fields(ModelConfig)} - {"model"}
+    return re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda m: f"--{m.group(0).replace('_', '-')}" if m.group(0) in names
+                  else m.group(0), message)
+
+
 def main(argv=None) -> int:
-    """Entry point of ``python -m tmlib.train``; returns the exit status (0 done, 2 user error, 1 failure,
-    130 interrupted after saving). Under ``torchrun`` every process runs it inside
-    :func:`tmlib.training.distributed.process_group`; errors are printed by every process (prefixed with its rank),
-    the other messages by rank 0."""
-    from tmlib.training import distributed
-    from tmlib.training.checkpoint import CheckpointError
+    """Entry point of ``python -m tmlib.train``; returns the exit status: 0 done, 1 failure (diverged, a
+    checkpoint that cannot be written, out of memory; the last checkpoint is intact), 2 user error (before any
+    training step, nothing written), 130 Ctrl-C, 143 SIGTERM (128 + the signal's number; the checkpoint is saved
+    first). Under ``torchrun`` every process runs it inside :func:`tmlib.training.distributed.process_group`;
+    errors are printed by every process (prefixed with its rank), the other messages by rank 0."""
     from tmlib.data.multi30k import DataError
+    from tmlib.training import distributed
+    from tmlib.training.budget import sigterm_interrupts
+    from tmlib.training.config import ConfigError
+    from tmlib.training.outcome import (describe_divergence, describe_interruption, describe_out_of_memory,
+                                        is_out_of_memory)
+    from tmlib.training.progress import Diverged
 
     try:
         env = distributed.torchrun_env()
@@ -259,26 +349,36 @@ def main(argv=None) -> int:
 
     try:
         config, args = parse_config(argv)
-        _check_environment(config, args.data_dir)
+        _check_environment(config, args.data_dir, env)
     except UsageError as err:
         error(err)
         return 2
     from tmlib.training.experiment import run_training
 
     try:
-        with distributed.process_group(config.device, env):
+        with sigterm_interrupts(), distributed.process_group(config.device, env):
             trainer = run_training(config, args.out, resume=args.resume, data_dir=args.data_dir)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: budget.Interrupted, or Python's own during preparation
         if not rank:
             launcher = "python -m tmlib.train" if rank is None else "torchrun ... -m tmlib.train"
-            print(f"\ninterrupted: the checkpoint in {args.out} is saved; continue with "
-                  f"`{launcher} --out {args.out} --resume`", file=sys.stderr)
-        return 130
-    except (DataError, distributed.WorldSizeMismatch) as err:
+            print("\n" + describe_interruption(stop, args.out, launcher), file=sys.stderr)
+        return 128 + getattr(stop, "signum", signal.SIGINT)
+    except ConfigError as err:
+        error(_as_options(str(err)))
+        return 2
+    except (DataError, distributed.WorldSizeMismatch, RunFolderError) as err:
         error(err)
         return 2
+    except Diverged as err:
+        error(describe_divergence(err, config, args.out))
+        return 1
     except (CheckpointError, FloatingPointError, OSError) as err:
         error(err)
+        return 1
+    except RuntimeError as err:
+        if not is_out_of_memory(err):
+            raise
+        error(describe_out_of_memory(err, config, args.out))
         return 1
     if rank:
         return 0

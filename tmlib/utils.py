@@ -5,8 +5,10 @@ torch is optional here: Part I notebooks run with NumPy alone.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,23 +16,27 @@ import numpy as np
 
 from tmlib.validation import check_int
 
-__all__ = ["seed_everything", "get_device", "in_colab", "smoke_mode", "atomic_write", "remove_stale_temporaries"]
+__all__ = ["seed_everything", "get_device", "in_colab", "smoke_mode", "atomic_write", "remove_stale_temporaries",
+           "DiskFullError", "mount_point", "out_of_space", "SEED_MAX"]
+
+#: The largest seed: NumPy's global generator takes seeds below 2**32.
+SEED_MAX = 2**32 - 1
 
 
 def seed_everything(seed: int = 0) -> np.random.Generator:
     """Seed Python's ``random``, NumPy's global generator and (if installed) torch on all devices.
 
     Args:
-        seed: a non-negative integer.
+        seed: an integer from 0 to :data:`SEED_MAX` (2**32 - 1, what NumPy's global generator takes).
 
     Returns:
         A fresh ``numpy.random.Generator`` seeded with ``seed``, for code that prefers the
         explicit generator API.
 
     Raises:
-        TypeError: ``seed`` is not an integer.  ValueError: ``seed`` is negative.
+        TypeError: ``seed`` is not an integer.  ValueError: ``seed`` is negative or above :data:`SEED_MAX`.
     """
-    seed = check_int(seed, "seed", minimum=0)
+    seed = check_int(seed, "seed", minimum=0, maximum=SEED_MAX)
     random.seed(seed)
     np.random.seed(seed)
     try:
@@ -84,8 +90,40 @@ def smoke_mode() -> bool:
     return os.environ.get("TMLIB_SMOKE", "0") not in ("", "0", "false", "False")
 
 
+class DiskFullError(OSError):
+    """A file could not be written because its file system is full (``errno`` ENOSPC); the message names the
+    file system and the file, and says that the previous version of the file is intact."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.errno = errno.ENOSPC
+
+
+def mount_point(path) -> Path:
+    """The mount point of the file system that holds ``path`` (an existing file or folder), e.g. ``/`` or
+    ``/home``: what a user frees space on."""
+    path = Path(path).resolve()
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def out_of_space(err: BaseException, folder, needed: int = 0) -> bool:
+    """True when ``err``, raised while writing a file of about ``needed`` bytes into ``folder``, means that the
+    file system is full: an ``OSError`` with errno ENOSPC or EDQUOT (a quota), or a ``RuntimeError`` (what
+    ``torch.save``'s writer raises, without an errno) while fewer than ``needed`` bytes are free."""
+    if isinstance(err, OSError):
+        return err.errno in (errno.ENOSPC, errno.EDQUOT)
+    if isinstance(err, RuntimeError) and needed > 0:
+        try:
+            return shutil.disk_usage(folder).free < needed
+        except OSError:
+            return False
+    return False
+
+
 @contextlib.contextmanager
-def atomic_write(path, suffix: str = ".tmp"):
+def atomic_write(path, suffix: str = ".tmp", *, size: int = 0):
     """Write a file atomically and durably: yield a temporary path in the same folder, then ``os.replace`` it.
 
     Usage: ``with atomic_write(target) as tmp: torch.save(state, tmp)``.  If the body raises
@@ -98,9 +136,15 @@ def atomic_write(path, suffix: str = ".tmp"):
     Args:
         path: the target file.
         suffix: suffix of the temporary file (e.g. ``".part"`` for downloads).
+        size: about how many bytes the file will have (``torch.save`` reports a full disk as a
+            ``RuntimeError`` without an errno: fewer free bytes than this on the file system then mean a full
+            disk); 0: only an ``OSError`` tells.
 
     Yields:
         ``pathlib.Path`` of the temporary file (already created, empty).
+
+    Raises:
+        DiskFullError: the file system is full (see :func:`out_of_space`); the message names it and the file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,6 +157,14 @@ def atomic_write(path, suffix: str = ".tmp"):
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
         os.replace(tmp, path)
         _fsync_dir(path.parent)
+    except (OSError, RuntimeError) as err:
+        if os.path.exists(tmp):
+            os.unlink(tmp)  # (the space it took is free again when the disk is measured)
+        if isinstance(err, DiskFullError) or not out_of_space(err, path.parent, size):
+            raise
+        kept = f"the previous {path.name} is intact" if path.exists() else f"no {path.name} was written"
+        raise DiskFullError(f"no space left on the device ({mount_point(path.parent)}) while saving {path}; "
+                            f"{kept}") from err
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

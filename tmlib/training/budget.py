@@ -1,17 +1,23 @@
-"""When a run stops and when it saves: the budgets, the training clock, the checkpoint cadence and Ctrl-C.
+"""When a run stops and when it saves: the budgets, the training clock, the checkpoint cadence and the signals.
 
 * :class:`Budget`: optimizer steps, epochs or wall-clock minutes; the first one spent stops the run.
 * :class:`Clock`: the wall time of training (steps, validation and saving), summed over resumed runs.
 * :class:`CheckpointSchedule`: a checkpoint every few minutes and/or every few steps.
-* :class:`DeferredInterrupt`: Ctrl-C lets the current step finish, so that the run saves a consistent checkpoint.
+* :class:`DeferredInterrupt`: Ctrl-C (SIGINT) or SIGTERM (``kill``, a job scheduler, ``torchrun``) lets the
+  current step finish, so that the run saves a consistent checkpoint; then :class:`Interrupted` is raised.
+* :func:`sigterm_interrupts`: outside the loop (e.g. while the data is prepared), SIGTERM interrupts like Ctrl-C.
 """
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
 
-__all__ = ["Budget", "Clock", "CheckpointSchedule", "DeferredInterrupt"]
+__all__ = ["Budget", "Clock", "CheckpointSchedule", "DeferredInterrupt", "Interrupted", "sigterm_interrupts"]
+
+#: The signals that stop a run: Ctrl-C, and what ``kill``, job schedulers and ``torchrun`` send.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Budget:
@@ -91,29 +97,72 @@ class CheckpointSchedule:
         return self.every_minutes is not None and time.perf_counter() - self.saved_at >= 60 * self.every_minutes
 
 
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by a signal. ``signum``: the signal (``signal.SIGINT`` for Ctrl-C, ``signal.SIGTERM``);
+    ``saved_step``: the optimizer step of the checkpoint written on the way out, or ``None`` when nothing was
+    saved (the signal came before training or as a second one). A command line exits with ``128 + signum``."""
+
+    def __init__(self, signum: int = signal.SIGINT, saved_step: int | None = None):
+        name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {name} at step {saved_step}; checkpoint saved" if saved_step is not None
+                         else f"interrupted by {name}; nothing saved")
+        self.signum, self.saved_step = signum, saved_step
+
+
+def _install(handler, signals=STOP_SIGNALS) -> dict:
+    """Install ``handler`` for ``signals``; returns the previous handlers (none outside the main thread, where
+    handlers cannot be installed)."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in signals:
+            try:
+                previous[signum] = signal.signal(signum, handler)
+            except (ValueError, OSError):
+                pass
+    return previous
+
+
+def _restore(previous: dict) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
 class DeferredInterrupt:
-    """Inside ``with``, the first SIGINT (Ctrl-C) only sets ``requested``, so that the loop can finish the current
-    optimizer step and save a consistent checkpoint; a second SIGINT interrupts at once. Outside the main
-    thread (where handlers cannot be installed) it does nothing."""
+    """Inside ``with``, the first SIGINT (Ctrl-C) or SIGTERM only sets ``requested`` (and ``signum``), so that
+    the loop can finish the current optimizer step and save a consistent checkpoint; a second one interrupts at
+    once (:class:`Interrupted` with nothing saved). Outside the main thread (where handlers cannot be
+    installed) it does nothing."""
 
     def __init__(self):
         self.requested = False
-        self.previous = None
+        self.signum: int | None = None
+        self.previous: dict = {}
 
     def _handler(self, signum, frame):
-        if self.requested:  # second Ctrl-C: stop now
-            raise KeyboardInterrupt
-        self.requested = True
+        if self.requested:  # a second signal: stop now
+            raise Interrupted(signum)
+        self.requested, self.signum = True, signum
 
     def __enter__(self) -> "DeferredInterrupt":
-        if threading.current_thread() is threading.main_thread():
-            try:
-                self.previous = signal.signal(signal.SIGINT, self._handler)
-            except (ValueError, OSError):
-                self.previous = None
+        self.previous = _install(self._handler)
         return self
 
     def __exit__(self, *exc) -> bool:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        _restore(self.previous)
         return False
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """Inside ``with``, SIGTERM raises :class:`Interrupted` (nothing saved) as Ctrl-C raises
+    ``KeyboardInterrupt``, instead of ending the process without a word; :class:`DeferredInterrupt` takes over
+    both signals while a run trains."""
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    previous = _install(handler, (signal.SIGTERM,))
+    try:
+        yield
+    finally:
+        _restore(previous)

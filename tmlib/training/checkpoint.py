@@ -2,6 +2,7 @@
 
 * :func:`save_checkpoint` writes atomically and durably (temporary file in the same folder, ``fsync``,
   ``os.replace``): an interruption, a full disk or a crash leaves the previous checkpoint intact.
+* :func:`find_nonfinite` names a NaN or infinite tensor of a state: a diverged run is never saved.
 * :func:`load_checkpoint` reads with ``torch.load(weights_only=True)``, which refuses files that carry
   Python code, and turns every failure into a :class:`CheckpointError` that says what the file is and what
   to do (never torch's advice to retry with ``weights_only=False``).
@@ -21,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tmlib.utils import atomic_write
+from tmlib.utils import atomic_write, mount_point
 
 __all__ = ["CHECKPOINT_NAME", "CHECKPOINT_FORMAT", "CheckpointError", "save_checkpoint", "load_checkpoint",
-           "get_rng_state", "set_rng_state"]
+           "find_nonfinite", "get_rng_state", "set_rng_state"]
 
 #: File name of the checkpoint inside a run folder.
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -34,6 +35,11 @@ CHECKPOINT_FORMAT = "tmlib-checkpoint-2"
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be written or read; the message names the file and says what to do."""
+
+
+def _size(n: int) -> str:
+    """``n`` bytes in words: ``"12 MB"``, ``"4 KB"``."""
+    return f"{n / 2**20:.0f} MB" if n >= 2**20 else f"{n / 2**10:.0f} KB"
 
 
 def _nbytes(obj) -> int:
@@ -54,6 +60,26 @@ def _starts_like_zip(path: Path) -> bool:
         return False
 
 
+def find_nonfinite(state, name: str = "") -> str | None:
+    """The name (``"model.encoder.layers.0.ff.w1.weight"``) of the first floating-point tensor of ``state`` that
+    holds a NaN or an infinity, or ``None`` when every one is finite.
+
+    Args:
+        state: tensors in nested dicts, lists and tuples (a checkpoint, a ``state_dict``); other values are
+            ignored. One host synchronisation per tensor: call it when saving, not every step.
+        name: the prefix of the names.
+    """
+    if isinstance(state, torch.Tensor):
+        finite = not state.is_floating_point() or bool(torch.isfinite(state).all())
+        return None if finite else name
+    items = state.items() if isinstance(state, dict) else enumerate(state) if isinstance(state, (list, tuple)) else ()
+    for key, value in items:
+        found = find_nonfinite(value, f"{name}.{key}" if name else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def save_checkpoint(path: str | os.PathLike, state: dict) -> None:
     """``torch.save(state, path)``, atomically and durably.
 
@@ -62,20 +88,24 @@ def save_checkpoint(path: str | os.PathLike, state: dict) -> None:
         state: tensors and plain containers (what ``torch.load(weights_only=True)`` can read back).
 
     Raises:
-        CheckpointError: the disk is full or not writable; the previous checkpoint at ``path`` is intact
-            and the message says how large the checkpoint is.
+        CheckpointError: the disk is full (``torch.save`` reports it as a ``RuntimeError``, a write as an
+            ``OSError``) or not writable; the previous checkpoint at ``path`` is intact and the message names
+            the file system and says how large the checkpoint is.
     """
     path = Path(path)
+    size = _nbytes(state)
     try:
-        with atomic_write(path) as tmp:
+        with atomic_write(path, size=size) as tmp:
             torch.save(state, tmp)
-    except OSError as err:
-        size = f"about {_nbytes(state) / 2**20:.0f} MB"
-        if err.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise CheckpointError(f"no space left on the device while writing {path} (the checkpoint needs {size}); "
-                                  "the previous checkpoint is intact: free some space and continue with --resume"
-                                  ) from err
-        raise CheckpointError(f"cannot write {path} ({err.strerror or err}); the previous checkpoint is intact") from err
+    except (OSError, RuntimeError) as err:
+        kept = ("the previous checkpoint is intact: free some space and continue with --resume" if path.is_file()
+                else "no checkpoint was written: free some space and start again")
+        if getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT):  # (atomic_write's DiskFullError too)
+            raise CheckpointError(f"no space left on the device ({mount_point(path.parent)}) while saving {path} "
+                                  f"(the checkpoint needs about {_size(size)}); {kept}") from err
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
+        kept = "the previous checkpoint is intact" if path.is_file() else "no checkpoint was written"
+        raise CheckpointError(f"cannot write {path} ({reason}); {kept}") from err
 
 
 def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_format: bool = True) -> dict:
@@ -111,7 +141,7 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_form
                 "hold only tensors and plain values, so this file was not written by tmlib)") from err
         raise CheckpointError(f"{path} is not a PyTorch checkpoint file (it cannot be unpickled)") from err
     except Exception as err:  # noqa: BLE001 - whatever torch raises on a damaged or foreign file
-        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        text = str(err).splitlines()[0].split(". ")[0] if str(err) else type(err).__name__  # (torch's first sentence)
         if _starts_like_zip(path):  # torch.save writes a zip archive: this one is cut short or damaged
             raise CheckpointError(f"cannot read checkpoint {path}: it is truncated or corrupt ({text}); delete it "
                                   "and train again") from err

@@ -7,12 +7,24 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from tmlib.model.config import PRESETS, ModelConfig
+from tmlib.utils import SEED_MAX
 from tmlib.validation import check_float, check_int, optional_field
 
-__all__ = ["TrainConfig", "RUNTIME_FIELDS"]
+__all__ = ["TrainConfig", "RUNTIME_FIELDS", "ConfigError"]
 
 Precision = Literal["auto", "bf16", "fp16", "off"]
+
+#: The largest learning rate Adam's first update can take in float32: the step is lr / (1 - β1) = 10·lr.
+_LR_LIMIT = float(np.finfo(np.float32).max) / 10
+
+
+class ConfigError(ValueError):
+    """A configuration that the prepared data cannot satisfy, found before the first training step: an epoch
+    with fewer batches than one optimizer step needs, a sentence longer than the model takes, no training pair
+    left by ``max_sentence_len``. The message names the fields and the values that would work."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +40,8 @@ class TrainConfig:
     Raises:
         TypeError: (on construction) ``model`` is not a :class:`tmlib.model.ModelConfig`.
         ValueError: (on construction) an invalid value, e.g. a negative budget, ``grad_clip <= 0`` (use
-            ``None`` for no clipping), ``label_smoothing`` outside [0, 1), an unknown precision or device.
+            ``None`` for no clipping), ``label_smoothing`` outside [0, 1), a seed outside [0, 2**32 - 1], an
+            ``lr_factor`` whose peak learning rate overflows float32, an unknown precision or device.
     """
 
     model: ModelConfig = PRESETS["base"]
@@ -62,7 +75,7 @@ class TrainConfig:
     max_minutes: float | None = optional_field(None, float)
     """budget: wall-clock minutes of training, validation included, summed over resumed runs"""
     seed: int = 0
-    """seed of the initialisation, the dropout masks and the batch order"""
+    """seed of the initialisation, the dropout masks and the batch order (0 to 2**32 - 1)"""
     device: str = "auto"
     """auto (CUDA, else Apple's MPS, else the CPU), cpu, cuda or mps"""
     threads: int | None = optional_field(None, int)
@@ -94,6 +107,10 @@ class TrainConfig:
         check_int(self.max_tokens, "max_tokens", minimum=1)
         check_int(self.warmup_steps, "warmup_steps", minimum=1)
         check_float(self.lr_factor, "lr_factor", minimum=0.0, min_inclusive=False)
+        peak = self.lr_factor * (self.model.d_model * self.warmup_steps) ** -0.5  # NoamSchedule.peak() (§5.3)
+        if peak > _LR_LIMIT:
+            raise ValueError(f"lr_factor must keep the peak learning rate lr_factor · (d_model · warmup_steps)^-0.5 "
+                             f"within float32 (at most {_LR_LIMIT:.3g}), got {self.lr_factor:g}: a peak of {peak:.3g}")
         check_float(self.label_smoothing, "label_smoothing", minimum=0.0, maximum=1.0, max_inclusive=False)
         if self.grad_clip is not None and check_float(self.grad_clip, "grad_clip") <= 0:
             raise ValueError(f"grad_clip must be > 0, got {self.grad_clip} (use none for no clipping: a norm of 0 "
@@ -104,7 +121,7 @@ class TrainConfig:
         check_int(self.max_steps, "max_steps", minimum=1, allow_none=True)
         check_int(self.max_epochs, "max_epochs", minimum=1, allow_none=True)
         check_float(self.max_minutes, "max_minutes", minimum=0.0, min_inclusive=False, allow_none=True)
-        check_int(self.seed, "seed", minimum=0)
+        check_int(self.seed, "seed", minimum=0, maximum=SEED_MAX)
         if not (self.device in ("auto", "cpu", "cuda", "mps") or str(self.device).startswith("cuda:")):
             raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
         check_int(self.threads, "threads", minimum=1, allow_none=True)
@@ -119,6 +136,20 @@ class TrainConfig:
     def has_budget(self) -> bool:
         """True when at least one of max_steps, max_epochs, max_minutes is set."""
         return any(v is not None for v in (self.max_steps, self.max_epochs, self.max_minutes))
+
+    def check_lengths(self, train_examples, val_examples) -> None:
+        """Raise :class:`ConfigError` unless the training examples ``(src_ids, tgt_ids)`` (already filtered by
+        ``max_sentence_len``) are not empty and the model takes every training and validation pair: a source of
+        at most ``model.max_len`` tokens, a target that fits with its ``<bos>``/``<eos>`` (``len + 1``)."""
+        if not train_examples:
+            raise ConfigError(f"max_sentence_len {self.max_sentence_len} keeps none of the training pairs: raise it")
+        limit = self.model.max_len
+        for name, examples, advice in (("training", train_examples, f"lower max_sentence_len to {limit} or raise "
+                                        "max_len to"), ("validation", val_examples, "raise max_len to")):
+            longest = max((max(len(src), len(tgt) + 1) for src, tgt in examples), default=0)
+            if longest > limit:
+                raise ConfigError(f"a {name} pair has {longest} tokens, more than the model's max_len {limit}: "
+                                  f"{advice} {longest} (a larger vocab_size also makes shorter sequences)")
 
     def to_dict(self) -> dict:
         """Plain dict (the model as a nested dict), for checkpoints and ``config.json``."""

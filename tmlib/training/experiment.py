@@ -17,7 +17,7 @@ Under ``torchrun`` (``python -m tmlib.train`` initialises the process group, see
 writes into the run folder.
 
 A run folder holds ``checkpoint.pt`` (everything, see :mod:`tmlib.training.checkpoint`), ``history.json``,
-``tokenizer.json`` and ``config.json``.
+``tokenizer.json``, ``config.json`` and the marker and lock of :mod:`tmlib.training.rundir`.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from tmlib.model.transformer import make_model
 from tmlib.training.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
 from tmlib.training.distributed import check_world_size
+from tmlib.training.rundir import hold_run_folder
 from tmlib.training.strategy import current_strategy
 from tmlib.training.trainer import Trainer
 from tmlib.utils import atomic_write
@@ -122,6 +123,9 @@ class TranslationData:
 
         Raises:
             tmlib.data.DataError: the data is missing or corrupt (the message says how to get it).
+            tmlib.training.config.ConfigError: ``max_sentence_len`` keeps no training pair, or a kept training
+                pair or a validation pair is longer than ``config.model.max_len``
+                (:meth:`~tmlib.training.config.TrainConfig.check_lengths`).
         """
         from tmlib.data.batching import BatchIterator, encode_pairs, filter_by_length
         from tmlib.data.multi30k import load_multi30k
@@ -133,6 +137,7 @@ class TranslationData:
             tokenizer = train_tokenizer(train_pairs, config.model.vocab_size)
         train_ex = filter_by_length(encode_pairs(train_pairs, tokenizer), config.max_sentence_len)
         val_ex = encode_pairs(val_pairs, tokenizer)
+        config.check_lengths(train_ex, val_ex)
         ids = dict(pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id,
                    vocab_size=tokenizer.vocab_size)  # ids are checked here, on the host
         return cls(tokenizer, BatchIterator(train_ex, config.max_tokens, shuffle=True, seed=config.seed, **ids),
@@ -202,7 +207,11 @@ def resume_config(path: str | os.PathLike) -> TrainConfig:
     if not ckpt.is_file():
         raise FileNotFoundError(f"there is no checkpoint to resume in {ckpt.parent} ({ckpt.name} is missing): check "
                                 "the run folder, or start a new run without resuming")
-    return TrainConfig.from_dict(load_checkpoint(ckpt)["config"])
+    state = load_checkpoint(ckpt)
+    try:
+        return TrainConfig.from_dict(state["config"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{ckpt} holds no training configuration this version of tmlib reads ({err})") from err
 
 
 def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, *, resume: bool = False,
@@ -224,6 +233,8 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
         The :class:`~tmlib.training.trainer.Trainer` after training (``.model``, ``.tokenizer``, ``.history``).
 
     Raises:
+        tmlib.training.rundir.RunFolderError: ``out_dir`` is not a run folder and holds other files, is the
+            current folder, cannot be created, or another run holds it (:func:`~tmlib.training.rundir.hold_run_folder`).
         FileExistsError: ``out_dir`` already holds a checkpoint and ``resume`` is False.
         FileNotFoundError: ``resume`` is True but ``out_dir`` holds no checkpoint (a mistyped folder would
             otherwise silently start a new run).
@@ -231,16 +242,27 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
         tmlib.training.distributed.WorldSizeMismatch: (a ``ValueError``) ``resume`` with another number of processes
             than the run was started with.
         tmlib.data.DataError: Multi30k is missing or corrupt (the message says how to get it).
-        KeyboardInterrupt: after saving a checkpoint, when interrupted with Ctrl-C.
+        tmlib.training.config.ConfigError: the data does not fit ``config`` (too long for the model, an epoch
+            shorter than one step); found before any training step.
+        tmlib.training.progress.Diverged: (a ``FloatingPointError``) the training diverged; nothing diverged
+            was saved.
+        tmlib.training.budget.Interrupted: (a ``KeyboardInterrupt``) after saving, on Ctrl-C or SIGTERM.
 
     With several processes (an initialised process group) every process calls it: rank 0 trains the tokenizer
-    and sends it to the others (unless resuming: the stored one), and only rank 0 writes into ``out_dir``.
+    and sends it to the others (unless resuming: the stored one), and only rank 0 writes into ``out_dir`` (and
+    holds its lock while the run lives).
     """
+    strategy = current_strategy()
+    out = Path(out_dir) if out_dir is not None else None
+    with hold_run_folder(out, strategy):
+        return _train_in(config, out, resume, data, data_dir, strategy)
+
+
+def _train_in(config: TrainConfig, out: Path | None, resume: bool, data, data_dir, strategy) -> Trainer:
+    """:func:`run_training`, once the run folder ``out`` is held."""
     from tmlib.data.tokenizer import BPETokenizer
     from tmlib.utils import seed_everything
 
-    strategy = current_strategy()
-    out = Path(out_dir) if out_dir is not None else None
     ckpt = out / CHECKPOINT_NAME if out is not None else None
     state = None
     if resume:

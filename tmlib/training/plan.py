@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from tmlib.training.config import ConfigError
+
 __all__ = ["StepPlan"]
 
 
@@ -21,12 +23,19 @@ class StepPlan:
         strategy: the :mod:`tmlib.training.strategy` of the run (its share of each step, its token count).
         device: the training device (CUDA: batches in page-locked memory, so that the copy can overlap).
         num_workers: data-loader worker processes that collate the batches (0: in this process).
+
+    Raises:
+        tmlib.training.config.ConfigError: an epoch holds fewer batches than one step needs.
     """
 
     def __init__(self, source, accumulate: int, strategy, device: torch.device, num_workers: int = 0):
         self.source, self.strategy, self.num_workers = source, strategy, num_workers
         self.batches_per_step = accumulate * strategy.world_size
         self.pin_memory = torch.device(device).type == "cuda"
+        if self.steps_in_epoch(0) < 1:
+            raise ConfigError(f"an epoch has {len(source.batches(0))} batches, fewer than the "
+                              f"{self.batches_per_step} one optimizer step needs (accumulate {accumulate} × "
+                              f"{strategy.world_size} process(es)): lower accumulate or max_tokens")
 
     def steps_in_epoch(self, epoch: int) -> int:
         """Optimizer steps in ``epoch``: ``len(batches) // batches_per_step``. The last incomplete group of

@@ -2,7 +2,8 @@
 
 The training step does not read any value back from the device (no ``loss.item()``): :class:`History` keeps the
 losses of the last steps on the device and copies them all at once every ``log_every`` steps, so that a GPU is
-never made to wait by the host.
+never made to wait by the host. A loss that is NaN or infinite, in training or validation, stops the run
+(:class:`Diverged`) before anything is saved or kept as the best.
 """
 from __future__ import annotations
 
@@ -15,10 +16,22 @@ import torch
 # notebook, which the offline site could not draw.
 from tqdm import tqdm
 
-__all__ = ["History", "Throughput", "ProgressBar"]
+__all__ = ["History", "Throughput", "ProgressBar", "Diverged"]
 
 STEP_FIELDS = ("step", "epoch", "lr", "loss", "tokens_per_s", "elapsed_s")
 VALIDATION_FIELDS = ("val_step", "val_epoch", "val_loss", "val_nll", "val_elapsed_s")
+
+
+class Diverged(FloatingPointError):
+    """The training diverged: a loss or a weight became NaN or infinite (the message says where and what to
+    change). ``what``: what went wrong (``"the loss became nan"``); ``step``: the optimizer step where it was
+    found. A run that raises it saves nothing more."""
+
+    ADVICE = "lower lr_factor, raise warmup_steps, or set grad_clip"
+
+    def __init__(self, what: str, step: int):
+        super().__init__(f"{what} at step {step}: {self.ADVICE}")
+        self.what, self.step = what, step
 
 
 class History:
@@ -46,7 +59,7 @@ class History:
         """Copy the pending losses from the device (one synchronisation for many steps) into ``records``.
 
         Raises:
-            FloatingPointError: a loss is NaN or infinite (the message says what to change).
+            Diverged: (a ``FloatingPointError``) a loss is NaN or infinite (the message says what to change).
         """
         if not self.pending:
             return
@@ -54,13 +67,18 @@ class History:
         pending, self.pending = self.pending, []
         for (step, epoch, lr, _, elapsed_s), loss in zip(pending, losses):
             if not math.isfinite(loss):
-                raise FloatingPointError(f"the loss became {loss} at step {step}: lower lr_factor, raise "
-                                         "warmup_steps, or set grad_clip")
+                raise Diverged(f"the loss became {loss}", step)
             for key, value in zip(STEP_FIELDS, (step, epoch, lr, loss, tokens_per_s, elapsed_s)):
                 self.records[key].append(value)
 
     def add_validation(self, step: int, epoch: int, loss: float, nll: float, elapsed_s: float) -> None:
-        """Record a validation pass after ``step`` steps."""
+        """Record a validation pass after ``step`` steps.
+
+        Raises:
+            Diverged: a validation loss is NaN or infinite (the weights diverged; nothing is recorded).
+        """
+        if not (math.isfinite(loss) and math.isfinite(nll)):
+            raise Diverged(f"the validation loss became {loss}", step)
         for key, value in zip(VALIDATION_FIELDS, (step, epoch, loss, nll, elapsed_s)):
             self.records[key].append(value)
 

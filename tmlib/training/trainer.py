@@ -6,13 +6,14 @@ agree bit for bit. :meth:`Trainer.fit` repeats it until a budget runs out, with 
 
 * precision: :class:`~tmlib.training.precision.MixedPrecision` (bf16 or fp16 autocast; fp16's gradient scaler);
 * budget and interruption: :class:`~tmlib.training.budget.Budget` (steps, epochs, minutes of the
-  :class:`~tmlib.training.budget.Clock`), Ctrl-C (:class:`~tmlib.training.budget.DeferredInterrupt`);
+  :class:`~tmlib.training.budget.Clock`), Ctrl-C and SIGTERM (:class:`~tmlib.training.budget.DeferredInterrupt`);
 * the batches of each step: :class:`~tmlib.training.plan.StepPlan` (gradient accumulation);
 * throughput, history and progress bar: :mod:`tmlib.training.progress`;
 * evaluation: :func:`~tmlib.training.evaluation.evaluate_loss`, after every epoch and at the end;
 * checkpoint state: :meth:`Trainer.state_dict`, everything needed to continue *exactly* (RNG states included),
   written atomically by :meth:`Trainer.save` when the :class:`~tmlib.training.budget.CheckpointSchedule` says so,
-  at the end and on Ctrl-C; a resumed run reproduces an uninterrupted one bit for bit (same device and threads);
+  at the end and on Ctrl-C or SIGTERM, never once diverged (:class:`~tmlib.training.progress.Diverged`); a resumed
+  run reproduces an uninterrupted one bit for bit (same device and threads);
 * the processes: a strategy of :mod:`tmlib.training.strategy`, one process or data parallelism under ``torchrun``.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Callable
 
@@ -27,15 +29,15 @@ import torch
 
 from tmlib.analysis.machine import machine_info
 from tmlib.model.config import ModelConfig
-from tmlib.training.budget import Budget, CheckpointSchedule, Clock, DeferredInterrupt
-from tmlib.training.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, get_rng_state, load_checkpoint,
-                                       save_checkpoint, set_rng_state)
+from tmlib.training.budget import Budget, CheckpointSchedule, Clock, DeferredInterrupt, Interrupted
+from tmlib.training.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, find_nonfinite, get_rng_state,
+                                       load_checkpoint, save_checkpoint, set_rng_state)
 from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
 from tmlib.training.distributed import check_world_size
 from tmlib.training.evaluation import evaluate_loss
 from tmlib.training.plan import StepPlan
 from tmlib.training.precision import MixedPrecision, machine_settings
-from tmlib.training.progress import History, ProgressBar, Throughput
+from tmlib.training.progress import Diverged, History, ProgressBar, Throughput
 from tmlib.training.recipe import make_ema, make_optimizer, make_scheduler, step_loss
 from tmlib.training.strategy import current_strategy
 from tmlib.utils import atomic_write, remove_stale_temporaries
@@ -76,7 +78,8 @@ class Trainer:
     ``forward_model`` is what the training step calls (wrapped by the strategy, compiled if asked).
 
     Raises:
-        ValueError: an invalid configuration or device.
+        ValueError: an invalid configuration or device; :class:`~tmlib.training.config.ConfigError` when an
+            epoch holds fewer batches than one optimizer step needs.
         RuntimeError: with several processes, the processes hold different training batches.
     """
 
@@ -156,21 +159,20 @@ class Trainer:
         Every iteration first decides, with the other processes if any (:meth:`_decide`), whether to save and
         whether to stop; then it ends the epoch (validation) or takes one optimizer step. Checkpoints (if
         ``checkpoint_path``) every ``checkpoint_minutes`` / ``checkpoint_every`` steps and at the end. Ctrl-C
-        (SIGINT) lets the current step finish, writes a checkpoint and raises ``KeyboardInterrupt`` (a second
-        Ctrl-C stops at once, without saving). A run stopped at any point and resumed with :meth:`resume`
-        continues exactly as if it had never stopped (same device and thread count).
+        (SIGINT) or SIGTERM lets the current step finish, writes a checkpoint and raises
+        :class:`~tmlib.training.budget.Interrupted` (a ``KeyboardInterrupt``; a second signal stops at once,
+        without saving). A run stopped at any point and resumed with :meth:`resume` continues exactly as if it
+        had never stopped (same device and thread count).
 
         Raises:
-            ValueError: no budget is set (``max_steps``, ``max_epochs`` or ``max_minutes``), or an epoch holds
-                fewer batches than one step needs.
-            FloatingPointError: the loss became NaN or infinite.
-            KeyboardInterrupt: after saving, when interrupted.
+            ValueError: no budget is set (``max_steps``, ``max_epochs`` or ``max_minutes``).
+            tmlib.training.progress.Diverged: (a ``FloatingPointError``) a loss or a weight became NaN or
+                infinite (checked every ``log_every`` steps, at validation and before saving): nothing diverged
+                is saved, kept as the best or marked finished.
+            tmlib.training.budget.Interrupted: after saving, when interrupted.
         """
         c = self.config
         budget = Budget(c.max_steps, c.max_epochs, c.max_minutes)
-        if self.plan.steps_in_epoch(0) < 1:
-            raise ValueError(f"an epoch has {len(self.train_batches.batches(0))} batches, fewer than the "
-                             f"{self.plan.batches_per_step} one optimizer step needs (accumulate × processes)")
         bar = ProgressBar(budget.total_steps(self.plan.steps_in_epoch(0)), self.step, c.progress,
                           self.strategy.is_main, c.progress_interval)
         with machine_settings(c.threads, self.device, self.amp), bar:
@@ -203,7 +205,7 @@ class Trainer:
                         self._show(bar, lr)  # copy the losses from the device, show the latest
                 if interrupted:
                     self.save()
-                    raise KeyboardInterrupt(f"interrupted at step {self.step}; checkpoint saved")
+                    raise Interrupted(ctrl_c.signum or signal.SIGINT, self.step)
             self.log.flush(self.throughput.lap())
             if self.history["val_step"][-1:] != [self.step]:
                 self.validate()  # the validation loss of the final parameters
@@ -321,11 +323,18 @@ class Trainer:
         all (``"rng_ranks"``) and tells the others whether the write succeeded.
 
         Raises:
+            tmlib.training.progress.Diverged: a pending loss, a weight, Adam's moments or the moving average
+                hold a NaN or an infinity: nothing is written, the run is not finished (on every process).
             tmlib.training.checkpoint.CheckpointError: the checkpoint could not be written (on every process).
         """
         if self.checkpoint_path is None:
             return
-        self.log.flush(self.throughput.lap())
+        self.log.flush(self.throughput.lap())  # Diverged on a NaN loss
+        bad = find_nonfinite({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()["state"],
+                              "ema": self.ema.state_dict() if self.ema is not None else None})
+        if bad is not None:
+            self.finished = False
+            raise Diverged(f"{bad} became NaN or infinite", self.step)
         rngs = self.strategy.gather(get_rng_state())
         error = None
         if self.strategy.is_main:
