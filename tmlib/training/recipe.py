@@ -3,7 +3,7 @@
 * Optimizer (§5.3): Adam with β₁ = 0.9, β₂ = 0.98, ε = 10⁻⁹ (:func:`make_optimizer`).
 * Learning rate (§5.3, eq. 3): ``lr = factor · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)``:
   linear warm-up, then inverse-square-root decay (:class:`NoamSchedule`, :func:`make_scheduler`); its values
-  equal :func:`tmlib.ref.numpy_ref.noam_lr`.
+  equal :func:`tmlib.ref.noam_lr`.
 * Label smoothing ε_ls = 0.1 (§5.4) and the loss over the non-pad target tokens (:func:`translation_loss`); the
   loss of an optimizer step is its sum over the step's target tokens divided by their number, whatever the
   number of batches and processes the step is spread over (:func:`step_loss`).
