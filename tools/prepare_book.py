@@ -24,6 +24,11 @@ def main() -> int:
     from tmlib.training import CHECKPOINT_NAME, CheckpointError, load_checkpoint
     from tmlib.data import DataError, check_multi30k
     from tmlib.training import default_run, run_training
+    from tmlib.training.budget import sigterm_interrupts
+    from tmlib.training.config import ConfigError
+    from tmlib.training.outcome import describe_divergence, describe_interruption
+    from tmlib.training.progress import Diverged
+    from tmlib.training.rundir import RunFolderError
     from tmlib.analysis import describe_machine
     from tmlib.utils import smoke_mode
 
@@ -54,14 +59,18 @@ def main() -> int:
     try:
         check_multi30k(None, ("train", "val"))
         start = time.perf_counter()
-        trainer = run_training(config, run_dir, resume=state is not None)
-    except DataError as err:
+        with sigterm_interrupts():
+            trainer = run_training(config, run_dir, resume=state is not None)
+    except (DataError, ConfigError, RunFolderError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"\nmake book: interrupted; the run in {run_dir} is saved and continues at the next `make book`",
-              file=sys.stderr)
-        return 130
+    except Diverged as err:
+        print(f"error: {describe_divergence(err, config, run_dir)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: the next `make book` continues a saved run
+        message = describe_interruption(stop, run_dir, "python -m tmlib.train")
+        print(f"\nmake book: {message} (or run `make book` again)", file=sys.stderr)
+        return 128 + int(getattr(stop, "signum", 2))
     h = trainer.history
     print(f"make book: trained {trainer.step:,} steps ({trainer.epoch} epochs) in {(time.perf_counter() - start) / 60:.1f}"
           f" min; validation cross-entropy {h['val_nll'][-1]:.3f} nats/token", flush=True)
