@@ -156,6 +156,10 @@ class Sandbox:
                 "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
         if not (self.as_root and self.setpriv):
             argv += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+        # The private /tmp and /dev/shm first: the binds below then stay visible when they lie under /tmp (a
+        # course checked out or a virtual environment made in /tmp), instead of being hidden by the tmpfs.
+        argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
+                 "--perms", "1777", "--size", str(limits.tmp_mb * 2**20), "--tmpfs", "/tmp"]
         parents = sorted({str(p) for _, dst in binds for p in Path(dst).parents if str(p) != "/"})
         for parent in parents:  # bwrap would create them 0700: unreadable for uid 65534
             if not any(parent == d or parent.startswith(d + "/") for _, d in binds):
@@ -167,9 +171,7 @@ class Sandbox:
                 argv += ["--ro-bind", link, link]
         for src, dst in binds:
             argv += ["--ro-bind", src, dst]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
-                 "--perms", "1777", "--size", str(limits.tmp_mb * 2**20), "--tmpfs", "/tmp", "--remount-ro", "/",
-                 "--chdir", "/tmp", "--clearenv"]
+        argv += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
         for key, value in self._env("/grader/lib").items():
             argv += ["--setenv", key, value]
         argv.append("--")
