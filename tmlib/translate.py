@@ -266,7 +266,7 @@ def _run(argv) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
-    from tmlib.decoding.corpus import translate_corpus
+    from tmlib.decoding.corpus import screen_sources, translate_corpus
     from tmlib.training.checkpoint import CheckpointError
     from tmlib.training.experiment import load_trained
     from tmlib.utils import get_device
@@ -290,10 +290,7 @@ def _run(argv) -> int:
         (with a warning for the latter), over-long lines are cut to the model's positions (with a warning)."""
         out = [""] * len(lines)
         ids = tokenizer.encode_batch(lines) if lines else []
-        todo = [i for i, line in enumerate(lines) if line.strip() and ids[i]]
-        unknown = [i for i in todo if tokenizer.unknown_fraction(ids[i]) == 1.0]
-        todo = sorted(set(todo) - set(unknown))
-        long = [i for i in todo if len(ids[i]) > positions]
+        todo, unknown, long = screen_sources(lines, ids, tokenizer, positions)
         _warn(args.quiet, [first + i for i in unknown], "is made only of characters unknown to the vocabulary "
               "and was not translated (is the input German?)", "are made only of characters unknown to the "
               "vocabulary and were not translated (is the input German?)")
@@ -303,16 +300,13 @@ def _run(argv) -> int:
         if todo:
             hyps = translate_corpus(model, tokenizer, [lines[i] for i in todo], beam_size=args.beam_size,
                                     batch_tokens=args.batch_tokens, length_penalty=args.length_penalty,
-                                    max_len=args.max_len, progress=progress)
+                                    max_len=args.max_len, progress=progress, warn=False)
             for i, hyp in zip(todo, hyps):
                 out[i] = hyp
         return out
 
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning(args.quiet)
-        # translate_corpus's own warnings about these lines (numbered from 0 among the lines it was given):
-        # reported above, per input line
-        warnings.filterwarnings("ignore", message=r".*(longer than model\.max_len|consist only of unknown tokens)")
         try:
             if args.input == "-" and sys.stdin.isatty():  # interactive: answer each line at once
                 for number, raw in enumerate(sys.stdin.buffer, start=1):

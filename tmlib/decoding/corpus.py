@@ -13,7 +13,7 @@ from tmlib.decoding.beam import beam_search
 from tmlib.decoding.greedy import greedy_decode
 from tmlib.validation import check_int, check_texts
 
-__all__ = ["translate_corpus"]
+__all__ = ["translate_corpus", "screen_sources"]
 
 
 def _indices(ix: list[int], shown: int = 5) -> str:
@@ -21,9 +21,30 @@ def _indices(ix: list[int], shown: int = 5) -> str:
     return ", ".join(map(str, ix[:shown])) + (", ..." if len(ix) > shown else "")
 
 
+def screen_sources(sentences: Sequence[str], ids: Sequence[Sequence[int]], tokenizer,
+                   max_len: int | None) -> tuple[list[int], list[int], list[int]]:
+    """Which sources a model can translate: the input rules of :func:`translate_corpus`, in one place.
+
+    Args:
+        sentences: n source sentences; ``ids``: their token ids (``tokenizer.encode_batch(sentences)``).
+        tokenizer: has ``unknown_fraction(ids)``.
+        max_len: the model's positions (``model.max_len``), or ``None``.
+
+    Returns:
+        ``(todo, unknown, long)``, 0-based indices in order: the sentences to decode (neither blank nor all
+        ``<unk>``), those made only of unknown tokens, and those of ``todo`` longer than ``max_len`` tokens.
+    """
+    blank = [not s.strip() or not row for s, row in zip(sentences, ids)]  # translated to ""
+    unknown = [i for i, row in enumerate(ids) if not blank[i] and tokenizer.unknown_fraction(row) == 1.0]
+    skip = set(unknown)
+    todo = [i for i in range(len(ids)) if not blank[i] and i not in skip]
+    long = [i for i in todo if len(ids[i]) > max_len] if max_len is not None else []
+    return todo, unknown, long
+
+
 def translate_corpus(model, tokenizer, sentences: Sequence[str], beam_size: int = 1, batch_tokens: int = 4000,
                      device=None, length_penalty: float = 0.6, max_len: int | None = None,
-                     progress: bool = True) -> list[str]:
+                     progress: bool = True, warn: bool = True) -> list[str]:
     """Translate many sentences: tokenize, batch by length, decode, detokenize, restore the order.
 
     Sentences are sorted by source length and cut into batches of at most ``batch_tokens`` padded source
@@ -53,6 +74,8 @@ def translate_corpus(model, tokenizer, sentences: Sequence[str], beam_size: int 
         length_penalty: GNMT's α for beam search (paper: 0.6).
         max_len: largest number of generated tokens; ``None``: source length + 50 (paper §6.1).
         progress: show a tqdm progress bar (in sentences).
+        warn: warn about all-unknown and over-long sentences (a caller that reports them itself, such as
+            ``python -m tmlib.translate`` with its line numbers, passes False; :func:`screen_sources` finds them).
 
     Returns:
         n translations (detokenized text), in the order of ``sentences``.
@@ -83,22 +106,17 @@ def translate_corpus(model, tokenizer, sentences: Sequence[str], beam_size: int 
     model.to(device)
 
     ids = tokenizer.encode_batch(sentences) if sentences else []
-    blank = [not s.strip() or not row for s, row in zip(sentences, ids)]  # translate to ""
-    unknown = [i for i, row in enumerate(ids) if not blank[i] and tokenizer.unknown_fraction(row) == 1.0]
-    if unknown:
+    limit = getattr(model, "max_len", None)
+    todo, unknown, long = screen_sources(sentences, ids, tokenizer, limit)
+    if unknown and warn:
         warnings.warn(f"{len(unknown)} source sentence(s) consist only of unknown tokens (<unk>), e.g. text in "
                       f"another script than the training data; they were given empty translations "
                       f"(sentences {_indices(unknown)}, counting from 0)", stacklevel=2)
-    skip = set(unknown)
-    todo = [i for i in range(len(ids)) if not blank[i] and i not in skip]
-    limit = getattr(model, "max_len", None)
-    if limit is not None:
-        long = [i for i in todo if len(ids[i]) > limit]
-        if long:
-            warnings.warn(f"{len(long)} source sentence(s) longer than model.max_len={limit} tokens were "
-                          f"truncated (sentences {_indices(long)}, counting from 0)", stacklevel=2)
-            for i in long:
-                ids[i] = ids[i][:limit]
+    if long and warn:
+        warnings.warn(f"{len(long)} source sentence(s) longer than model.max_len={limit} tokens were "
+                      f"truncated (sentences {_indices(long)}, counting from 0)", stacklevel=2)
+    for i in long:
+        ids[i] = ids[i][:limit]
 
     outputs: list[str] = [""] * len(sentences)
     batches = length_batches([len(ids[i]) for i in todo], max(1, batch_tokens // beam_size))
