@@ -43,6 +43,11 @@ class Canvas:
         d = " ".join(f"{'M' if i == 0 else 'L'} {x} {y}" for i, (x, y) in enumerate(points))
         self.items.append(f"<path d='{d}' fill='none' stroke='#333' stroke-width='1.4' marker-end='url(#arrow)'/>")
 
+    def arrows_up(self, x, spans):
+        """Vertical arrows at ``x``, one per ``(from_y, to_y)`` span: the flow between stacked boxes."""
+        for y0, y1 in spans:
+            self.arrow((x, y0), (x, y1))
+
     def frame(self, x, y, w, h, label):
         self.items.append(f"<rect x='{x}' y='{y}' width='{w}' height='{h}' rx='10' fill='#f4f4f4' "
                           f"stroke='#888' stroke-dasharray='5 3'/>")
@@ -83,10 +88,7 @@ def transformer() -> str:
     c.box(ex, 380, bw, bh + 6, "Feed-forward network", "chapter 3", "ffn")
     c.box(ex, 330, bw, 36, "Add &amp; LayerNorm", None, "norm")
     c.text(ex + bw / 2, 308, "encoder layer · chapters 3, 8", size=11, colour="#555", italic=True)
-    c.arrow((ex + bw / 2, 594), (ex + bw / 2, 566))
-    c.arrow((ex + bw / 2, 520), (ex + bw / 2, 506))
-    c.arrow((ex + bw / 2, 470), (ex + bw / 2, 426))
-    c.arrow((ex + bw / 2, 380), (ex + bw / 2, 366))
+    c.arrows_up(ex + bw / 2, ((594, 566), (520, 506), (470, 426), (380, 366)))
     c.arrow((ex - 8, 580), (ex - 8, 488), (ex, 488))  # residual around attention
     c.arrow((ex - 8, 450), (ex - 8, 348), (ex, 348))  # residual around the FFN
     # decoder layer
@@ -99,12 +101,7 @@ def transformer() -> str:
     c.box(dx, 240, bw, bh + 6, "Feed-forward network", "chapter 3", "ffn")
     c.box(dx, 190, bw, 36, "Add &amp; LayerNorm", None, "norm")
     c.text(dx + bw / 2, 160, "decoder layer · chapters 5, 8", size=11, colour="#555", italic=True)
-    c.arrow((dx + bw / 2, 594), (dx + bw / 2, 566))
-    c.arrow((dx + bw / 2, 520), (dx + bw / 2, 506))
-    c.arrow((dx + bw / 2, 470), (dx + bw / 2, 426))
-    c.arrow((dx + bw / 2, 380), (dx + bw / 2, 366))
-    c.arrow((dx + bw / 2, 330), (dx + bw / 2, 286))
-    c.arrow((dx + bw / 2, 240), (dx + bw / 2, 226))
+    c.arrows_up(dx + bw / 2, ((594, 566), (520, 506), (470, 426), (380, 366), (330, 286), (240, 226)))
     c.arrow((dx + bw + 8, 580), (dx + bw + 8, 488), (dx + bw, 488))
     c.arrow((dx + bw + 8, 450), (dx + bw + 8, 348), (dx + bw, 348))
     c.arrow((dx + bw + 8, 310), (dx + bw + 8, 208), (dx + bw, 208))
@@ -135,8 +132,7 @@ def multi_head_attention() -> str:
     c.box(x, 232, w, 34, "Mask (optional) · ch. 5", None, "plain")
     c.box(x, 178, w, 34, "Softmax over keys", None, "attn")
     c.box(x, 90, w, 34, "MatMul  with V", None, "attn")
-    for y0, y1 in ((340, 320), (286, 266), (232, 212), (178, 124)):
-        c.arrow((x + w / 2, y0), (x + w / 2, y1))
+    c.arrows_up(x + w / 2, ((340, 320), (286, 266), (232, 212), (178, 124)))
     c.text(x + w / 2 - 50, 408, "Q", size=14, bold=True)
     c.text(x + w / 2 + 50, 408, "K", size=14, bold=True)
     c.text(x + w + 30, 408, "V", size=14, bold=True)
