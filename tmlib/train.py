@@ -51,7 +51,7 @@ import typing
 from pathlib import Path
 
 from tmlib.data.multi30k import MULTI30K_SIZES
-from tmlib.model.config import PRESETS, ModelConfig, get_preset
+from tmlib.model.config import MAX_POSITIONS, PRESETS, ModelConfig, get_preset
 from tmlib.training.checkpoint import CHECKPOINT_NAME, CheckpointError
 from tmlib.training.experiment import RECOMMENDED, resume_config
 from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
@@ -59,7 +59,7 @@ from tmlib.training.rundir import RunFolderError, check_run_folder
 from tmlib.validation import parse_optional, parse_optional_bool
 
 __all__ = ["main", "build_parser", "parse_config", "UsageError", "RECOMMENDED", "MODEL_HELP", "MIN_VOCAB_SIZE",
-           "MIN_MAX_LEN", "MAX_MAX_LEN", "MIN_SENTENCE_LEN"]
+           "MIN_MAX_LEN", "MIN_SENTENCE_LEN"]
 
 # The bounds of a new run's sizes. Multi30k's files are checked by their sha256, so these facts about them hold:
 #: Multi30k's training text has 101 distinct characters (after NFKC normalisation), which a BPE vocabulary always
@@ -68,9 +68,6 @@ MIN_VOCAB_SIZE = 105
 #: The longest Multi30k validation sentence has 37 words and punctuation marks, and a tokenizer makes at least one
 #: token of each: a model with a smaller ``--max-len`` cannot be validated, whatever the vocabulary.
 MIN_MAX_LEN = 37
-#: The positional table has ``--max-len`` rows; Multi30k's longest sentence has about 200 tokens even with the
-#: smallest vocabulary, so a larger table only costs memory.
-MAX_MAX_LEN = 65_536
 #: The shortest Multi30k training pair needs 5 tokens (its target with ``<eos>``), whatever the vocabulary: a
 #: smaller ``--max-sentence-len`` keeps no pair.
 MIN_SENTENCE_LEN = 5
@@ -84,7 +81,7 @@ MODEL_HELP = {
     "d_ff": "inner width of the feed-forward network (paper: 2048 base, 4096 big)",
     "dropout": "P_drop, on every sub-layer output, the embeddings and the attention weights (paper: 0.1 base)",
     "max_len": "longest sequence the model accepts, in tokens (rows of the positional-encoding table; a new run: "
-               f"{MIN_MAX_LEN} to {MAX_MAX_LEN:,}, and at least the longest tokenized sentence)",
+               f"{MIN_MAX_LEN} to {MAX_POSITIONS:,}, and at least the longest tokenized sentence)",
     "norm_first": "False: post-LN as in the paper; True: pre-LN (the modern layout)",
     "vocab_size": "(source) vocabulary size V; the paper's EN-DE model shares about 37,000 BPE tokens (a new run: "
                   f"at least {MIN_VOCAB_SIZE}, the special tokens and Multi30k's characters)",
@@ -263,7 +260,7 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
 
 def _check_sizes(config: TrainConfig) -> None:
     """The bounds that Multi30k sets on a new run's sizes, whatever the vocabulary (:data:`MIN_VOCAB_SIZE`,
-    :data:`MIN_MAX_LEN`, :data:`MAX_MAX_LEN`, :data:`MIN_SENTENCE_LEN`). A resumed run keeps the sizes it has."""
+    :data:`MIN_MAX_LEN`, :data:`MAX_POSITIONS`, :data:`MIN_SENTENCE_LEN`). A resumed run keeps the sizes it has."""
     m = config.model
     if m.vocab_size < MIN_VOCAB_SIZE:
         _fail(f"--vocab-size must be >= {MIN_VOCAB_SIZE}, got {m.vocab_size}: a BPE vocabulary of Multi30k holds its "
@@ -271,8 +268,8 @@ def _check_sizes(config: TrainConfig) -> None:
     if m.max_len < MIN_MAX_LEN:
         _fail(f"--max-len must be >= {MIN_MAX_LEN}, got {m.max_len}: the longest Multi30k validation sentence has "
               f"{MIN_MAX_LEN} words and punctuation marks, each at least one token")
-    if m.max_len > MAX_MAX_LEN:
-        _fail(f"--max-len must be <= {MAX_MAX_LEN}, got {m.max_len}: Multi30k's longest sentence has about 200 tokens, "
+    if m.max_len > MAX_POSITIONS:
+        _fail(f"--max-len must be <= {MAX_POSITIONS}, got {m.max_len}: Multi30k's longest sentence has about 200 tokens, "
               "and a longer positional table only takes memory")
     if config.max_sentence_len < MIN_SENTENCE_LEN:
         _fail(f"--max-sentence-len must be >= {MIN_SENTENCE_LEN}, got {config.max_sentence_len}: the shortest "

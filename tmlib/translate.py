@@ -34,16 +34,16 @@ import sys
 import warnings
 from pathlib import Path
 
+from tmlib.model.config import MAX_POSITIONS
+
 __all__ = ["build_parser", "main", "read_lines", "BEAM_SIZE_MAX", "BATCH_TOKENS_MAX", "LENGTH_PENALTY_MAX",
-           "MAX_POSITIONS", "CONFIG_LIMITS", "MAX_MODEL_NUMBERS", "EXIT_BROKEN_PIPE"]
+           "CONFIG_LIMITS", "MAX_MODEL_NUMBERS", "EXIT_BROKEN_PIPE"]
 
 #: Bounds of the command's numeric options (stated in ``--help``): wide enough for any real use, small enough
 #: that a typo cannot ask for hours of decoding or gigabytes of memory.
 BEAM_SIZE_MAX = 1_000
 BATCH_TOKENS_MAX = 100_000
 LENGTH_PENALTY_MAX = 5.0  # ((5 + 65,536) / 6) ** 5 ≈ 1.5e20: the penalty stays a finite float
-#: The most positions a model may have (``max_len``), and so the largest ``--max-len``.
-MAX_POSITIONS = 65_536
 #: Generous upper bounds on the sizes in a checkpoint's model configuration, checked before the model is built:
 #: a damaged or forged file could otherwise make the model's constructor allocate gigabytes (``max_len=10**9``
 #: asks for an 8 GB table of positions).

@@ -14,13 +14,13 @@ from tmlib.model.attention import MultiHeadAttention, attend, attend_fused, repe
 from tmlib.model.bridges import (
     halves_layout_rows, llama_config, llama_rotary, nn_transformer_logits, to_llama_decoder_layer, to_nn_transformer
 )
-from tmlib.model.config import FEED_FORWARDS, NORMS, POSITIONS, PRESETS, ModelConfig, get_preset
+from tmlib.model.config import MAX_POSITIONS, FEED_FORWARDS, NORMS, POSITIONS, PRESETS, ModelConfig, get_preset
 from tmlib.model.embeddings import Generator, TokenEmbedding
 from tmlib.model.feed_forward import (
     PositionwiseFeedForward, SwiGLUFeedForward, make_feed_forward, swiglu_hidden_size
 )
 from tmlib.model.kv_cache import KVCache, causal_mask, with_causal_mask
-from tmlib.model.layers import Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer, residual
+from tmlib.model.layers import AttentionRecording, Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer, residual
 from tmlib.model.norms import RMSNorm, make_norm
 from tmlib.model.positional import NoPositionalEncoding, PositionalEncoding, make_positional, sinusoid_table
 from tmlib.model.rotary import RotaryEmbedding, apply_rotary, interleaved_to_halves, rope_frequencies
@@ -29,13 +29,13 @@ from tmlib.model.variants import DecoderOnly, EncoderOnly
 
 __all__ = [
     # configuration (Table 3)
-    "ModelConfig", "PRESETS", "get_preset", "NORMS", "FEED_FORWARDS", "POSITIONS",
+    "ModelConfig", "PRESETS", "get_preset", "NORMS", "FEED_FORWARDS", "POSITIONS", "MAX_POSITIONS",
     # the paper's parts (§3.2-§3.5)
     "MultiHeadAttention", "scaled_dot_product_attention", "attend", "attend_fused", "repeat_kv", "causal_mask",
     "with_causal_mask", "KVCache",
     "PositionwiseFeedForward", "TokenEmbedding", "Generator", "PositionalEncoding", "sinusoid_table",
     # the encoder-decoder (§3.1, Figure 1)
-    "residual", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",
+    "residual", "AttentionRecording", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache",
     "Transformer", "make_model", "count_parameters", "xavier_init_", "AUTO",
     # the other families
     "EncoderOnly", "DecoderOnly",

@@ -19,7 +19,11 @@ from typing import Literal
 
 from tmlib.validation import check_float, check_int, check_token_id
 
-__all__ = ["ModelConfig", "PRESETS", "get_preset", "NORMS", "FEED_FORWARDS", "POSITIONS"]
+#: The most positions (``max_len``, rows of the positional table) the command lines accept for a model: far more
+#: than any sentence of the course needs, small enough that a typo or a damaged file cannot ask for gigabytes.
+MAX_POSITIONS = 65_536
+
+__all__ = ["MAX_POSITIONS", "ModelConfig", "PRESETS", "get_preset", "NORMS", "FEED_FORWARDS", "POSITIONS"]
 
 #: The normalizations: LayerNorm (the paper) or RMSNorm (:mod:`tmlib.model.norms`).
 NORMS = ("layer", "rms")

@@ -26,7 +26,7 @@ from tmlib.model.config import ModelConfig
 from tmlib.model.feed_forward import make_feed_forward
 from tmlib.model.norms import make_norm
 
-__all__ = ["residual", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache"]
+__all__ = ["residual", "AttentionRecording", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "DecoderCache"]
 
 
 def residual(x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor], norm: nn.Module,
@@ -74,8 +74,8 @@ def _norm(config: ModelConfig) -> nn.Module:
     return make_norm(config.norm, config.d_model)
 
 
-class _Layer(nn.Module):
-    """What the layers share: recording the attention weights of the next forward pass (chapter 10) when
+class AttentionRecording(nn.Module):
+    """What the encoder and decoder layers share: recording the attention weights of the next forward pass (chapter 10) when
     ``keep_attention`` is True, in ``attention_weights["self"]`` (and ``["cross"]``),
     ``(batch, n_heads, n_q, n_k)``."""
 
@@ -93,7 +93,7 @@ class _Layer(nn.Module):
         return out
 
 
-class EncoderLayer(_Layer):
+class EncoderLayer(AttentionRecording):
     """Self-attention, then the feed-forward network, each in a :func:`residual` (paper §3.1, encoder).
 
     Args:
@@ -126,7 +126,7 @@ class EncoderLayer(_Layer):
         return residual(x, self.feed_forward, self.norm2, self.dropout, self.norm_first)  # (batch, seq_len, d_model)
 
 
-class DecoderLayer(_Layer):
+class DecoderLayer(AttentionRecording):
     """Masked self-attention, attention over the encoder output, then the feed-forward network, each in a
     :func:`residual` (paper §3.1, decoder).
 
