@@ -10,6 +10,10 @@ export PATH := $(BIN):$(PATH)
 ifneq ($(wildcard $(CURDIR)/../shared/data/multi30k),)
 export TMLIB_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
 endif
+# A relative TMLIB_DATA_DIR (CI's ../shared/data) is made absolute here: the notebooks run in notebooks/.
+ifneq ($(TMLIB_DATA_DIR),)
+export TMLIB_DATA_DIR := $(abspath $(TMLIB_DATA_DIR))
+endif
 # jupyter-book, with the site's own Sphinx extension (_ext/site_html.py) importable from any config file location.
 JB := PYTHONPATH="$(CURDIR)/_ext$${PYTHONPATH:+:$$PYTHONPATH}" $(BIN)/jupyter-book
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
