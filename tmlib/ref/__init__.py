@@ -16,14 +16,14 @@ Sources: Vaswani et al. (2017), "Attention Is All You Need", §3.2-3.5 and §5.3
 """
 
 from tmlib.ref.attention import (merge_heads, multi_head_attention, online_softmax_attention,
-                                 scaled_dot_product_attention, softmax, split_heads)
+                                 scaled_dot_product_attention, self_attention, softmax, split_heads)
 from tmlib.ref.layers import dropout, feed_forward, layer_norm, sublayer
 from tmlib.ref.masks import causal_mask, padding_mask, shift_right
 from tmlib.ref.positional import positional_encoding, relative_position_matrix
 from tmlib.ref.training import cross_entropy, label_smoothing_targets, noam_lr
 
 __all__ = [
-    "softmax", "scaled_dot_product_attention", "split_heads", "merge_heads", "multi_head_attention",
+    "softmax", "scaled_dot_product_attention", "self_attention", "split_heads", "merge_heads", "multi_head_attention",
     "online_softmax_attention",
     "feed_forward", "layer_norm", "sublayer", "dropout",
     "causal_mask", "padding_mask", "shift_right",

@@ -10,8 +10,8 @@ import numpy as np
 
 from tmlib.validation import check_float_array, check_int
 
-__all__ = ["softmax", "scaled_dot_product_attention", "split_heads", "merge_heads", "multi_head_attention",
-           "online_softmax_attention"]
+__all__ = ["softmax", "scaled_dot_product_attention", "self_attention", "split_heads", "merge_heads",
+           "multi_head_attention", "online_softmax_attention"]
 
 
 def softmax(x, axis: int = -1) -> np.ndarray:
@@ -109,6 +109,45 @@ def scaled_dot_product_attention(q, k, v, mask=None) -> tuple[np.ndarray, np.nda
         scores = np.where(mask, scores, -np.inf)  # a blocked key gets weight exp(-inf) = 0
     weights = softmax(scores, axis=-1)  # (..., n_q, n_k)
     return weights @ v, weights  # (..., n_q, d_v), (..., n_q, n_k)
+
+
+def self_attention(x, w_q, w_k, w_v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """Self-attention of one sequence: queries, keys and values are projections of the same input ``x``.
+
+    Paper §3.2.2 (one head) and §3.2.3: "in a self-attention layer all of the keys, values and queries come from
+    the same place".  With ``Q = x W^Q``, ``K = x W^K`` and ``V = x W^V`` the result is
+    ``Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V`` (equation 1).
+
+    Args:
+        x: the input sequence, shape ``(..., n, d_model)``, one row per token.
+        w_q, w_k: projections ``(d_model, d_k)``.
+        w_v: projection ``(d_model, d_v)``.
+        mask: optional boolean array broadcastable to ``(..., n, n)``; ``True`` = may attend.
+
+    Returns:
+        ``(output, weights)``: float64 arrays ``(..., n, d_v)`` and ``(..., n, n)``.
+
+    Raises:
+        TypeError: a non-numeric input or a non-boolean mask.
+        ValueError: ``x`` has fewer than 2 dimensions, a projection is not 2-D or does not have ``d_model`` rows,
+            ``w_q`` and ``w_k`` give different ``d_k``, or the mask is invalid (see
+            :func:`scaled_dot_product_attention`).
+    """
+    x = check_float_array(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., n, d_model), got shape {x.shape}")
+    ws = {}
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
+        ws[name] = check_float_array(w, name, ndim=2)
+        if ws[name].shape[0] != x.shape[-1]:
+            raise ValueError(f"{name} of shape {ws[name].shape} cannot project x of shape {x.shape}: "
+                             f"it needs d_model = {x.shape[-1]} rows")
+    if ws["w_q"].shape[1] != ws["w_k"].shape[1]:
+        raise ValueError(f"w_q and w_k must give the same d_k: got {ws['w_q'].shape} and {ws['w_k'].shape}")
+    q = x @ ws["w_q"]  # (..., n, d_k)
+    k = x @ ws["w_k"]  # (..., n, d_k)
+    v = x @ ws["w_v"]  # (..., n, d_v)
+    return scaled_dot_product_attention(q, k, v, mask=mask)  # (..., n, d_v), (..., n, n)
 
 
 def split_heads(x, n_heads: int) -> np.ndarray:
