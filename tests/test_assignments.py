@@ -167,14 +167,22 @@ WRONG = {
     CH1: {("ex-01-example3", 0): "my_answer = np.array([[2.26]])  # a slip in the second decimal",
           ("ex-01-shift", 0): "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\n"
                               "w_other = w_shifted  # wrong: the key-dependent shift was not applied",
-          ("ex-01-temperature", 0): None},
-    CH3: {("ex-03-relu", 0): "b1_new = np.array([2.0, 0.0])  # sign slip\nout_new = R.feed_forward(x, w1, b1_new, w2, b2)"},
+          ("ex-01-temperature", 0): None,
+          ("ex-01-softmax", 0): "def stable_softmax(x):  # no maximum subtracted: overflows\n"
+                                "    return np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)",
+          ("ex-01-masked", 0): None},
+    CH3: {("ex-03-relu", 0): "b1_new = np.array([2.0, 0.0])  # sign slip\nout_new = R.feed_forward(x, w1, b1_new, w2, b2)",
+          ("ex-03-layernorm", 0): "def my_layer_norm(x, gamma, beta, eps=1e-5):  # unbiased variance\n"
+                                  "    return gamma * (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) + beta"},
 }
 CHEATS = {  # chapter 1, graded 7/7 by the Otter-based grader
     "carol": {("ex-01-example3", 0): PATCH_CHECKS + "my_answer = np.zeros((1, 1))",
               ("ex-01-shift", 0): "w_shifted = np.zeros((3, 3))\nw_other = np.zeros((3, 3))",
-              ("ex-01-temperature", 0): "w_q3 = np.zeros((60, 3))"},
-    "dave": {("ex-01-example3", 0): PATCH_RUNNER, ("ex-01-shift", 0): None, ("ex-01-temperature", 0): None},
+              ("ex-01-temperature", 0): "w_q3 = np.zeros((60, 3))",
+              ("ex-01-softmax", 0): "def stable_softmax(x):\n    return np.zeros_like(x)",
+              ("ex-01-masked", 0): "def masked_attention(q, k, v, mask):\n    return np.zeros((len(q), 1)), np.zeros(mask.shape)"},
+    "dave": {("ex-01-example3", 0): PATCH_RUNNER, ("ex-01-shift", 0): None, ("ex-01-temperature", 0): None,
+             ("ex-01-softmax", 0): None, ("ex-01-masked", 0): None},
 }
 
 
@@ -215,27 +223,29 @@ def test_grading_loop(graded):
     for path in CHAPTERS:
         assert (out / path.stem / "autograder" / A.SPEC_FILE).is_file()
     expected = {
-        ("alice", "01", "TOTAL"): (7, 7), ("alice", "03", "TOTAL"): (6, 6),
+        ("alice", "01", "TOTAL"): (11, 11), ("alice", "03", "TOTAL"): (6, 6),
         ("bob", "01", "ex_01_example3"): (0, 2),     # public (4 decimals) and hidden fail
         ("bob", "01", "ex_01_shift"): (1, 2),        # public passes, hidden catches w_other
         ("bob", "01", "ex_01_temperature"): (0, 3),  # left as the stub
-        ("bob", "01", "TOTAL"): (1, 7),
-        ("bob", "03", "ex_03_big_ffn"): (2, 2),
+        ("bob", "01", "ex_01_softmax"): (0, 2),     # overflows on the public check's large scores
+        ("bob", "01", "ex_01_masked"): (0, 2),      # left as the stub
+        ("bob", "01", "TOTAL"): (1, 11),
+        ("bob", "03", "ex_03_layernorm"): (0, 2),   # unbiased variance: public and hidden fail
         ("bob", "03", "ex_03_relu"): (0, 2),         # public and hidden compare with b1 = (-2, 0)
         ("bob", "03", "ex_03_ln_invariance"): (2, 2),
-        ("bob", "03", "TOTAL"): (4, 6),
+        ("bob", "03", "TOTAL"): (2, 6),
     }
     for key, value in expected.items():
         assert rows[key] == value, (key, rows[key], value)
-    assert len([k for k in rows if k[0] in ("alice", "bob")]) == 2 * (3 + 1) + 2 * (3 + 1)
+    assert len([k for k in rows if k[0] in ("alice", "bob")]) == 2 * (5 + 1) + 2 * (3 + 1)
 
 
 def test_rebinding_check_close_and_zeros_score_nothing(graded):
-    assert graded["rows"][("carol", "01", "TOTAL")] == (0, 7)
+    assert graded["rows"][("carol", "01", "TOTAL")] == (0, 11)
 
 
 def test_patching_the_test_runner_and_the_driver_scores_nothing(graded):
-    assert graded["rows"][("dave", "01", "TOTAL")] == (0, 7)
+    assert graded["rows"][("dave", "01", "TOTAL")] == (0, 11)
 
 
 def test_student_id_rules(tmp_path):

@@ -13,8 +13,9 @@ from tmlib.course import quiz as Q
 ROOT = Path(__file__).resolve().parent.parent
 # where each self-check question lives (notebook or page) -> its quiz names
 PLACES = {
-    "notebooks/01_attention_by_hand.ipynb": ["nb01-in-course"],
-    "notebooks/02_multi_head_attention.ipynb": ["nb02-query-dim"],
+    "notebooks/01_attention_by_hand.ipynb": ["nb01-equal-scores"],
+    "notebooks/02_multi_head_attention.ipynb": ["nb02-more-heads"],
+    "notebooks/03_ffn_residual_layernorm.ipynb": ["nb03-ln-scale"],
     "notebooks/06_training_recipe.ipynb": ["nb06-label-smoothing"],
     "book/paper.md": [f"paper-q{i}" for i in range(1, 6)],
 }
