@@ -306,3 +306,79 @@ def test_cost_error_messages_name_values():
     with pytest.raises(ValueError, match="seq_len must be >= 1, got 0"):
         C.attention_matrix_bytes(1, 1, 0)
     assert C.attention_matrix_bytes(np.int64(2), 1, 3) == 72  # NumPy integers are accepted
+
+
+# ------------------------------------------------------------------ chapter 1: checks moved out of the notebook
+def test_self_attention_is_attention_of_three_projections():
+    x, w_q, w_k, w_v = M.q, M.w_q[0], M.w_k[0], M.w_v[0]
+    q, k, v = matmul_by_hand(x, w_q), matmul_by_hand(x, w_k), matmul_by_hand(x, w_v)
+    np.testing.assert_array_equal(q, [[2, 2], [1, 2], [3, 1]])
+    np.testing.assert_array_equal(k, [[1, 3], [1, 2], [2, 2]])
+    _, _, w_loop, out_loop = attention_by_hand(q, k, v)
+    out, w = R.self_attention(x, w_q, w_k, w_v)
+    np.testing.assert_allclose(w, w_loop, atol=1e-14)
+    np.testing.assert_allclose(out, out_loop, atol=1e-14)
+    assert round(float(w[2, 2]), 2) == 0.73 and abs(w[0, 0] - w[0, 2]) < 1e-15  # the chapter's text
+    mask = np.tril(np.ones((3, 3), dtype=bool))
+    np.testing.assert_allclose(R.self_attention(x, w_q, w_k, w_v, mask=mask)[1],
+                               R.scaled_dot_product_attention(q, k, v, mask=mask)[1], atol=1e-15)
+    batch = np.stack([x, x[::-1]])  # (2, 3, 4)
+    assert R.self_attention(batch, w_q, w_k, w_v)[0].shape == (2, 3, 2)
+
+
+@pytest.mark.parametrize("args, match", [
+    ((np.ones(4), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 2))), "shape"),
+    ((np.ones((3, 4)), np.ones((5, 2)), np.ones((4, 2)), np.ones((4, 2))), "w_q"),
+    ((np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 3)), np.ones((4, 2))), "same d_k"),
+])
+def test_self_attention_rejects_bad_shapes(args, match):
+    with pytest.raises(ValueError, match=match):
+        R.self_attention(*args)
+
+
+def test_chapter_1_softmax_overflow_and_masked_example():
+    big = np.array([1000.0, 1001.0, 1002.0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert np.isinf(np.exp(1000.0)) and np.isnan(np.exp(big) / np.exp(big).sum()).all()
+    np.testing.assert_allclose(R.softmax(big), softmax_by_hand([0.0, 1.0, 2.0]), atol=1e-15)
+    ex = E.ATTENTION_EXAMPLE_1
+    out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v, mask=np.tril(np.ones((3, 3), dtype=bool)))
+    np.testing.assert_allclose(out[0], ex.v[0], atol=1e-15)  # query 1 reads key 1 only
+    np.testing.assert_allclose(w[1], [0.5, 0.5, 0.0], atol=1e-15)
+
+
+def test_chapter_1_tutorial_numbers_in_the_box():
+    scores = [0.85, 0.12, 0.31, 0.03, 0.45, 0.18]
+    np.testing.assert_allclose(np.round(softmax_by_hand(scores), 4), [0.2712, 0.1307, 0.1580, 0.1195, 0.1818, 0.1388],
+                               atol=0)
+    printed = [0.62, 0.05, 0.18, 0.01, 0.11, 0.03]
+    assert scores[2] < scores[4] and printed[2] > printed[4]  # not monotone: no softmax, at any temperature
+    s = 2 * math.log(0.5763 / 0.2719)
+    assert round(s, 4) == 1.5024
+    np.testing.assert_allclose(np.round(softmax_by_hand([s, s / 2, 0.3 * s]), 4), [0.5491, 0.2591, 0.1918], atol=0)
+
+
+def test_chapter_1_saturation_numbers_quoted_in_the_text():
+    """Replays the chapter's seeded draws (variance table, then saturation) and checks the numbers its text quotes."""
+    rng = np.random.default_rng(0)
+    d_ks = [4, 16, 64, 256, 1024]
+    ratios = []
+    for d in d_ks:
+        q, k = rng.standard_normal((4000, d)), rng.standard_normal((4000, d))
+        ratios.append(np.einsum("nd,nd->n", q, k).var() / d)
+    assert all(0.95 < r < 1.05 for r in ratios)
+    top, jac, top_s = [], [], []
+    for d in d_ks:
+        q, k = rng.standard_normal((500, 1, d)), rng.standard_normal((500, 16, d))
+        s = (q @ k.transpose(0, 2, 1))[:, 0, :]
+        for z, store in ((s, True), (s / np.sqrt(d), False)):
+            p = R.softmax(z, axis=-1)
+            j = np.einsum("ni,ij->nij", p, np.eye(16)) - p[:, :, None] * p[:, None, :]
+            if store:
+                top.append(p.max(-1).mean())
+                jac.append(np.linalg.norm(j, axis=(1, 2)).mean())
+            else:
+                top_s.append(p.max(-1).mean())
+    assert round(top[0], 2) == 0.41 and round(top[2], 2) == 0.84 and round(top[-1], 2) == 0.97
+    assert 7.0 < jac[0] / jac[-1] < 8.0
+    assert all(0.22 < t < 0.26 for t in top_s)

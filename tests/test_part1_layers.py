@@ -239,3 +239,47 @@ def test_ffn_parameter_count():
     assert costs.ffn_parameter_count(2, 2, bias=False) == 8
     with pytest.raises(ValueError, match="d_ff"):
         costs.ffn_parameter_count(512, 0)
+
+
+# ------------------------------------------------------------------ chapter 3: checks moved out of the notebook
+def test_chapter_3_lecture_ffn_box_and_worked_layer_norm():
+    ex = E.FFN_EXAMPLE
+    pre = ex.x @ ex.w1 + ex.b1
+    np.testing.assert_array_equal(pre, [[1, 2], [0, 2], [1, 3]])
+    np.testing.assert_array_equal(np.maximum(0, pre) @ ex.w2, [[5, 2], [4, 2], [7, 3]])
+    np.testing.assert_array_equal(R.feed_forward(ex.x, ex.w1, ex.b1, ex.w2, ex.b2), [[6, 1], [5, 1], [8, 2]])
+    for key, value in {"x_w1_plus_b1": pre, "relu": pre, "output": [[6, 1], [5, 1], [8, 2]]}.items():
+        np.testing.assert_array_equal(E.LECTURE_PRINTED["ffn"][key], value)
+    x = E.MHA_EXAMPLE_2.q
+    np.testing.assert_allclose(x.mean(-1), [1, 0.75, 1], atol=1e-15)
+    np.testing.assert_allclose(x.var(-1), [0.5, 3 / 16, 0.5], atol=1e-15)
+    np.testing.assert_allclose(R.layer_norm(x)[0], np.array([0, 1, 0, -1]) / np.sqrt(0.5 + 1e-5), atol=1e-12)
+
+
+def test_chapter_3_stack_numbers_quoted_in_the_text():
+    """Replays the chapter's seeded residual demonstrations and checks the numbers its text quotes."""
+    d, rng = 64, np.random.default_rng(1)
+    jac_plain, jac_res = np.eye(d), np.eye(d)
+    for _ in range(50):
+        w = rng.normal(scale=0.1 / np.sqrt(d), size=(d, d))
+        jac_plain, jac_res = jac_plain @ w, jac_res @ (np.eye(d) + w)
+    assert np.linalg.norm(jac_plain) / np.sqrt(d) < 1e-40 and 0.5 < np.linalg.norm(jac_res) / np.sqrt(d) < 2.0
+    # post-LN of the lecture's FFN: rows (1, -1) up to the epsilon factor; pre-LN: the raw stream
+    ex, eps = E.FFN_EXAMPLE, 1e-5
+    ffn = lambda z: R.feed_forward(z, ex.w1, ex.b1, ex.w2, ex.b2)  # noqa: E731
+    half = np.array([3.0, 1.5, 3.0])
+    np.testing.assert_allclose(R.sublayer(ex.x, ffn), np.outer(half / np.sqrt(half**2 + eps), [1, -1]), atol=1e-12)
+    a = 0.5 / np.sqrt(0.25 + eps)
+    np.testing.assert_allclose(R.sublayer(ex.x, ffn, norm_first=True), [[4 + a, 0], [3, 1], [4, 1]], atol=1e-12)
+
+
+def test_chapter_3_eps_placement_table():
+    z = np.random.default_rng(4).standard_normal(64)
+    z = (z - z.mean()) / z.std()
+    eps = 1e-5
+    rel = {}
+    for sigma in (1.0, 0.01, np.sqrt(eps), 1e-4):
+        row = sigma * z
+        inside, outside = R.layer_norm(row, eps=eps), (row - row.mean()) / (row.std() + eps)
+        rel[sigma] = np.abs(inside - outside).max() / np.abs(outside).max()
+    assert rel[1.0] < 1e-5 and 0.04 < rel[0.01] < 0.05 and 0.28 < rel[np.sqrt(eps)] < 0.30 and rel[1e-4] > 0.95
