@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PLACES = {
     "notebooks/01_attention_by_hand.ipynb": ["nb01-in-course"],
     "notebooks/02_multi_head_attention.ipynb": ["nb02-query-dim"],
+    "notebooks/04_positional_encoding.ipynb": ["nb04-order"],
+    "notebooks/05_masks_and_decoder.ipynb": ["nb05-cross-mask"],
     "notebooks/06_training_recipe.ipynb": ["nb06-label-smoothing"],
     "book/paper.md": [f"paper-q{i}" for i in range(1, 6)],
 }
