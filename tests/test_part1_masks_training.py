@@ -317,3 +317,49 @@ def test_cost_function_errors():
         C.training_flops_from_hardware(12, 8.0, 9.5)
     with pytest.raises(TypeError, match="tflops_per_gpu must be a number"):
         C.training_flops_from_hardware(12, 8, "fast")
+
+
+# ---------------------------------------------------------------- checks the chapters' prose relies on (moved out)
+def test_chapter_4_positional_values_and_the_doubled_exponent():
+    pe4 = R.positional_encoding(3, 4)
+    np.testing.assert_allclose(pe4, [[math.sin(p), math.cos(p), math.sin(p / 100), math.cos(p / 100)]
+                                     for p in range(3)], atol=1e-15)
+    wavelengths = 2 * np.pi * 10000 ** (np.arange(0, 64, 2) / 64)
+    assert int(np.argmin(np.abs(wavelengths - 100))) == 10
+    exps_paper, exps_loop = 2 * np.arange(256) / 512, 4 * np.arange(256) / 512
+    assert int((exps_loop > exps_paper.max()).sum()) == 128
+    pe = R.positional_encoding(100, 64)
+    gram = pe @ pe.T
+    np.testing.assert_allclose(gram[1:, 1:], gram[:-1, :-1], atol=1e-10)
+    np.testing.assert_allclose(np.diag(gram), 32, atol=1e-12)
+    for k in (1, 5, 37):
+        np.testing.assert_allclose(pe[:-k] @ R.relative_position_matrix(k, 64).T, pe[k:], atol=1e-12)
+
+
+def test_chapter_6_lr_branches_and_adam_half_life():
+    for s in (1, 1000):
+        assert math.isclose(R.noam_lr(s, 512, 4000), s / (math.sqrt(512) * 4000 ** 1.5), rel_tol=1e-12)
+    for s in (4000, 10000, 100000):
+        assert math.isclose(R.noam_lr(s, 512, 4000), 1 / math.sqrt(512 * s), rel_tol=1e-12)
+    steps = np.arange(1, 20001)
+    assert steps[np.argmax(R.noam_lr(steps, 512, 4000))] == 4000
+    assert math.isclose(math.log(0.5) / math.log(0.999), 692.8005, abs_tol=1e-4)
+
+
+def test_chapter_5_decoder_example_is_post_ln_and_causal():
+    m = E.MHA_EXAMPLE_2
+    attn = (m.w_q, m.w_k, m.w_v, m.w_o)
+    rng = np.random.default_rng(5)
+    ffn = (np.round(rng.normal(size=(4, 8)), 1), np.round(rng.normal(size=8), 1),
+           np.round(rng.normal(size=(8, 4)), 1), np.round(rng.normal(size=4), 1))
+    memory = R.encoder_layer(np.asarray(m.q, dtype=float), attn, ffn)
+    y = np.array([[1.0, 0, 1, 0], [0, 1, 0, 1]])
+    out = R.decoder_layer(y, memory, attn, attn, ffn)
+    np.testing.assert_allclose(out.mean(axis=-1), 0, atol=1e-12)
+    np.testing.assert_allclose(out.var(axis=-1), 1, atol=1e-4)  # LayerNorm's eps
+    y2 = y.copy()
+    y2[1] = [3.0, -1.0, 0.0, 2.0]
+    np.testing.assert_allclose(R.decoder_layer(y2, memory, attn, attn, ffn)[0], out[0], atol=1e-12)
+    # without positions, reversing the source changes nothing in the decoder's output
+    rev = R.encoder_layer(np.asarray(m.q, dtype=float)[::-1], attn, ffn)
+    np.testing.assert_allclose(R.decoder_layer(y, rev, attn, attn, ffn), out, atol=1e-12)

@@ -16,6 +16,8 @@ PLACES = {
     "notebooks/01_attention_by_hand.ipynb": ["nb01-equal-scores"],
     "notebooks/02_multi_head_attention.ipynb": ["nb02-more-heads"],
     "notebooks/03_ffn_residual_layernorm.ipynb": ["nb03-ln-scale"],
+    "notebooks/04_positional_encoding.ipynb": ["nb04-order"],
+    "notebooks/05_masks_and_decoder.ipynb": ["nb05-cross-mask"],
     "notebooks/06_training_recipe.ipynb": ["nb06-label-smoothing"],
     "book/paper.md": [f"paper-q{i}" for i in range(1, 6)],
 }

@@ -1,10 +1,13 @@
 """The other sub-layers of a Transformer layer in NumPy: the position-wise feed-forward network (§3.3), layer
-normalization and the residual sub-layer around it (§3.1, §5.4), and dropout (§5.4).
+normalization and the residual sub-layer around it (§3.1, §5.4), dropout (§5.4), and one encoder layer and one
+decoder layer assembled from these pieces and the attention of :mod:`tmlib.ref.attention` (§3.1).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from tmlib.ref.attention import multi_head_attention
+from tmlib.ref.masks import causal_mask
 from tmlib.validation import check_float, check_float_array
 
 __all__ = ["feed_forward", "layer_norm", "sublayer", "dropout"]
@@ -139,3 +142,99 @@ def dropout(x, p: float, rng: np.random.Generator, training: bool = True) -> np.
         return x.copy()
     keep = rng.random(x.shape) >= p  # (...), True with probability 1 - p
     return np.where(keep, x / (1.0 - p), 0.0)
+
+
+# ------------------------------------------------------------------------------ one encoder and one decoder layer
+__all__ += ["encoder_layer", "decoder_layer"]
+
+def _unpack(params, names: tuple[str, ...], what: str) -> tuple:
+    """``params`` as a tuple of len(names) entries; a TypeError names the expected order."""
+    if not isinstance(params, (tuple, list)) or len(params) != len(names):
+        raise TypeError(f"{what} must be a tuple ({', '.join(names)}), got {type(params).__name__}"
+                        + (f" of length {len(params)}" if isinstance(params, (tuple, list)) else ""))
+    return tuple(params)
+
+
+def _norms(norms, count: int) -> list:
+    """``count`` LayerNorm parameter pairs ``(gamma, beta)``; ``None`` gives ``(None, None)`` (ones and zeros)."""
+    if norms is None:
+        return [(None, None)] * count
+    if not isinstance(norms, (tuple, list)) or len(norms) != count:
+        raise TypeError(f"norms must be a sequence of {count} (gamma, beta) pairs, one per sub-layer, or None")
+    return [_unpack(pair, ("gamma", "beta"), f"norms[{i}]") for i, pair in enumerate(norms)]
+
+
+def encoder_layer(x, self_attn, ffn, norms=None, mask=None, eps: float = 1e-5) -> np.ndarray:
+    """One encoder layer, post-LN (paper §3.1): self-attention, then the feed-forward network.
+
+    "Each layer has two sub-layers. The first is a multi-head self-attention mechanism, and the second is a
+    simple, position-wise fully connected feed-forward network. We employ a residual connection around each
+    of the two sub-layers, followed by layer normalization" (§3.1):
+
+        z = LayerNorm(x + MultiHead(x, x, x)),   out = LayerNorm(z + FFN(z)).
+
+    Args:
+        x: the source sequence ``(n_src, d_model)``.
+        self_attn: ``(w_q, w_k, w_v, w_o)`` as for :func:`tmlib.ref.attention.multi_head_attention`:
+            ``(h, d_model, d_k)`` each for the first three, ``(h * d_v, d_model)`` for ``w_o``.
+        ffn: ``(w1, b1, w2, b2)`` as for :func:`feed_forward`, with ``d_out = d_model``.
+        norms: two ``(gamma, beta)`` pairs ``(d_model,)`` for the two LayerNorms; ``None``: ones and zeros.
+        mask: optional boolean source padding mask broadcastable to ``(n_src, n_src)``, True = may attend.
+        eps: LayerNorm's ε (PyTorch's default 1e-5).
+
+    Returns:
+        float64 array ``(n_src, d_model)``.
+
+    Raises:
+        TypeError: ``self_attn``, ``ffn`` or ``norms`` are not tuples of the stated length.
+        ValueError: shapes that do not chain (from the sub-layers, naming the shapes).
+    """
+    w_q, w_k, w_v, w_o = _unpack(self_attn, ("w_q", "w_k", "w_v", "w_o"), "self_attn")
+    w1, b1, w2, b2 = _unpack(ffn, ("w1", "b1", "w2", "b2"), "ffn")
+    (g1, be1), (g2, be2) = _norms(norms, 2)
+    z = sublayer(x, lambda s: multi_head_attention(s, s, s, w_q, w_k, w_v, w_o, mask=mask)[0],
+                 gamma=g1, beta=be1, eps=eps)  # (n_src, d_model)
+    return sublayer(z, lambda s: feed_forward(s, w1, b1, w2, b2), gamma=g2, beta=be2, eps=eps)
+
+
+def decoder_layer(y, memory, self_attn, cross_attn, ffn, norms=None, self_mask=None, memory_mask=None,
+                  eps: float = 1e-5) -> np.ndarray:
+    """One decoder layer, post-LN (paper §3.1): masked self-attention, cross-attention, feed-forward network.
+
+    "In addition to the two sub-layers in each encoder layer, the decoder inserts a third sub-layer, which
+    performs multi-head attention over the output of the encoder stack" (§3.1); the queries of that
+    sub-layer come from the decoder, the keys and values from the encoder's output, the *memory* (§3.2.3):
+
+        a = LayerNorm(y + MultiHead(y, y, y; causal mask)),
+        c = LayerNorm(a + MultiHead(a, memory, memory)),   out = LayerNorm(c + FFN(c)).
+
+    Args:
+        y: the decoder's input ``(n_tgt, d_model)`` (the target shifted right, embedded).
+        memory: the encoder's output ``(n_src, d_model)``.
+        self_attn, cross_attn: ``(w_q, w_k, w_v, w_o)`` each, as in :func:`encoder_layer`.
+        ffn: ``(w1, b1, w2, b2)`` as for :func:`feed_forward`.
+        norms: three ``(gamma, beta)`` pairs ``(d_model,)``; ``None``: ones and zeros.
+        self_mask: boolean ``(n_tgt, n_tgt)``, True = may attend; default the causal mask.
+        memory_mask: optional boolean source padding mask broadcastable to ``(n_tgt, n_src)``.
+        eps: LayerNorm's ε.
+
+    Returns:
+        float64 array ``(n_tgt, d_model)``.
+
+    Raises:
+        TypeError: ``self_attn``, ``cross_attn``, ``ffn`` or ``norms`` are not tuples of the stated length.
+        ValueError: shapes that do not chain (from the sub-layers, naming the shapes).
+    """
+    sa = _unpack(self_attn, ("w_q", "w_k", "w_v", "w_o"), "self_attn")
+    ca = _unpack(cross_attn, ("w_q", "w_k", "w_v", "w_o"), "cross_attn")
+    w1, b1, w2, b2 = _unpack(ffn, ("w1", "b1", "w2", "b2"), "ffn")
+    (g1, be1), (g2, be2), (g3, be3) = _norms(norms, 3)
+    y = check_float_array(y, "y", ndim=2)  # (n_tgt, d_model)
+    memory = check_float_array(memory, "memory", ndim=2)  # (n_src, d_model)
+    if self_mask is None:
+        self_mask = causal_mask(y.shape[0])  # (n_tgt, n_tgt)
+    a = sublayer(y, lambda s: multi_head_attention(s, s, s, *sa, mask=self_mask)[0],
+                 gamma=g1, beta=be1, eps=eps)  # (n_tgt, d_model)
+    c = sublayer(a, lambda s: multi_head_attention(s, memory, memory, *ca, mask=memory_mask)[0],
+                 gamma=g2, beta=be2, eps=eps)  # (n_tgt, d_model): queries from the decoder, keys/values from memory
+    return sublayer(c, lambda s: feed_forward(s, w1, b1, w2, b2), gamma=g3, beta=be3, eps=eps)
