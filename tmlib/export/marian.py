@@ -1,0 +1,234 @@
+"""The course's Transformer as a Hugging Face ``transformers`` ``MarianMTModel`` (chapter 13).
+
+MarianMT, the model behind the opus-mt translators, is the paper's architecture (§3): a post-LN encoder-decoder,
+"LayerNorm(x + Sublayer(x))" (§3.1), the ReLU feed-forward network (§3.3), embeddings multiplied by √d_model and
+shared with the pre-softmax layer (§3.4), and sinusoidal positions added to them (§3.5). A
+:class:`tmlib.model.transformer.Transformer` with the paper's options is therefore one, once three things are
+mapped:
+
+* **Names.** ``w_q, w_k, w_v, w_o`` → ``q_proj, k_proj, v_proj, out_proj``; ``linear1, linear2`` → ``fc1, fc2``;
+  ``norm1, norm2, norm3`` → ``self_attn_layer_norm, encoder_attn_layer_norm, final_layer_norm``; the tied
+  embedding → ``model.shared``; the generator's bias → ``final_logits_bias`` (Marian's output layer has no bias
+  of its own; that buffer, zero in the opus-mt models, is added to the logits and plays its part).
+* **The order of the d_model coordinates.** The paper writes PE(pos, 2i) = sin, PE(pos, 2i+1) = cos: sines and
+  cosines interleaved. Marian's table (``MarianSinusoidalPositionalEmbedding``) puts the same d_model/2 sines in
+  coordinates 0 … d_model/2 − 1 and the cosines after them. The two tables differ by a permutation P of the
+  coordinates, ``marian[:, m] = paper[:, P[m]]`` with ``P = [0, 2, 4, …, 1, 3, 5, …]``
+  (:func:`marian_permutation`). A Transformer computes the same function when one permutation is applied to the
+  d_model axis everywhere: the columns of the embedding matrix, the input side of every linear layer that reads
+  the residual stream, the output side (and bias) of every layer that writes to it, and the LayerNorm γ and β
+  (mean and variance do not depend on the order of the coordinates). Attention heads, d_k and d_ff are untouched.
+  So the weights are permuted, not the table: the converted model computes the same logits up to rounding.
+* **Positions.** Marian numbers positions from 0 (``torch.arange(past_key_values_length, …)``, no padding
+  offset as in fairseq's or BART's learned positions), like tmlib; its table is not stored in the checkpoint
+  (it is recomputed on loading), so only ``max_position_embeddings`` = tmlib's ``max_len`` is written.
+
+The configuration: ``pad_token_id`` = tmlib's ``pad_id``, ``eos_token_id`` = ``<eos>``, ``bos_token_id`` and
+``decoder_start_token_id`` = ``<bos>`` (tmlib's decoder starts from ``<bos>``; the opus-mt models start from the pad
+token), ``forced_eos_token_id=None`` (Marian's default 0 would force a token at the length limit; tmlib forces
+none), dropout, attention dropout and activation dropout = tmlib's P_drop (tmlib applies it in those three places).
+
+What Marian cannot express raises ``ValueError`` in :func:`marian_config`: pre-LN, RMSNorm, SwiGLU, RoPE, ALiBi or
+no positions, grouped key/value heads, linear layers without biases, untied embeddings or two vocabularies, no
+padding id.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tmlib.model.config import ModelConfig
+
+__all__ = ["marian_permutation", "marian_config", "marian_tokenizer", "to_marian"]
+
+
+def marian_permutation(d_model: int) -> torch.Tensor:
+    """The permutation P with ``marian_table[:, m] = paper_table[:, P[m]]``: the paper's even coordinates (sines),
+    then its odd ones (cosines), long ``(d_model,)``.
+
+    Raises:
+        ValueError: ``d_model`` not a positive even integer.
+    """
+    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 2 or d_model % 2:
+        raise ValueError(f"d_model must be a positive even integer, got {d_model!r}")
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])  # (d_model,)
+
+
+def _check_expressible(c: ModelConfig) -> None:
+    """Raise ValueError naming the first option of ``c`` that a MarianMTModel cannot express."""
+    problems = [
+        (c.norm_first, "norm_first=True (pre-LN): Marian is post-LN, LayerNorm(x + Sublayer(x))"),
+        (c.norm != "layer", f"norm={c.norm!r}: Marian uses LayerNorm"),
+        (c.ffn != "relu", f"ffn={c.ffn!r}: Marian's feed-forward network is fc2(act(fc1(x))), no gate"),
+        (c.positions != "sinusoidal", f"positions={c.positions!r}: Marian adds sinusoids to the embeddings"),
+        (c.n_kv_heads not in (None, c.n_heads), f"n_kv_heads={c.n_kv_heads}: Marian has no grouped key/value heads"),
+        (not c.bias, "bias=False: Marian's linear layers have biases"),
+        (c.target_vocab_size != c.vocab_size, f"tgt_vocab_size={c.tgt_vocab_size}: this conversion needs one "
+                                              f"shared vocabulary"),
+        (not c.tied, "tie_embeddings=False: this conversion needs one matrix for both embeddings and the "
+                     "pre-softmax layer"),
+        (c.pad_id is None, "pad_id=None: Marian needs a padding id"),
+    ]
+    for bad, message in problems:
+        if bad:
+            raise ValueError(f"MarianMTModel cannot express {message}")
+
+
+def marian_config(config: ModelConfig, bos_id: int, eos_id: int):
+    """The ``transformers.MarianConfig`` of a tmlib model configuration.
+
+    Args:
+        config: a :class:`~tmlib.model.config.ModelConfig` with the paper's options.
+        bos_id, eos_id: the ids of ``<bos>`` (the decoder's first input) and ``<eos>``.
+
+    Returns:
+        ``MarianConfig`` (``d_model``, heads, layers, ``*_ffn_dim`` = d_ff, ``activation_function="relu"``,
+        ``scale_embedding=True``, ``max_position_embeddings`` = ``max_len``, shared tied vocabulary, the special
+        ids of the module docstring).
+
+    Raises:
+        TypeError: ``config`` is not a ``ModelConfig``.
+        ValueError: an option Marian cannot express (the message names it).
+    """
+    from transformers import MarianConfig
+
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"config must be a tmlib ModelConfig, got {type(config).__name__}")
+    _check_expressible(config)
+    c = config
+    return MarianConfig(
+        vocab_size=c.vocab_size, decoder_vocab_size=c.vocab_size, share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True, d_model=c.d_model, encoder_layers=c.n_encoder_layers,
+        decoder_layers=c.n_decoder_layers, encoder_attention_heads=c.n_heads, decoder_attention_heads=c.n_heads,
+        encoder_ffn_dim=c.d_ff, decoder_ffn_dim=c.d_ff, activation_function="relu", dropout=c.dropout,
+        attention_dropout=c.dropout, activation_dropout=c.dropout, max_position_embeddings=c.max_len,
+        scale_embedding=True, pad_token_id=c.pad_id, bos_token_id=int(bos_id), eos_token_id=int(eos_id),
+        decoder_start_token_id=int(bos_id), forced_eos_token_id=None)
+
+
+def _state_dict(model, perm: torch.Tensor) -> dict[str, torch.Tensor]:
+    """tmlib's weights under Marian's names, the d_model axis permuted by ``perm`` (module docstring)."""
+    def rows(t):  # a weight or bias whose first axis is d_model (writes to the residual stream)
+        return t[perm]
+
+    def cols(t):  # a weight whose second axis is d_model (reads the residual stream)
+        return t[:, perm]
+
+    out = {}
+
+    def linear(prefix, lin, reads, writes):
+        w = lin.weight.detach()
+        w = cols(w) if reads else w
+        out[f"{prefix}.weight"] = rows(w) if writes else w
+        b = lin.bias.detach()
+        out[f"{prefix}.bias"] = rows(b) if writes else b
+
+    def attention(prefix, mha):
+        for ours, theirs in (("w_q", "q_proj"), ("w_k", "k_proj"), ("w_v", "v_proj")):
+            linear(f"{prefix}.{theirs}", getattr(mha, ours), reads=True, writes=False)
+        linear(f"{prefix}.out_proj", mha.w_o, reads=False, writes=True)
+
+    def norm(prefix, ln):
+        out[f"{prefix}.weight"], out[f"{prefix}.bias"] = rows(ln.weight.detach()), rows(ln.bias.detach())
+
+    def feed_forward(prefix, ff):
+        linear(f"{prefix}.fc1", ff.linear1, reads=True, writes=False)
+        linear(f"{prefix}.fc2", ff.linear2, reads=False, writes=True)
+
+    embedding = cols(model.src_embed.embedding.weight.detach())  # (V, d_model)
+    for key in ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
+                "lm_head.weight"):
+        out[key] = embedding
+    for i, layer in enumerate(model.encoder.layers):
+        p = f"model.encoder.layers.{i}"
+        attention(f"{p}.self_attn", layer.self_attn)
+        norm(f"{p}.self_attn_layer_norm", layer.norm1)
+        feed_forward(p, layer.feed_forward)
+        norm(f"{p}.final_layer_norm", layer.norm2)
+    for i, layer in enumerate(model.decoder.layers):
+        p = f"model.decoder.layers.{i}"
+        attention(f"{p}.self_attn", layer.self_attn)
+        norm(f"{p}.self_attn_layer_norm", layer.norm1)
+        attention(f"{p}.encoder_attn", layer.cross_attn)
+        norm(f"{p}.encoder_attn_layer_norm", layer.norm2)
+        feed_forward(p, layer.feed_forward)
+        norm(f"{p}.final_layer_norm", layer.norm3)
+    out["final_logits_bias"] = model.generator.proj.bias.detach()[None]  # (1, V)
+    return {k: v.clone().float().contiguous() for k, v in out.items()}
+
+
+def marian_tokenizer(tokenizer):
+    """The course's BPE tokenizer as a ``transformers.PreTrainedTokenizerFast`` for the converted model.
+
+    The same ``tokenizers`` JSON (normalizer, pre-tokenizer, BPE merges, Metaspace decoder), with ``<pad>``,
+    ``<bos>``, ``<eos>``, ``<unk>`` declared. tmlib feeds its encoder the bare source pieces (no ``<bos>``/``<eos>``;
+    :func:`tmlib.data.batching.collate`) and so does this tokenizer (the JSON has no post-processor):
+    ``hf(sentences, padding=True)["input_ids"]`` are the ids of ``BPETokenizer.encode_batch`` padded on the right
+    with ``<pad>``. ``batch_decode(ids, skip_special_tokens=True)`` gives ``BPETokenizer.decode``'s text for a
+    generated row (``<bos> … <eos> <pad> …``) with one exception: ``<unk>`` is a special token of the file, so it is
+    dropped, where tmlib's decode keeps it. Two cleanups of :meth:`BPETokenizer.encode` are not reproduced: a
+    leading byte-order mark is not removed and blank text gives one ``▁`` piece instead of none.
+
+    Args:
+        tokenizer: a :class:`tmlib.data.tokenizer.BPETokenizer`.
+
+    Returns:
+        ``PreTrainedTokenizerFast`` (right padding, ``clean_up_tokenization_spaces=False``).
+
+    Raises:
+        TypeError: ``tokenizer`` has no ``to_json`` (not a ``BPETokenizer``).
+    """
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from tmlib.data.tokenizer import BOS, EOS, PAD, UNK
+
+    if not hasattr(tokenizer, "to_json"):
+        raise TypeError(f"tokenizer must be a tmlib BPETokenizer, got {type(tokenizer).__name__}")
+    backend = Tokenizer.from_str(tokenizer.to_json())
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=PAD, bos_token=BOS, eos_token=EOS,
+                                   unk_token=UNK, padding_side="right", clean_up_tokenization_spaces=False,
+                                   model_max_length=10**6)
+
+
+@torch.no_grad()
+def to_marian(model, tokenizer):
+    """Convert a trained tmlib translator into a ``transformers`` ``MarianMTModel`` and its fast tokenizer.
+
+    The weights are copied (float32) with the d_model axis permuted as the module docstring explains; the result is
+    in evaluation mode and computes tmlib's logits, greedy and beam outputs and attention weights up to float
+    rounding (chapter 13 measures it).
+
+    Args:
+        model: a :class:`tmlib.model.transformer.Transformer` whose configuration Marian can express.
+        tokenizer: its :class:`tmlib.data.tokenizer.BPETokenizer` (ids of ``<bos>``, ``<eos>``; vocabulary size
+            equal to the model's).
+
+    Returns:
+        ``(marian_model, hf_tokenizer)``: ``transformers.MarianMTModel`` (CPU, float32, eval mode, eager
+        attention so that ``output_attentions=True`` returns weights) and ``PreTrainedTokenizerFast``
+        (:func:`marian_tokenizer`).
+
+    Raises:
+        TypeError: ``model`` has no tmlib ``ModelConfig``; ``tokenizer`` is not a ``BPETokenizer``.
+        ValueError: an option Marian cannot express (:func:`marian_config`), or the tokenizer's vocabulary or pad id
+            differ from the model's.
+    """
+    from transformers import MarianMTModel
+
+    config = getattr(model, "config", None)
+    if not isinstance(config, ModelConfig) or not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a tmlib Transformer, got {type(model).__name__}")
+    hf_config = marian_config(config, tokenizer.bos_id, tokenizer.eos_id)
+    if tokenizer.vocab_size != config.vocab_size or tokenizer.pad_id != config.pad_id:
+        raise ValueError(f"the tokenizer (vocabulary {tokenizer.vocab_size}, pad id {tokenizer.pad_id}) does not "
+                         f"match the model (vocabulary {config.vocab_size}, pad id {config.pad_id})")
+    hf_config._attn_implementation = "eager"
+    marian = MarianMTModel(hf_config)
+    weights = _state_dict(model, marian_permutation(config.d_model))
+    missing, unexpected = marian.load_state_dict(weights, strict=False)
+    missing = [k for k in missing if "embed_positions" not in k]  # the tables are computed, not loaded
+    if missing or unexpected:  # a mapping that forgot a weight: a bug here, not the caller's
+        raise RuntimeError(f"weight mapping incomplete: missing {missing}, unexpected {unexpected}")
+    marian.tie_weights()
+    return marian.eval(), marian_tokenizer(tokenizer)
