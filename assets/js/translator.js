@@ -213,7 +213,8 @@
           if (attention.length > tokens.length) targetPieces.push("<eos>");
           root.tmResult = { sourceIds: src, sourcePieces: enc.tokens, tokens, targetPieces, attention, ms,
             loadMs: rt.loadMs };
-          text.textContent = rt.tokenizer.decode(tokens, { skip_special_tokens: true });
+          text.textContent = tokens.length ? rt.tokenizer.decode(tokens, { skip_special_tokens: true })
+            : "(the model wrote <eos> at once: an empty translation)";
           status.textContent = `${tokens.length} tokens in ${ms.toFixed(0)} ms (the first translation also loaded the runtime and the model in ${rt.loadMs.toFixed(0)} ms).`;
           controls.hidden = false;
           redraw();
