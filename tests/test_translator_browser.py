@@ -108,7 +108,8 @@ def test_translator_equals_tmlib(browser, reference):  # noqa: F811
                 page.select_option(".tm-translator select.tm-head", "1")
                 shown = page.evaluate("() => Array.from(document.querySelectorAll('.tm-heatmap rect'))"
                                       ".map(r => +r.dataset.weight)")
-                S, H, L = len(last["src"]), info["n_heads"], info["n_decoder_layers"] - 1
+                S, H = len(last["src"]), info["n_heads"]
+                L = int(page.eval_on_selector(".tm-translator select.tm-layer", "e => e.value"))
                 expected = [row[(L * H + 1) * S + j] for row in last["attention"] for j in range(S)]
                 assert np.allclose(shown, expected), "the heatmap does not show head 2 after switching to it"
             resources = page.evaluate(RESOURCES_JS)
