@@ -18,7 +18,7 @@ endif
 JB := PYTHONPATH="$(CURDIR)/_ext$${PYTHONPATH:+:$$PYTHONPATH}" $(BIN)/jupyter-book
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test venv unit nbval site-strict site-html browser lock clean execute benchmarks
+.PHONY: book test venv unit nbval site-strict site-html browser lock clean execute benchmarks web-model vendor-web
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,7 @@ venv: $(VENV)/.installed
 ## (jupyter-cache) and build the HTML site into _build/html
 book: venv
 	@$(BIN)/python tools/prepare_book.py
+	@$(BIN)/python tools/export_web_model.py --out _build/web_model
 	@echo "make book: step 2/2, building the site (executes the notebooks that changed; a few minutes)"
 	@start=$$(date +%s); \
 	$(JB) build . --keep-going && \
@@ -47,7 +48,7 @@ site-html: site-strict
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_site.py tests/test_quiz.py
 
 unit: venv
-	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py
+	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py --ignore=tests/test_translator_browser.py
 
 nbval: venv
 	TMLIB_SMOKE=1 $(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=1800 \
@@ -55,15 +56,30 @@ nbval: venv
 
 site-strict: venv
 	mkdir -p _build
+	TMLIB_SMOKE=1 $(BIN)/python tools/export_web_model.py --out _build/web_model_smoke --no-bleu
 	sed 's/^  execute_notebooks: cache$$/  execute_notebooks: "off"/' _config.yml > _build/_config_strict.yml
 	grep -q 'execute_notebooks: "off"' _build/_config_strict.yml
-	$(JB) build . --config _build/_config_strict.yml --path-output _build/strict -W -n --keep-going --all
+	TM_WEB_MODEL_DIR=_build/web_model_smoke $(JB) build . --config _build/_config_strict.yml --path-output _build/strict -W -n --keep-going --all
 
 ## browser: every page of the strict build in headless Chromium, offline (screenshots and report in _build/browser/)
 browser: site-strict
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || [ -n "$$TM_CHROMIUM" ] || \
 		echo "Browser test skipped: Chromium is not installed (install it with: sudo apt-get install chromium chromium-driver)"
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_browser.py
+	TMLIB_SMOKE=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_translator_browser.py
+
+## web-model: export the chapter 9 model (or with TMLIB_SMOKE=1 the smoke model) for the translator page into
+## _build/web_model (ONNX encoder and decoder, tokenizer.json, model.json); `make book` does it after training
+web-model: venv
+	$(BIN)/python tools/export_web_model.py --out _build/web_model $(WEB_MODEL_ARGS)
+
+## vendor-web: copy onnxruntime-web and @huggingface/tokenizers (versions in tools/web/package-lock.json) into
+## assets/vendor/ (needs npm; the copies are committed)
+vendor-web:
+	cd tools/web && npm ci --ignore-scripts --no-audit --no-fund
+	mkdir -p assets/vendor/onnxruntime-web assets/vendor/tokenizers
+	cp tools/web/node_modules/onnxruntime-web/dist/{ort.wasm.min.js,ort-wasm-simd-threaded.mjs,ort-wasm-simd-threaded.wasm} assets/vendor/onnxruntime-web/
+	cp tools/web/node_modules/@huggingface/tokenizers/dist/tokenizers.min.mjs assets/vendor/tokenizers/
 
 ## benchmarks: run every benchmark of chapter 11 (CPU, 2 threads; kv_cache 1 thread; < 10 min on 2 cores) into benchmarks/results/
 ## (BENCH_ARGS="--device cuda" on a GPU; "--quick --out-dir /tmp/bench" for a smoke run of seconds)

@@ -1,7 +1,13 @@
-"""Exporting the course's model to other libraries: a Hugging Face ``transformers`` MarianMT model (chapter 13)."""
+"""Your model, everywhere: the course's Transformer as a Hugging Face ``transformers`` MarianMT model
+(:mod:`tmlib.export.marian`, chapter 13) and as ONNX graphs for the translator in the web page
+(:mod:`tmlib.export.onnx`)."""
 
 from tmlib.export.marian import marian_config, marian_permutation, marian_tokenizer, to_marian
+from tmlib.export.onnx import (DECODER_FILE, ENCODER_FILE, DecoderGraph, EncoderGraph, OnnxTranslator,
+                               compare_with_torch, export_onnx, quantize_int8, torch_greedy_with_attention)
 
 __all__ = [
     "marian_config", "marian_permutation", "marian_tokenizer", "to_marian",  # marian
+    "ENCODER_FILE", "DECODER_FILE", "EncoderGraph", "DecoderGraph", "export_onnx", "OnnxTranslator",  # onnx
+    "torch_greedy_with_attention", "compare_with_torch", "quantize_int8",
 ]

@@ -1,0 +1,142 @@
+"""The ONNX export of the Transformer (tmlib.export.onnx) against PyTorch, with onnxruntime, on a small model.
+
+The translator page runs these graphs; `tests/test_translator_browser.py` checks the page against PyTorch in a
+real browser. Here: the next-token logits agree within LOGIT_TOL, greedy decoding gives the same tokens, the
+cross-attention agrees within ATTENTION_TOL, for sources of many lengths (the lengths are dynamic); and the
+comparison can fail (another model's graphs are caught).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+from tmlib.export import (DECODER_FILE, ENCODER_FILE, OnnxTranslator, compare_with_torch, export_onnx,  # noqa: E402
+                          torch_greedy_with_attention)
+from tmlib.model import make_model  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+#: float32 on the CPU, one thread: the same operations in another order (fused kernel vs the formula).
+LOGIT_TOL = 1e-4
+ATTENTION_TOL = 1e-5
+BOS, EOS = 1, 2
+
+
+def _model(seed: int):
+    torch.manual_seed(seed)
+    model = make_model("tiny", src_vocab_size=60, max_len=128, dropout=0.0).eval()
+    with torch.no_grad():  # a little bias towards <eos>, so that some outputs end before the length limit
+        model.generator.proj.bias[EOS] += 4.0
+    return model
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("onnx")
+    model = _model(0)
+    paths = export_onnx(model, folder)
+    return model, folder, paths
+
+
+def _sources(n: int, seed: int = 1) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(4, 60, size=int(rng.integers(1, 25))).tolist() for _ in range(n)]
+
+
+def test_files_and_shapes(exported):
+    model, folder, paths = exported
+    assert paths == {"encoder": folder / ENCODER_FILE, "decoder": folder / DECODER_FILE}
+    tr = OnnxTranslator(folder)
+    memory = tr.encode([5, 6, 7])
+    assert memory.shape == (1, 3, model.d_model) and memory.dtype == np.float32
+    logits, cross = tr.step([BOS, 9, 10, 11], memory)
+    n_layers = len(model.decoder.layers)
+    assert logits.shape == (model.tgt_vocab_size,)
+    assert cross.shape == (n_layers, model.n_heads, 3)
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-5)  # each head's weights over the source sum to 1
+
+
+def test_onnx_equals_pytorch(exported):
+    """Greedy decoding of 12 random sources (1 to 24 tokens): identical tokens, logits and attention close."""
+    model, folder, _ = exported
+    report = compare_with_torch(model, OnnxTranslator(folder), _sources(12), BOS, EOS)
+    assert report["sentences"] == 12
+    assert report["identical"] == 12, report
+    assert report["max_logit_diff"] < LOGIT_TOL, report
+    assert report["max_attention_diff"] < ATTENTION_TOL, report
+
+
+def test_step_by_step_against_the_model(exported):
+    """One decoder step of the graph equals `model.decode` on the same prefix (last position)."""
+    model, folder, _ = exported
+    tr = OnnxTranslator(folder)
+    src, prefix = [7, 8, 9, 10, 11, 12, 13], [BOS, 20, 21, 22, 23, 24]
+    with torch.no_grad():
+        s = torch.tensor([src])
+        expected = model.decode(torch.tensor([prefix]), model.encode(s), s)[0, -1].numpy()
+    logits, _ = tr.step(prefix, tr.encode(src))
+    np.testing.assert_allclose(logits, expected, atol=LOGIT_TOL)
+
+
+def test_greedy_matches_tmlib_greedy_decode(exported):
+    from tmlib.decoding import greedy_decode
+
+    model, folder, _ = exported
+    tr = OnnxTranslator(folder)
+    for ids in _sources(10, seed=2):
+        assert tr.greedy(ids, BOS, EOS)["tokens"] == greedy_decode(model, torch.tensor([ids]), BOS, EOS)[0]
+
+
+def test_comparison_catches_another_model(exported):
+    """The check can fail: the graphs of one model compared with another model's PyTorch decoding."""
+    _, folder, _ = exported
+    report = compare_with_torch(_model(1), OnnxTranslator(folder), _sources(10), BOS, EOS)
+    assert report["identical"] < 10 or report["max_logit_diff"] > 1.0, report
+
+
+def test_reference_attention_rows(exported):
+    """torch_greedy_with_attention: one attention row per decoder step, each a distribution over the source."""
+    model, _, _ = exported
+    ref = torch_greedy_with_attention(model, [5, 6, 7, 8], BOS, EOS)
+    steps = len(ref["tokens"]) + (1 if len(ref["tokens"]) < 4 + 50 else 0)
+    assert ref["attention"].shape == (steps, len(model.decoder.layers), model.n_heads, 4)
+    assert ref["logits"].shape == (steps, model.tgt_vocab_size)
+    np.testing.assert_allclose(ref["attention"].sum(-1), 1.0, atol=1e-5)
+
+
+def test_export_refuses_other_models(tmp_path):
+    with pytest.raises(TypeError, match="Transformer"):
+        export_onnx(torch.nn.Linear(2, 2), tmp_path)
+    with pytest.raises(ValueError, match="sinusoidal"):
+        export_onnx(make_model("tiny", src_vocab_size=30, positions="rope"), tmp_path)
+
+
+def test_missing_graph_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="encoder.onnx"):
+        OnnxTranslator(tmp_path)
+
+
+def test_site_ships_model_or_says_how_to_build_it(exported, tmp_path):
+    """_ext/site_html.py copies a complete export into _static/translator/, else writes a model.json message."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "_ext"))
+    try:
+        from site_html import MISSING_MODEL_MESSAGE, WEB_MODEL_FILES, ship_web_model
+    finally:
+        sys.path.pop(0)
+    _, folder, _ = exported
+    assert not ship_web_model(folder, tmp_path / "a")  # no model.json / tokenizer.json in the bare export
+    assert json.loads((tmp_path / "a/translator/model.json").read_text()) == {"missing": True,
+                                                                              "message": MISSING_MODEL_MESSAGE}
+    assert "make web-model" in MISSING_MODEL_MESSAGE
+    (folder / "model.json").write_text("{}")
+    (folder / "tokenizer.json").write_text("{}")
+    assert ship_web_model(folder, tmp_path / "b")
+    assert sorted(p.name for p in (tmp_path / "b/translator").iterdir()) == sorted(WEB_MODEL_FILES)
