@@ -105,7 +105,7 @@ def test_translator_equals_tmlib(browser, reference):  # noqa: F811
             # switching head redraws the map with that head's weights
             last = results[-1]
             if info["n_heads"] > 1 and last["tokens"]:
-                page.select_option(".tm-translator select.tm-head", "1")
+                page.select_option(".tm-translator select.tm-head", index=1)  # head 2 (a string "1" also matches the label of head 1)
                 shown = page.evaluate("() => Array.from(document.querySelectorAll('.tm-heatmap rect'))"
                                       ".map(r => +r.dataset.weight)")
                 S, H = len(last["src"]), info["n_heads"]
