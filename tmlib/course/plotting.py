@@ -344,7 +344,7 @@ def alignment_panels(alignments, titles: Sequence[str] | None = None, suptitle: 
         ax.set_title(titles[i] if titles else "")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel if i == 0 else "")
-        ax.tick_params(axis="x", rotation=60)
+        ax.tick_params(axis="x", rotation=90)
         ax.tick_params(axis="y", rotation=0)
     fig.suptitle(suptitle)
     fig.tight_layout()
