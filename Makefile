@@ -91,6 +91,12 @@ execute: venv
 	for nb in $(NOTEBOOKS); do $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=1800 "$$nb" || exit 1; done
 
+## student-notebooks: remake student/NN_name.ipynb, the notebooks behind the site's download and Colab buttons
+## (stubs instead of solutions, no hidden tests, plain Markdown); after editing a chapter's text or exercises
+.PHONY: student-notebooks
+student-notebooks: venv
+	$(BIN)/python tools/student_notebooks.py
+
 lock: venv
 	{ head -3 requirements.txt; $(BIN)/pip freeze --exclude-editable | grep -vi '^tmlib' | sed 's/^torch==.*/torch==2.13.0/'; echo "-e ."; } > requirements.lock.tmp && mv requirements.lock.tmp requirements.txt
 

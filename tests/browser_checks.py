@@ -177,8 +177,10 @@ def check_links(page, site_dir: Path, origin: str) -> tuple[list[str], set[str],
 
 def check_buttons(page, page_path: str, site_dir: Path, origin: str, repo: str, branch: str,
                   colab_url: str) -> list[str]:
-    """The Colab button of a notebook page opens that notebook of ``repo`` on ``branch``; the download button
-    serves the page's own source file, which exists in the build.
+    """The Colab button of a chapter page opens the chapter's student notebook (``student/NN_name.ipynb``) of
+    ``repo`` on ``branch``, and its download button serves that notebook from the build (``_static/student/``),
+    (tests/test_student_notebooks.py checks that it is the committed one). Other pages' download button serves
+    their source file.
 
     Args:
         page_path: site-relative HTML path, e.g. ``notebooks/01_attention_by_hand.html``.
@@ -191,8 +193,9 @@ def check_buttons(page, page_path: str, site_dir: Path, origin: str, repo: str, 
       download: Array.from(document.querySelectorAll('a.btn-download-source-button')).map(a => a.href),
     })""")
     is_notebook = source.startswith("notebooks/")
+    name = source.rsplit("/", 1)[-1]
     if is_notebook:
-        want = f"{colab_url.rstrip('/')}/github/{repo}/blob/{branch}/{source}.ipynb"
+        want = f"{colab_url.rstrip('/')}/github/{repo}/blob/{branch}/student/{name}.ipynb"
         colab = [u for u in buttons["colab"] if "colab" in u]
         if colab != [want]:
             problems.append(f"Colab button(s) {colab}, expected [{want!r}]")
@@ -200,19 +203,20 @@ def check_buttons(page, page_path: str, site_dir: Path, origin: str, repo: str, 
         problems.append(f"launch buttons on a page that is not a notebook: {buttons['colab']}")
     if not buttons["download"]:
         problems.append("no download (source file) button")
-    suffix = ".ipynb" if is_notebook else ".md"
+    expected = f"_static/student/{name}.ipynb" if is_notebook else f"_sources/{source}.md"
     for url in buttons["download"]:
         rel = unquote(urlsplit(url).path).lstrip("/")
-        if not url.startswith(origin + "/") or rel != f"_sources/{source}{suffix}":
-            problems.append(f"download button points at {url}, expected _sources/{source}{suffix}")
+        if not url.startswith(origin + "/") or rel != expected:
+            problems.append(f"download button points at {url}, expected {expected}")
         elif not (site_dir / rel).is_file():
             problems.append(f"download button's file {rel} is not in the build")
         elif is_notebook:
             try:
                 nb = json.loads((site_dir / rel).read_text())
-                assert nb["cells"]
+                assert nb["cells"], "no cells"
+                assert not any(c.get("metadata") for c in nb["cells"]), "cells with tags or metadata (hidden checks?)"
             except Exception as err:  # noqa: BLE001 - any failure to parse is the finding
-                problems.append(f"downloadable notebook {rel} is not a notebook: {err}")
+                problems.append(f"downloadable notebook {rel} is not a student notebook: {err}")
     return problems
 
 

@@ -12,8 +12,8 @@ that every page links to. Every request that is not to 127.0.0.1/localhost is bl
 * every ``<img>`` has loaded;
 * every same-site link resolves, anchors included;
 * bertviz views (if any) have drawn, show the right tokens and react to the layer select and to the heads;
-* the Colab button opens this notebook of the repository named in `_config.yml`, the download button serves the
-  page's source file from the build;
+* the Colab button of a chapter opens its student notebook (``student/``) in the repository named in
+  `_config.yml`, and the download button serves that notebook from the build (other pages: their source file);
 
 and a full-page screenshot goes to `_build/browser/screenshots/` (with `report.json`: checks, requests, time).
 

@@ -99,8 +99,8 @@ def _site_html():
 
 def test_config_enables_the_site_extension():
     sphinx = _config()["sphinx"]
-    assert sphinx["local_extensions"] == {"site_html": "_ext"}
-    assert (ROOT / "_ext" / "site_html.py").is_file()
+    assert sphinx["local_extensions"] == {"site_html": "_ext", "exercise_numbers": "_ext"}
+    assert (ROOT / "_ext" / "site_html.py").is_file() and (ROOT / "_ext" / "exercise_numbers.py").is_file()
     assert sphinx["config"]["html_context"]["default_mode"] in ("light", "dark", "auto")
     assert _config()["repository"]["path_to_book"] in ("", None), "a path_to_book of '.' puts '/./' in Colab links"
 

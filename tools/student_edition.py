@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from assignments import split_at, strip_solution_blocks, student_notebook  # noqa: E402,F401  (re-exported)
 
 ROOT = Path(__file__).resolve().parent.parent
-COPY = ["_toc.yml", "book", "notebooks", "assets"]
+COPY = ["_toc.yml", "book", "notebooks", "assets", "student"]
 
 
 def strip_notebook(path: Path) -> int:

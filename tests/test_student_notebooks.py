@@ -1,0 +1,218 @@
+"""The notebooks behind the site's download and Colab buttons (`student/`, made by tools/student_notebooks.py):
+up to date with the chapters, free of solutions, hidden tests, quiz answers, site markup and execution clutter,
+with links that lead to pages of the book; and the site extensions that number exercises per chapter and point
+the buttons at these notebooks."""
+from __future__ import annotations
+
+import base64
+import importlib.util
+import re
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import assignments  # noqa: E402
+import student_notebooks as sn  # noqa: E402
+
+CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+BOOK = sn.Book()
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "_ext" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _student(path: Path):
+    return nbformat.read(ROOT / "student" / path.name, as_version=4)
+
+
+def _markdown(nb) -> str:
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+
+
+def _code(nb) -> str:
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+
+
+def test_one_student_notebook_per_chapter():
+    assert sorted(p.name for p in (ROOT / "student").glob("*.ipynb")) == [p.name for p in CHAPTERS]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_student_notebook_is_up_to_date(path):
+    committed = (ROOT / "student" / path.name).read_text(encoding="utf-8")
+    assert committed == sn.render(sn.make(path, BOOK)), \
+        f"student/{path.name} is stale: run `make student-notebooks` and commit it"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_site_markup_or_execution_clutter(path):
+    nb = _student(path)
+    text = _markdown(nb)
+    assert not re.search(r"^\s*(`{3,}|:{3,})\{[a-z-]+\}", text, re.M), "a MyST directive is left"
+    assert not re.search(r"\{[a-z]+(:[a-z]+)?\}`", text), "a MyST role ({cite}, {ref}, {doc}...) is left"
+    assert not re.search(r"^\([^)\s]+\)=\s*$", text, re.M), "a MyST label is left"
+    assert not re.search(r"\]\((\.\./|[^):]+\.(svg|png|md|ipynb))", text), "a relative link that Colab cannot follow"
+    for cell in nb.cells:
+        assert cell.metadata == {}, f"cell {cell.id} keeps metadata {dict(cell.metadata)}"
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"cell {cell.id} has outputs"
+    assert set(nb.metadata) <= {"kernelspec", "language_info", assignments.META}
+    assert "google.colab" in nb.cells[2].source, "the Colab install cell comes right after the title and the note"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_exercises_are_stubs_with_public_checks_and_no_hidden_tests(path):
+    source, nb = nbformat.read(path, as_version=4), _student(path)
+    code = _code(nb)
+    _, exercises = assignments.transform(source, path=str(path))
+    for (label, _k), solution in assignments.reference_solutions(source).items():
+        assert solution.strip() not in code, f"{label}: the solution is in the student notebook"
+    stubs = [c.metadata["assignment"]["stub"] for c in source.cells if "stub" in c.metadata.get("assignment", {})]
+    for stub in stubs:
+        assert stub.rstrip("\n") in code
+    for ex in exercises.values():
+        for check in ex.checks:
+            present = check.code.strip() in code
+            assert present == (check.kind == "public"), f"{ex.label}: {check.kind} check present={present}"
+    meta = nb.metadata.get(assignments.META)
+    if exercises:
+        assert meta["notebook"] == path.stem and meta["chapter"] == path.name[:2]
+        assert set(meta["exercises"]) == {sn.qname(e.label) for e in exercises.values()}
+    headings = re.findall(r"^### Exercise (\S+?)(?::|$)", _markdown(nb), re.M)
+    n_exercises = sum(sn.directive_count(c.source, "exercise") for c in source.cells if c.cell_type == "markdown")
+    chapter = str(int(path.name[:2]))
+    assert headings == [f"{chapter}.{k}" for k in range(1, n_exercises + 1)]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_quizzes_keep_their_question_and_lose_their_answer(path):
+    source, nb = nbformat.read(path, as_version=4), _student(path)
+    assert not re.search(r"\b(choice|numeric)\(", _code(nb)), "a quiz call (with its answers) is left"
+    for cell in source.cells:
+        if cell.cell_type == "code" and re.search(r"\b(choice|numeric)\(", cell.source):
+            question = re.search(r'\(\s*"[^"]+",\s*"([^"]{20,}?)"', cell.source)
+            assert question and question.group(1)[:20] in _markdown(nb), "the quiz's question is missing"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_links_lead_to_pages_of_the_book(path):
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = {toc["root"]} | {c["file"] for part in toc["parts"] for c in part["chapters"]}
+    for url in re.findall(r"\]\((https?://[^)\s]+)\)", _markdown(_student(path))):
+        if not url.startswith(BOOK.site):
+            continue
+        page, _, anchor = url[len(BOOK.site):].partition("#")
+        assert page.endswith(".html") and page[:-5] in pages, f"{url}: not a page of the book"
+        if anchor:
+            assert anchor in BOOK.labels, f"{url}: no label {anchor!r}"
+            assert BOOK.labels[anchor][0] == page[:-5], f"{url}: the label lives on another page"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_figures_are_embedded_images(path):
+    for mime, data in re.findall(r"\(data:(image/[a-z+]+);base64,([A-Za-z0-9+/=]+)\)", _markdown(_student(path))):
+        raw = base64.b64decode(data, validate=True)
+        if mime == "image/svg+xml":
+            assert ET.fromstring(raw).tag.endswith("svg")
+
+
+def test_site_markup_is_converted():
+    convert = sn.Converter(BOOK, "notebooks/04_positional_encoding")
+    out = convert.cell("(x-label)=\n## Title\n\nSee {cite}`vaswani2017attention` and {cite:t}`vaswani2017attention`, "
+                       "{doc}`the errata <../book/errata>`, {ref}`pe-pseudocode-bug`.\n\n"
+                       "````{dropdown} More\nText with\n```python\ncode\n```\n````\n\n"
+                       "```{admonition} Note\n:class: tip\nA tip.\n```", "test")
+    assert "(x-label)=" not in out and out.startswith("## Title")
+    assert "(Vaswani et al., 2017)" in out and "Vaswani et al. (2017)" in out
+    assert f"[the errata]({BOOK.site}book/errata.html)" in out
+    assert f"notebooks/04_positional_encoding.html#pe-pseudocode-bug)" in out
+    assert "<details>\n<summary><b>More</b></summary>" in out and "```python\ncode\n```" in out
+    assert "> **Note**\n>\n> A tip." in out
+
+
+@pytest.mark.parametrize("markup, message", [
+    ("```{margin}\ntext\n```", "margin"),
+    ("{term}`attention`", "term"),
+    ("{ref}`no-such-label`", "unknown label"),
+    ("{doc}`no_such_page`", "unknown page"),
+    ("{cite}`nobody2099`", "not in book/references.bib"),
+    ("```{admonition} Open\ntext", "no closing"),
+])
+def test_unknown_or_dangling_markup_is_an_error(markup, message):
+    with pytest.raises(ValueError, match=message):
+        sn.Converter(BOOK, "notebooks/01_attention_by_hand").cell(markup, "test")
+
+
+def test_quiz_markdown_has_no_answer():
+    src = 'choice("q-name", "Which one?", [("Yes", True, "right"), ("No", False)], "because")'
+    out = sn.quiz_markdown(src, "test")
+    assert "Which one?" in out and "- Yes" in out and "- No" in out
+    assert "True" not in out and "right" not in out and "because" not in out
+    assert sn.quiz_markdown("x = 1", "test") is None
+
+
+def test_author_names_with_latex_accents():
+    assert sn.latex_to_text("Doll{\\'a}r") == "Dollár" and sn.latex_to_text("{\\L}ukasz") == "Łukasz"
+    with pytest.raises(ValueError):
+        sn.latex_to_text("\\textsc{Name}")
+
+
+# --------------------------------------------------------------------------------------------- the site extensions
+def test_exercises_are_numbered_per_chapter():
+    numbers = _load("exercise_numbers")
+    toc = {"notebooks/01_a": {"exercise": {"e1": (1,), "e2": (2,)}, "figure": {"f": (1,)}},
+           "notebooks/03_c": {"exercise": {"x": (4,), "w": (3,)}},
+           "book/distributed": {"exercise": {"d": (9,)}},
+           "book/paper": {"figure": {"g": (2,)}}}
+    changed = numbers.renumber(toc)
+    assert toc["notebooks/01_a"]["exercise"] == {"e1": ("1", 1), "e2": ("1", 2)}
+    assert toc["notebooks/03_c"]["exercise"] == {"w": ("3", 1), "x": ("3", 2)}
+    assert toc["book/distributed"]["exercise"] == {"d": ("D", 1)}
+    assert toc["notebooks/01_a"]["figure"] == {"f": (1,)}, "figures keep Sphinx's numbers"
+    assert sorted(changed) == ["book/distributed", "notebooks/01_a", "notebooks/03_c"]
+    assert numbers.renumber(toc) == [], "idempotent"
+    assert numbers.page_prefix("notebooks/12_modern_transformer") == "12"
+
+
+def test_download_and_colab_buttons_point_at_the_student_notebook():
+    site = _load("site_html")
+    name = "01_attention_by_hand.ipynb"
+    colab = f"https://colab.research.google.com/github/o/r/blob/main/notebooks/{name}"
+    buttons = [{"type": "group", "label": "launch-buttons", "buttons": [{"text": "Colab", "url": colab},
+                                                                         {"text": "Binder", "url": "b"}]},
+               {"type": "group", "label": "download-buttons", "buttons": [
+                   {"label": "download-source-button", "url": f"../_sources/notebooks/{name}"},
+                   {"label": "download-pdf-button", "url": "../_sources/x.pdf"}]}]
+    assert site.point_to_student_notebooks(buttons, name, f"../_static/student/{name}") == 2
+    assert buttons[0]["buttons"][0]["url"] == f"https://colab.research.google.com/github/o/r/blob/main/student/{name}"
+    assert buttons[0]["buttons"][1]["url"] == "b"
+    assert buttons[1]["buttons"][0]["url"] == f"../_static/student/{name}"
+    assert buttons[1]["buttons"][1]["url"] == "../_sources/x.pdf"
+
+
+BUILDS = [p for p in (ROOT / "_build/html", ROOT / "_build/strict/_build/html") if (p / "index.html").exists()]
+
+
+@pytest.mark.skipif(not BUILDS, reason="no built site (run `make book` or `make site-strict`)")
+@pytest.mark.parametrize("html_dir", BUILDS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_built_chapter_pages_offer_the_student_notebooks(html_dir):
+    for path in CHAPTERS:
+        page = (html_dir / "notebooks" / f"{path.stem}.html").read_text(errors="replace")
+        assert f'href="../_static/student/{path.name}"' in page, f"{path.stem}: download button"
+        assert f"/blob/main/student/{path.name}" in page, f"{path.stem}: Colab button"
+        assert f"/notebooks/{path.name}" not in page.split("colab.research.google.com", 1)[-1][:300]
+        assert (html_dir / "_static" / "student" / path.name).read_text() == \
+            (ROOT / "student" / path.name).read_text()
+        first = re.search(r"Exercise (\d+)\.1\b", page)
+        if first:
+            assert first.group(1) == str(int(path.name[:2])), f"{path.stem}: exercises numbered per chapter"
