@@ -94,3 +94,32 @@ def test_figures_are_numbered_by_chapter(rel):
     wrong = sorted({m.group(0) for m in re.finditer(r"Figure (\d+)\.\d+:", titles + "\n" + captions)
                     if int(m.group(1)) != number})
     assert not wrong, f"{rel} names figures of another chapter: {wrong}"
+
+
+SITES = [p for p in (ROOT / "_build/html", ROOT / "_build/strict/_build/html") if (p / "index.html").exists()]
+NOT_FOR_STUDENTS = ("book/instructors", "book/measurements")  # the instructors' page and the methods appendix
+
+
+@pytest.mark.skipif(not SITES, reason="no built site (run `make book` or `make site-strict`)")
+@pytest.mark.parametrize("site", SITES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_built_student_pages_do_not_talk_about_the_machinery(site):
+    """The rendered prose of every page a student reads: the text of `<main>` without code (listings, inline
+    code a student types) and without cell outputs, searched with the same words as the sources."""
+    from bs4 import BeautifulSoup
+
+    checked, found = 0, {}
+    for rel in _toc_files():
+        if rel in NOT_FOR_STUDENTS:
+            continue
+        main = BeautifulSoup((site / f"{rel}.html").read_text(errors="replace"), "html.parser").find("main")
+        for tag in main.find_all(["pre", "code", "script", "style"]):
+            tag.decompose()
+        for tag in main.select(".cell_output"):
+            tag.decompose()
+        text = re.sub(r"(?<=\d)[ \u00a0\u202f](?=\d{3}\b)", "", main.get_text(" "))  # 100 000 is a number
+        hits = sorted({m.group(0) for m in MACHINERY.finditer(text)})
+        if hits:
+            found[rel] = hits
+        checked += 1
+    assert checked >= 20, f"only {checked} pages found in {site}"
+    assert not found, f"pages that talk about the course's machinery: {found}"
