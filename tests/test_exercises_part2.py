@@ -34,7 +34,7 @@ def test_build_it_yourself_exercises_are_graded(stem):
 def test_chapter_has_its_parts_and_no_hidden_bookkeeping(stem):
     cells = _cells(stem)
     text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
-    for part in ("**You will learn**", "## Summary", "## Exercises", "Next: {doc}`"):
+    for part in ("**You will learn**", "## Summary", "## Exercises", "## Next"):
         assert part in text, f"{stem}: no {part!r}"
     hidden = [c.source[:60] for c in cells if c.cell_type == "code"
               and "remove-cell" in c.metadata.get("tags", []) and "assignment" not in c.metadata]
