@@ -81,7 +81,7 @@ class Book:
             raise ValueError(f"_config.yml: repository.url {repo['url']!r} is not a GitHub address")
         self.site = f"https://{m['owner']}.github.io/{m['name']}/"
         self.titles: dict[str, str] = {}  # docname -> first heading
-        self.labels: dict[str, tuple[str, str]] = {}  # label -> (docname, link text)
+        self.labels: dict[str, tuple[str, str | None]] = {}  # label -> (docname, link text or None)
         self.exercise_numbers: dict[str, str] = {}  # exercise label -> "N.k"
         for page in sorted([*root.glob("notebooks/[0-9]*.ipynb"), *root.glob("book/*.md")]):
             docname = page.relative_to(root).with_suffix("").as_posix()
@@ -111,6 +111,8 @@ class Book:
                     elif "name" in options:
                         self.labels[options["name"]] = (docname, "the figure")
                 if line.strip():
+                    if pending and pending not in self.labels:  # a label on a paragraph: link text required
+                        self.labels[pending] = (docname, None)
                     pending = None
 
     def page_url(self, docname: str, anchor: str = "") -> str:
@@ -257,6 +259,8 @@ class Converter:
             if target not in self.book.labels:
                 raise ValueError(f"{where}: {{{role}}} to an unknown label {target!r}")
             docname, title = self.book.labels[target]
+            if not (text or title):
+                raise ValueError(f"{where}: {{{role}}}`{target}` needs link text (the label is not on a heading)")
             return f"[{text or title}]({self.book.page_url(docname, target)})"
         if role == "doc":
             target = re.sub(r"\.(md|ipynb)$", "", target)
