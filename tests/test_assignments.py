@@ -252,3 +252,60 @@ def test_student_id_rules(tmp_path):
     assert A.student_id(tmp_path / "alice__01_x.ipynb", tmp_path) == "alice"
     assert A.student_id(tmp_path / "bob.ipynb", tmp_path) == "bob"
     assert A.student_id(tmp_path / "carol" / "whatever__01.ipynb", tmp_path) == "carol"
+
+
+# The build-it-yourself exercises of chapters 2, 4, 5, 7 and 8 (those of chapters 1 and 3 are above): a correct
+# submission (fay) and one with the typical mistake of each exercise (gus; the chapter's other exercises correct).
+BUILD_IT_MISTAKES = {  # label -> [(text of the course's solution, the mistake put in its place)]
+    "ex-02-split-merge": [("x = x.reshape(*lead, n, n_heads, d_model // n_heads)",  # heads cut without transposing
+                           "x = x.reshape(*lead, n_heads, n, d_model // n_heads)"),
+                          ("return np.swapaxes(x, -2, -3)  #", "return x  #")],
+    "ex-04-build-pe": [("10000.0 ** (-np.arange(0, d_model, 2) / d_model)",  # the pair index i read as 2i
+                        "10000.0 ** (-np.arange(0, d_model // 2) / d_model)")],
+    "ex-05-decoder-layer": [(", mask=R.causal_mask(n_tgt))", ")")],  # self-attention without the causal mask
+    "ex-07-mha-module": [("/ self.d_k ** 0.5", "")],  # scores not scaled by sqrt(d_k)
+    "ex-08-train-step": [("ignore_index=pad_id, ", "")],  # padding counted in the loss
+    "ex-08-greedy": [("logits[:, -1].argmax(dim=-1)", "logits[:, 0].argmax(dim=-1)")],  # the first position's logits
+}
+BUILD_IT_CHAPTERS = sorted({label[3:5] for label in BUILD_IT_MISTAKES})
+
+
+@pytest.fixture(scope="module")
+def graded_build_it(graded, tmp_path_factory):
+    out = graded["out"]
+    subs = tmp_path_factory.mktemp("build_it") / "submissions"
+    subs.mkdir()
+    for chapter in BUILD_IT_CHAPTERS:
+        stem = next(p.stem for p in CHAPTERS if p.name.startswith(chapter))
+        student = _read(out / stem / "student" / f"{stem}.ipynb")
+        source = _read(ROOT / "notebooks" / f"{stem}.ipynb")
+        ref = A.reference_solutions(source)
+        wrong = {}
+        for label, edits in BUILD_IT_MISTAKES.items():
+            if label[3:5] != chapter:
+                continue
+            code = ref[(label, 0)]
+            for old, new in edits:
+                assert old in code, f"{label}: the solution no longer contains {old!r}; update the mistake"
+                code = code.replace(old, new)
+            wrong[(label, 0)] = code
+        nbformat.write(_submission(student, source, {}), subs / f"fay__{stem}.ipynb")
+        nbformat.write(_submission(student, source, wrong), subs / f"gus__{stem}.ipynb")
+    sandbox = "bwrap" if grading.probe() is None else "none"
+    A.grade(subs, out, subs.parent / "gradebook.csv", sandbox=sandbox)
+    with (subs.parent / "gradebook.csv").open() as f:
+        return {(r["student"], r["chapter"], r["exercise"]): (float(r["points"]), float(r["max_points"]))
+                for r in csv.DictReader(f)}
+
+
+def test_build_it_yourself_exercises_grade_right_and_wrong(graded_build_it):
+    rows = graded_build_it
+    for chapter in BUILD_IT_CHAPTERS:
+        got, full = rows[("fay", chapter, "TOTAL")]
+        assert got == full > 0, f"chapter {chapter}: the course's solutions scored {got} of {full}"
+    for label in BUILD_IT_MISTAKES:
+        got, full = rows[("gus", label[3:5], A.qname(label))]
+        assert full >= 2 and got == 0, f"{label}: the typical mistake scored {got} of {full}"
+    for (who, chapter, exercise), (got, full) in rows.items():  # gus's other exercises are the course's solutions
+        if who == "gus" and exercise != "TOTAL" and exercise not in {A.qname(l) for l in BUILD_IT_MISTAKES}:
+            assert got == full, (chapter, exercise, got, full)

@@ -65,6 +65,8 @@ OPTION = re.compile(r"^[ \t]*:(?P<key>[a-z-]+):[ \t]*(?P<value>.*)$")
 LABEL_LINE = re.compile(r"^\((?P<label>[^)\s]+)\)=[ \t]*$")
 ROLE = re.compile(r"\{(?P<role>[a-z]+(?::[a-z]+)?)\}`(?P<body>[^`]*)`")
 EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.DOTALL)
+SCRIPT = re.compile(r"^\s*<script\b[^>]*>\s*</script>\s*$")
+WIDGET = re.compile(r"^\s*<div class=\"tm-[a-z-]+\"[^>]*>\s*</div>\s*$")
 HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<title>.+?)\s*$")
 
 
@@ -125,6 +127,21 @@ def page_markdown(path: Path) -> list[str]:
         nb = nbformat.read(path, as_version=4)
         return [c.source for c in nb.cells if c.cell_type == "markdown"]
     return [path.read_text(encoding="utf-8")]
+
+
+def split_at_exercises(source: str) -> list[str]:
+    """A markdown string cut before each ``{exercise}`` directive but the first (one exercise per piece)."""
+    pieces, current, seen = [], [], False
+    for line in source.splitlines():
+        m = FENCE.match(line)
+        if m and m["name"] == "exercise" and not m["indent"]:
+            if seen:
+                pieces.append("\n".join(current))
+                current = []
+            seen = True
+        current.append(line)
+    pieces.append("\n".join(current))
+    return pieces
 
 
 def directive_count(source: str, name: str) -> int:
@@ -191,10 +208,18 @@ class Converter:
         self.book, self.docname = book, docname
 
     def cell(self, source: str, where: str) -> str:
-        lines = [line for line in source.splitlines() if not LABEL_LINE.match(line)]
+        lines = [self.widget(line) for line in source.splitlines()
+                 if not LABEL_LINE.match(line) and not SCRIPT.match(line)]
         text = "\n".join(self.blocks(lines, where))
         text = ROLE.sub(lambda m: self.role(m["role"], m["body"], where), text)
         return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+
+    def widget(self, line: str) -> str:
+        """A page's widget (``<div class="tm-...">``, drawn by the site's JavaScript) as a link to the page."""
+        if not WIDGET.match(line):
+            return line
+        return (f"*(This widget runs in the browser, on [the chapter's page]({self.book.page_url(self.docname)}); "
+                "a notebook cannot draw it.)*")
 
     def blocks(self, lines: list[str], where: str) -> list[str]:
         out, i = [], 0
@@ -328,9 +353,16 @@ def make(path: Path, book: Book | None = None):
     for i, cell in enumerate(student.cells):
         where = f"{path.name}, cell {i}"
         if cell.cell_type == "markdown":
-            text = convert.cell(cell.source, where)
-            if text.strip():
-                cells.append(nbformat.v4.new_markdown_cell(text))
+            following = student.cells[i + 1] if i + 1 < len(student.cells) else None
+            has_stub = following is not None and "assignment-stub" in following.metadata.get("tags", [])
+            chunks = split_at_exercises(cell.source)
+            for k, chunk in enumerate(chunks):
+                text = convert.cell(chunk, where)
+                if text.strip():
+                    cells.append(nbformat.v4.new_markdown_cell(text))
+                number = re.search(r"^### Exercise (\S+?)(?::|$)", text, re.M)
+                if number and not (has_stub and k == len(chunks) - 1):
+                    cells.append(nbformat.v4.new_code_cell(f"# Exercise {number[1]}: your work"))
             continue
         quiz = quiz_markdown(cell.source, where) if "remove-input" in cell.metadata.get("tags", []) else None
         if quiz is not None:
@@ -340,8 +372,9 @@ def make(path: Path, book: Book | None = None):
     chapter = int(chapter_of(path))
     note = (f"*This is the notebook of chapter {chapter} for you to run and work in. The [chapter's page]"
             f"({book.page_url(docname)}) shows it executed, with the solutions of the exercises. Run the cells "
-            "from the top. Each exercise has a cell with `...` for your code and, below it, a check that says what "
-            "is wrong.*")
+            "from the top. Each exercise is followed by a cell for your work")
+    note += (": where it holds a function or a variable with `...` to complete, the check cell below it says what "
+             "is wrong.*" if exercises else ".*")
     cells.insert(1, nbformat.v4.new_markdown_cell(note))
     out = nbformat.v4.new_notebook(cells=cells)
     out.metadata = copy.deepcopy({k: v for k, v in nb.metadata.items() if k in ("kernelspec", "language_info")})
