@@ -96,3 +96,23 @@ def test_tolerance_text():
     assert tolerance_text(0.0) == "exact equality"
     assert tolerance_text(1e-6) == "|answer - expected| <= 1e-06"
     assert tolerance_text(5e-5, decimals=4).endswith("correct to 4 decimals")
+
+
+def test_an_unanswered_exercise_gets_a_message_not_a_traceback():
+    import numpy as np
+    import pytest
+
+    from tmlib.course import check_close, check_shape
+
+    for answer in (..., [1.0, ...], (np.zeros(2), ...)):
+        with pytest.raises(TypeError, match=r"still `\.\.\.`"):
+            check_close(answer, [1.0, 2.0], "my_peak")
+    with pytest.raises(TypeError, match="is None"):
+        check_close(None, 1.0, "my_peak")
+    with pytest.raises(TypeError, match=r"still `\.\.\.`"):
+        check_shape(..., (2, 3), "pe")
+    with pytest.raises(TypeError, match="is None"):
+        check_shape(None, (2, 3), "pe")
+    with pytest.raises(TypeError, match="with a shape"):
+        check_shape([1, 2], (2,), "pe")
+    check_shape(np.zeros((2, 3)), (2, None), "pe")  # still passes

@@ -125,3 +125,15 @@ def test_inline_scripts_are_deduplicated():
     b = JS(filename="_static/a.js", priority=500, attributes={})
     c = JS(filename=None, priority=500, attributes={"body": "const Y = 2;"})
     assert dedupe([a1, b, a2, c, b]) == [a1, b, c]
+
+
+@pytest.mark.skipif(not BUILDS, reason="no built site (run `make book`)")
+@pytest.mark.parametrize("html_dir", BUILDS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_figures_carry_only_their_chapter_numbers(html_dir):
+    # Figures are titled "Figure N.M: ..."; Sphinx's global "Fig. K" would put a second number before it.
+    pages = [p for p in html_dir.rglob("*.html") if "_static" not in p.parts]
+    doubled = [p.relative_to(html_dir).as_posix() for p in pages
+               if re.search(r'<span class="caption-number">Fig\.', p.read_text(errors="replace"))]
+    assert not doubled, f"global figure numbers on {doubled}"
+    assert any(re.search(r"Exercise 3\.1\b", p.read_text(errors="replace")) for p in pages), \
+        "exercises are numbered per chapter"

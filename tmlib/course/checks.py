@@ -23,17 +23,38 @@ def check_shape(x, shape: tuple, name: str = "tensor") -> None:
     Works for NumPy arrays and torch tensors.
 
     Raises:
+        TypeError: ``x`` has no shape (``None``, or ``...`` still to be replaced by an answer).
         ValueError: the shapes differ; the message names both.
     """
+    _require_answered(x, name)
+    if not hasattr(x, "shape"):
+        raise TypeError(f"{name} must be an array or a tensor with a shape, got {type(x).__name__}")
     actual = tuple(x.shape)
     if len(actual) != len(shape) or any(s is not None and a != s for a, s in zip(actual, shape)):
         raise ValueError(f"{name} has shape {actual}, expected {tuple(shape)}")
+
+
+def _unanswered(x, depth: int = 0) -> bool:
+    """Whether ``x`` is, or a list/tuple in it holds, ``...`` (an exercise's placeholder)."""
+    if x is Ellipsis:
+        return True
+    return depth < 3 and isinstance(x, (list, tuple)) and any(_unanswered(v, depth + 1) for v in x)
+
+
+def _require_answered(x, what: str) -> None:
+    if _unanswered(x):
+        raise TypeError(f"{what}: still `...`; replace the `...` with your answer and run that cell again")
+    if x is None:
+        raise TypeError(f"{what} is None (did you forget to assign it, or to `return` it?)")
 
 
 def _as_float_array(x, role: str, what: str) -> np.ndarray:
     """A NumPy float64 copy of a scalar, list, array or (CPU/GPU, grad-tracking) torch tensor."""
     if hasattr(x, "detach"):  # torch tensor: leave the graph and the device
         x = x.detach().cpu()
+    if role == "answer" and _unanswered(x):
+        raise TypeError(f"{what}: your answer is still `...`; replace the `...` with your answer and run that "
+                        "cell again")
     if x is None:
         raise TypeError(f"{what}: the {role} is None (did you forget to assign it, or to `return` it?)")
     try:
