@@ -216,3 +216,14 @@ def test_built_chapter_pages_offer_the_student_notebooks(html_dir):
         first = re.search(r"Exercise (\d+)\.1\b", page)
         if first:
             assert first.group(1) == str(int(path.name[:2])), f"{path.stem}: exercises numbered per chapter"
+
+
+def test_install_cell_says_what_to_install_outside_colab(monkeypatch):
+    import importlib.util
+
+    cell = _student(CHAPTERS[0]).cells[2].source
+    code = cell.replace("%pip install", "pass  # %pip install")  # IPython magic: not plain Python
+    exec(compile(code, "install cell", "exec"), {})  # tmlib is installed here: nothing happens
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None)
+    with pytest.raises(ModuleNotFoundError, match=r'%pip install "tmlib.* @ git\+https://github\.com/'):
+        exec(compile(code, "install cell", "exec"), {})

@@ -310,6 +310,29 @@ def normalise(docname: str) -> str:
     return "/".join(parts)
 
 
+# --------------------------------------------------------------------------------------------- the install cell
+PIP_LINE = re.compile(r'^(?P<indent>\s+)%pip install -q "(?P<requirement>[^"]+)"\s*$', re.M)
+
+
+def install_everywhere(source: str) -> str:
+    """The chapter's install cell (``if "google.colab" in sys.modules: %pip install ...``) with an ``else`` branch
+    for a student's own Jupyter: where the course library is missing, it says what to install instead of
+    leaving the next cell to fail with a bare ``ModuleNotFoundError``.
+
+    Raises:
+        ValueError: the cell is not the install cell the chapters begin with.
+    """
+    m = PIP_LINE.search(source)
+    if "google.colab" not in source or m is None:
+        raise ValueError(f"the second cell is not the chapter's Colab install cell: {source!r}")
+    return source.rstrip("\n") + f"""
+else:  # your own Jupyter: the course library must be installed in this kernel's environment
+    import importlib.util
+    if importlib.util.find_spec("tmlib") is None:
+        raise ModuleNotFoundError('the course library is not installed here: run  %pip install "{m["requirement"]}"'
+                                  "  in a cell, then restart the kernel")"""
+
+
 # --------------------------------------------------------------------------------------------- quizzes
 def quiz_markdown(source: str, where: str) -> str | None:
     """A quiz cell (``choice(...)`` or ``numeric(...)``) as Markdown without its answer; None for other cells."""
@@ -368,7 +391,7 @@ def make(path: Path, book: Book | None = None):
         if quiz is not None:
             cells.append(nbformat.v4.new_markdown_cell(convert.cell(quiz, where)))
             continue
-        cells.append(nbformat.v4.new_code_cell(cell.source))
+        cells.append(nbformat.v4.new_code_cell(install_everywhere(cell.source) if i == 1 else cell.source))
     chapter = int(chapter_of(path))
     note = (f"*This is the notebook of chapter {chapter} for you to run and work in. The [chapter's page]"
             f"({book.page_url(docname)}) shows it executed, with the solutions of the exercises. Run the cells "
