@@ -43,9 +43,11 @@ book: venv
 test: unit nbval site-strict site-html browser
 	@echo "All checks passed."
 
-## site-html: the checks of the built HTML (vendored scripts, citations, quizzes); they skip in `unit` without a build
+## site-html: the checks of the built HTML (vendored scripts, citations, quizzes, figure and exercise numbers, the
+## student notebooks behind the buttons, no machinery words on student pages); they skip in `unit` without a build
 site-html: site-strict
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_site.py tests/test_quiz.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_site.py tests/test_quiz.py \
+		tests/test_student_notebooks.py tests/test_chapters.py -k "built or site or quiz"
 
 unit: venv
 	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py --ignore=tests/test_translator_browser.py
