@@ -225,11 +225,11 @@ def test_grading_loop(graded):
     expected = {
         ("alice", "01", "TOTAL"): (11, 11), ("alice", "03", "TOTAL"): (6, 6),
         ("bob", "01", "ex_01_example3"): (0, 2),     # public (4 decimals) and hidden fail
-        ("bob", "01", "ex_01_shift"): (1, 2),        # public passes, hidden catches w_other
+        ("bob", "01", "ex_01_shift"): (0, 2),        # public and hidden catch the unshifted w_other
         ("bob", "01", "ex_01_temperature"): (0, 3),  # left as the stub
         ("bob", "01", "ex_01_softmax"): (0, 2),     # overflows on the public check's large scores
         ("bob", "01", "ex_01_masked"): (0, 2),      # left as the stub
-        ("bob", "01", "TOTAL"): (1, 11),
+        ("bob", "01", "TOTAL"): (0, 11),
         ("bob", "03", "ex_03_layernorm"): (0, 2),   # unbiased variance: public and hidden fail
         ("bob", "03", "ex_03_relu"): (0, 2),         # public and hidden compare with b1 = (-2, 0)
         ("bob", "03", "ex_03_ln_invariance"): (2, 2),
