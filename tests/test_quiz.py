@@ -53,8 +53,10 @@ def test_paper_page_holds_exactly_the_generated_block():
     assert Q.paper_quiz_block() in text, "regenerate with: python -m tmlib.course.quiz paper"
     names = [q.name for q in Q.PAPER_QUIZ]
     assert len(set(names)) == len(names) == 5
-    year = [q for q in Q.PAPER_QUIZ if q.kind == "numeric"][0]
-    assert year.answer == 2017  # arXiv 1706.03762, June 2017; NIPS 2017
+    path = [q for q in Q.PAPER_QUIZ if q.kind == "numeric"][0]
+    assert path.answer == 49 and path.tolerance == 0  # 50 tokens: 49 recurrent steps from the first to the last
+    first_correct = [[ok for _, ok, _ in q.options].index(True) for q in Q.PAPER_QUIZ if q.kind == "choice"]
+    assert len(set(first_correct)) > 1, "the right answer sits at the same place in every question"
 
 
 def _notebook_quiz_ids(path: Path) -> list[str]:

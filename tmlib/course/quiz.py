@@ -188,51 +188,55 @@ def numeric(name: str, question: str, answer: float, tolerance: float, explanati
     return Quiz(name, "numeric", question, explanation, answer=answer, tolerance=tolerance, title=title)
 
 
-# The tutorial's (seed 002) closing quiz, Q1-Q5, posed on book/paper.md. Answers follow the paper
-# (Vaswani et al., 2017, arXiv:1706.03762); see the errata for the tutorial's claims that do not hold.
+# The paper page's closing quiz (book/paper.md), after a common tutorial's review questions. Answers follow the
+# paper (Vaswani et al., 2017, arXiv:1706.03762); see the errata for the tutorial's claims that do not hold.
 PAPER_QUIZ = (
     choice("paper-q1", "Q1. What was the key claim of 'Attention Is All You Need'?", [
-        ("Attention alone, without recurrence or convolution, is enough for state-of-the-art sequence "
-         "transduction (translation).", True),
         ("Attention was invented in this paper.", False,
          "Attention on top of recurrent encoder-decoders dates from Bahdanau et al. (2015)."),
         ("Recurrent networks need attention to be trained at all.", False),
+        ("Attention alone, without recurrence or convolution, is enough for state-of-the-art sequence "
+         "transduction (translation).", True),
         ("Deeper LSTMs translate better than shallow ones.", False),
     ], "The title is the claim: a model built only from attention and position-wise feed-forward layers, with no "
        "recurrence and no convolution, set a new state of the art on WMT 2014 English-German (28.4 BLEU) and "
        "English-French (41.8 BLEU) at a fraction of the training cost.", title="The paper in five questions"),
     choice("paper-q2", "Q2. What is the main advantage of the Transformer over a recurrent encoder-decoder?", [
-        ("All positions of a sentence are processed in parallel, and any two positions are one attention step "
-         "apart.", True),
         ("Its cost grows only linearly with the sentence length.", False,
          "Self-attention costs O(n²·d) per layer: quadratic in the length n."),
+        ("All positions of a sentence are processed in parallel, and any two positions are one attention step "
+         "apart.", True),
         ("It has far fewer parameters.", False, "The base model has about 65 million parameters."),
         ("It needs no positional information.", False, "It needs positional encodings, because attention ignores order."),
     ], "A recurrent layer needs n sequential steps for n tokens; self-attention needs O(1) sequential operations "
        "and connects every pair of positions directly (the paper's Table 1). That made training much faster on "
        "GPUs: the base model trained in 12 hours on 8 P100s."),
     choice("paper-q3", "Q3. Which components make up one encoder layer of the Transformer?", [
-        ("Multi-head self-attention and a position-wise feed-forward network, each wrapped in a residual "
-         "connection followed by layer normalization.", True),
         ("An LSTM, an attention layer and a softmax.", False),
         ("Masked self-attention, cross-attention and a feed-forward network.", False,
          "That is a decoder layer: it adds masked self-attention and attention over the encoder output."),
         ("A convolution with kernel width 3 and a pooling layer.", False),
+        ("Multi-head self-attention and a position-wise feed-forward network, each wrapped in a residual "
+         "connection followed by layer normalisation.", True),
     ], "Encoder layer: LayerNorm(x + SelfAttention(x)), then LayerNorm(x + FFN(x)) (post-LN, as in the paper). "
        "A decoder layer has three sub-layers: masked self-attention, encoder-decoder (cross) attention and the FFN. "
        "Chapters 2, 3 and 5 build each piece."),
     choice("paper-q4", "Q4. Why did the Transformer change NLP so quickly?", [
-        ("It trained in parallel and scaled well, so much larger models could be pre-trained on much more text "
-         "(BERT, GPT).", True),
         ("It won the NIPS 2017 best-paper award.", False,
          "It did not: the NIPS 2017 best-paper awards went to other papers (see the errata)."),
+        ("It trained in parallel and scaled well, so much larger models could be pre-trained on much more text "
+         "(BERT, GPT).", True),
         ("It was the first neural machine translation system.", False),
         ("It removed the need for tokenization.", False, "It uses byte-pair / word-piece subword tokens."),
     ], "Parallel training over positions and a simple, uniform architecture made it practical to scale models and "
        "data; encoder-only (BERT, 2018) and decoder-only (GPT, 2018-2020) pre-trained models followed within two "
        "years. Its success came from results and scalability, not from an award."),
-    numeric("paper-q5", "Q5. In which year was 'Attention Is All You Need' published? (type the year)",
-            2017, 0, "June 2017 on arXiv (1706.03762), then at NIPS 2017 in December 2017."),
+    numeric("paper-q5", "Q5. A recurrent layer reads a sentence of 50 tokens. Through how many sequential steps "
+            "must information from the first token pass to reach the last one? (Self-attention needs one.)",
+            49, 0, "The hidden state is updated once per token, so the first token's information reaches the 50th "
+            "after 49 steps: the maximum path length of a recurrent layer grows as O(n) (the paper's Table 1), "
+            "while self-attention connects every pair of positions directly, in O(1). Short paths make long-range "
+            "dependencies easier to learn (§4)."),
 )
 
 
