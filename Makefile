@@ -76,11 +76,14 @@ web-model: venv
 	$(BIN)/python tools/export_web_model.py --out _build/web_model $(WEB_MODEL_ARGS)
 
 ## vendor-web: copy onnxruntime-web and @huggingface/tokenizers (versions in tools/web/package-lock.json) into
-## assets/vendor/ (needs npm; the copies are committed)
+## assets/vendor/ (needs npm; the copies are committed; the 14 MB WebAssembly binary gzipped, which translator.js
+## unpacks in the browser)
 vendor-web:
 	cd tools/web && npm ci --ignore-scripts --no-audit --no-fund
 	mkdir -p assets/vendor/onnxruntime-web assets/vendor/tokenizers
-	cp tools/web/node_modules/onnxruntime-web/dist/{ort.wasm.min.js,ort-wasm-simd-threaded.mjs,ort-wasm-simd-threaded.wasm} assets/vendor/onnxruntime-web/
+	cp tools/web/node_modules/onnxruntime-web/dist/{ort.wasm.min.js,ort-wasm-simd-threaded.mjs} assets/vendor/onnxruntime-web/
+	gzip -9 -n -c tools/web/node_modules/onnxruntime-web/dist/ort-wasm-simd-threaded.wasm \
+		> assets/vendor/onnxruntime-web/ort-wasm-simd-threaded.wasm.gz
 	cp tools/web/node_modules/@huggingface/tokenizers/dist/tokenizers.min.mjs assets/vendor/tokenizers/
 
 ## benchmarks: run every benchmark of chapter 11 (CPU, 2 threads; kv_cache 1 thread; < 10 min on 2 cores) into benchmarks/results/

@@ -137,3 +137,14 @@ def test_figures_carry_only_their_chapter_numbers(html_dir):
     assert not doubled, f"global figure numbers on {doubled}"
     assert any(re.search(r"Exercise 3\.1\b", p.read_text(errors="replace")) for p in pages), \
         "exercises are numbered per chapter"
+
+
+def test_no_tracked_file_over_5_mb():
+    # Data, checkpoints and large binaries stay out of the repository; the WebAssembly runtime is committed gzipped.
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    big = [f.decode() for f in files if f and (ROOT / f.decode()).is_file()
+           and (ROOT / f.decode()).stat().st_size > 5 * 2**20]
+    assert not big, f"tracked files over 5 MB: {big}"
+    assert (VENDOR / "onnxruntime-web/ort-wasm-simd-threaded.wasm.gz").is_file()

@@ -46,6 +46,17 @@
     });
   }
 
+  // The runtime's WebAssembly binary is stored gzipped (3.7 MB instead of 14 MB): unpack it in the browser. A
+  // server that already sent it with Content-Encoding: gzip hands over the unpacked bytes: use them as they are.
+  async function fetchWasm(url) {
+    const r = await fetch(url);
+    if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+    const bytes = new Uint8Array(await r.arrayBuffer());
+    if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) return bytes; // not gzip: already unpacked
+    const unpacked = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Uint8Array(await new Response(unpacked).arrayBuffer());
+  }
+
   async function fetchJson(url) {
     const r = await fetch(url);
     if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
@@ -61,6 +72,7 @@
         if (!window.ort) await loadScript(ORT_DIR + "ort.wasm.min.js");
         ort.env.wasm.numThreads = 1; // no SharedArrayBuffer: no cross-origin isolation needed
         ort.env.wasm.wasmPaths = ORT_DIR;
+        ort.env.wasm.wasmBinary = await fetchWasm(ORT_DIR + "ort-wasm-simd-threaded.wasm.gz");
         const { Tokenizer } = await import(STATIC + "vendor/tokenizers/tokenizers.min.mjs");
         const tokenizer = new Tokenizer(await fetchJson(modelUrl + "tokenizer.json"), {});
         const options = { executionProviders: ["wasm"] };
