@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from test_pages import MACHINERY
+from test_site import BUILDS as SITES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,7 +97,6 @@ def test_figures_are_numbered_by_chapter(rel):
     assert not wrong, f"{rel} names figures of another chapter: {wrong}"
 
 
-SITES = [p for p in (ROOT / "_build/html", ROOT / "_build/strict/_build/html") if (p / "index.html").exists()]
 NOT_FOR_STUDENTS = ("book/instructors", "book/measurements")  # the instructors' page and the methods appendix
 
 

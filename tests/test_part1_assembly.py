@@ -118,11 +118,16 @@ def _copy_ffn_norms(layer, ffn, norms, dtype):
         ln.bias.copy_(torch.tensor(b, dtype=dtype))
 
 
+def _torch_layer(cls, dtype):
+    """PyTorch's post-LN layer of the paper (ReLU, no dropout) at Part I's sizes, in evaluation mode."""
+    return cls(D_MODEL, N_HEADS, D_FF, dropout=0.0, activation="relu", batch_first=True,
+               norm_first=False).to(dtype).eval()
+
+
 @pytest.mark.parametrize("dtype,atol", [(torch.float64, 1e-6), (torch.float32, 1e-5)])
 def test_encoder_layer_matches_pytorch(params, dtype, atol):
     p = params
-    layer = nn.TransformerEncoderLayer(D_MODEL, N_HEADS, D_FF, dropout=0.0, activation="relu",
-                                       batch_first=True, norm_first=False).to(dtype).eval()
+    layer = _torch_layer(nn.TransformerEncoderLayer, dtype)
     with torch.no_grad():
         _copy_attention(layer.self_attn, p["enc_attn"], dtype)
         _copy_ffn_norms(layer, p["enc_ffn"], p["enc_norms"], dtype)
@@ -134,8 +139,7 @@ def test_encoder_layer_matches_pytorch(params, dtype, atol):
 @pytest.mark.parametrize("dtype,atol", [(torch.float64, 1e-6), (torch.float32, 1e-5)])
 def test_decoder_layer_matches_pytorch(params, dtype, atol):
     p = params
-    layer = nn.TransformerDecoderLayer(D_MODEL, N_HEADS, D_FF, dropout=0.0, activation="relu",
-                                       batch_first=True, norm_first=False).to(dtype).eval()
+    layer = _torch_layer(nn.TransformerDecoderLayer, dtype)
     with torch.no_grad():
         _copy_attention(layer.self_attn, p["self_attn"], dtype)
         _copy_attention(layer.multihead_attn, p["cross_attn"], dtype)

@@ -5,7 +5,6 @@ the buttons at these notebooks."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -13,22 +12,16 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import assignments  # noqa: E402
 import student_notebooks as sn  # noqa: E402
+from test_chapters import _toc_files  # noqa: E402
+from test_site import BUILDS, _site_html  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 BOOK = sn.Book()
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "_ext" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _student(path: Path):
@@ -87,7 +80,7 @@ def test_exercises_are_stubs_with_public_checks_and_no_hidden_tests(path):
     meta = nb.metadata.get(assignments.META)
     if exercises:
         assert meta["notebook"] == path.stem and meta["chapter"] == path.name[:2]
-        assert set(meta["exercises"]) == {sn.qname(e.label) for e in exercises.values()}
+        assert set(meta["exercises"]) == {assignments.qname(e.label) for e in exercises.values()}
     headings = re.findall(r"^### Exercise (\S+?)(?::|$)", _markdown(nb), re.M)
     n_exercises = sum(sn.directive_count(c.source, "exercise") for c in source.cells if c.cell_type == "markdown")
     chapter = str(int(path.name[:2]))
@@ -106,8 +99,7 @@ def test_quizzes_keep_their_question_and_lose_their_answer(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_links_lead_to_pages_of_the_book(path):
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    pages = {toc["root"]} | {c["file"] for part in toc["parts"] for c in part["chapters"]}
+    pages = set(_toc_files())
     for url in re.findall(r"\]\((https?://[^)\s]+)\)", _markdown(_student(path))):
         if not url.startswith(BOOK.site):
             continue
@@ -169,7 +161,7 @@ def test_author_names_with_latex_accents():
 
 # --------------------------------------------------------------------------------------------- the site extensions
 def test_exercises_are_numbered_per_chapter():
-    numbers = _load("exercise_numbers")
+    numbers = sn.EXERCISE_NUMBERS  # the site's _ext/exercise_numbers.py, as the tool loads it
     toc = {"notebooks/01_a": {"exercise": {"e1": (1,), "e2": (2,)}, "figure": {"f": (1,)}},
            "notebooks/03_c": {"exercise": {"x": (4,), "w": (3,)}},
            "book/distributed": {"exercise": {"d": (9,)}},
@@ -185,7 +177,7 @@ def test_exercises_are_numbered_per_chapter():
 
 
 def test_download_and_colab_buttons_point_at_the_student_notebook():
-    site = _load("site_html")
+    site = _site_html()
     name = "01_attention_by_hand.ipynb"
     colab = f"https://colab.research.google.com/github/o/r/blob/main/notebooks/{name}"
     buttons = [{"type": "group", "label": "launch-buttons", "buttons": [{"text": "Colab", "url": colab},
@@ -198,9 +190,6 @@ def test_download_and_colab_buttons_point_at_the_student_notebook():
     assert buttons[0]["buttons"][1]["url"] == "b"
     assert buttons[1]["buttons"][0]["url"] == f"../_static/student/{name}"
     assert buttons[1]["buttons"][1]["url"] == "../_sources/x.pdf"
-
-
-BUILDS = [p for p in (ROOT / "_build/html", ROOT / "_build/strict/_build/html") if (p / "index.html").exists()]
 
 
 @pytest.mark.skipif(not BUILDS, reason="no built site (run `make book` or `make site-strict`)")

@@ -20,7 +20,6 @@ missing, unless ``TM_REQUIRE_BROWSER=1``.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import statistics
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pooch
 import pytest
 
 from test_browser import OUT, ROOT, SITE, PageVisit, _missing, browser, serve  # noqa: F401 (browser: fixture)
@@ -40,14 +40,6 @@ N_SENTENCES = int(os.environ.get("TM_TRANSLATOR_SENTENCES", "50"))
 WAIT_DONE_JS = """(n) => { const w = document.querySelector('.tm-translator');
   return w && (w.dataset.state === 'error' || (w.dataset.state === 'done' && +w.dataset.translations === n)); }"""
 RESOURCES_JS = """() => performance.getEntriesByType('resource').map(e => ({name: e.name, bytes: e.decodedBodySize}))"""
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +58,7 @@ def reference():
     run = Path(run) if run else default_run(smoke=bool(info["smoke"]), root=ROOT)[0]
     if not (run / CHECKPOINT_NAME).is_file():
         _missing(f"the run the site's model was exported from is not in {run} (set TM_WEB_RUN_DIR)")
-    assert _sha256(run / CHECKPOINT_NAME) == info["checkpoint_sha256"], (
+    assert pooch.file_hash(str(run / CHECKPOINT_NAME), alg="sha256") == info["checkpoint_sha256"], (
         f"{run} is not the run the site's model was exported from: export again (`make web-model`) and rebuild")
     trained = load_trained(run, device="cpu")
     sentences = [de for de, _ in load_multi30k("test")[:N_SENTENCES]]

@@ -270,6 +270,12 @@ def chapter_of(path: Path) -> str:
     return m.group(1)
 
 
+def assignment_metadata(chapter: str, stem: str, exercises: dict[str, Exercise]) -> dict:
+    """The student notebook's ``tmlib_assignment`` metadata: which assignment it is (chapter ``"NN"``, notebook
+    stem) and the points of each exercise; the grader uses it to pick the built assignment."""
+    return {"chapter": chapter, "notebook": stem, "exercises": {qname(e.label): e.points for e in exercises.values()}}
+
+
 INTRO = """\
 **Assignment.** This is the notebook of chapter {chapter} with the exercise solutions taken out. For each
 exercise, fill in the cell(s) marked `...`, then run the check cell below it: it says what is wrong and which
@@ -292,8 +298,7 @@ def build_one(src: Path, out_root: Path, *, zip_it: bool = True) -> dict[str, Ex
     stem, chapter = src.stem, chapter_of(src)
     student.cells.insert(1, nbformat.v4.new_markdown_cell(INTRO.format(chapter=int(chapter), stem=stem)))
     student.cells[1]["id"] = "assignment-intro"
-    student.metadata[META] = {"chapter": chapter, "notebook": stem,
-                              "exercises": {qname(e.label): e.points for e in exercises.values()}}
+    student.metadata[META] = assignment_metadata(chapter, stem, exercises)
     base = out_root / stem
     shutil.rmtree(base, ignore_errors=True)
     (base / "student").mkdir(parents=True)

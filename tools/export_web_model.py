@@ -17,7 +17,6 @@ Exit status: 0 written, 1 the ONNX graphs disagree with PyTorch, 2 no run / data
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -26,17 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import pooch
+
 ROOT = Path(__file__).resolve().parent.parent
 #: Largest absolute difference allowed between the ONNX and PyTorch next-token logits (float32, one thread).
 LOGIT_TOLERANCE = 1e-3
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _sizes(folder: Path, names) -> dict:
@@ -130,7 +123,7 @@ def main(argv=None) -> int:
             "max_len": c.max_len, "parameters": count_parameters(model),
             "train_steps": trained.step, "train_minutes": round(trained.elapsed_s / 60, 1),
             "test_bleu_greedy": bleu,
-            "checkpoint_sha256": _sha256(trained.path),
+            "checkpoint_sha256": pooch.file_hash(str(trained.path), alg="sha256"),
             "files": _sizes(out, (ENCODER_FILE, DECODER_FILE, "tokenizer.json")),
             "check": measured,
         }

@@ -41,8 +41,7 @@ import nbformat
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from assignments import META, chapter_of, student_notebook  # noqa: E402
-from grading.otter import qname  # noqa: E402
+from assignments import FENCE_OPEN, META, assignment_metadata, chapter_of, student_notebook  # noqa: E402
 
 
 def _load_exercise_numbers():
@@ -60,7 +59,7 @@ EXERCISE_NUMBERS = _load_exercise_numbers()
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "student"
-FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|:{3,})\{(?P<name>[a-z-]+)\}[ \t]*(?P<arg>.*)$")
+FENCE = re.compile(FENCE_OPEN.pattern + r"[ \t]*(?P<arg>.*)$")  # a directive's opening line, with its argument
 OPTION = re.compile(r"^[ \t]*:(?P<key>[a-z-]+):[ \t]*(?P<value>.*)$")
 LABEL_LINE = re.compile(r"^\((?P<label>[^)\s]+)\)=[ \t]*$")
 ROLE = re.compile(r"\{(?P<role>[a-z]+(?::[a-z]+)?)\}`(?P<body>[^`]*)`")
@@ -392,8 +391,8 @@ def make(path: Path, book: Book | None = None):
             cells.append(nbformat.v4.new_markdown_cell(convert.cell(quiz, where)))
             continue
         cells.append(nbformat.v4.new_code_cell(install_everywhere(cell.source) if i == 1 else cell.source))
-    chapter = int(chapter_of(path))
-    note = (f"*This is the notebook of chapter {chapter} for you to run and work in. The [chapter's page]"
+    chapter = chapter_of(path)
+    note = (f"*This is the notebook of chapter {int(chapter)} for you to run and work in. The [chapter's page]"
             f"({book.page_url(docname)}) shows it executed, with the solutions of the exercises. Run the cells "
             "from the top. Each exercise is followed by a cell for your work")
     note += (": where it holds a function or a variable with `...` to complete, the check cell below it says what "
@@ -402,8 +401,7 @@ def make(path: Path, book: Book | None = None):
     out = nbformat.v4.new_notebook(cells=cells)
     out.metadata = copy.deepcopy({k: v for k, v in nb.metadata.items() if k in ("kernelspec", "language_info")})
     if exercises:
-        out.metadata[META] = {"chapter": f"{chapter:02d}", "notebook": path.stem,
-                              "exercises": {qname(e.label): e.points for e in exercises.values()}}
+        out.metadata[META] = assignment_metadata(chapter, path.stem, exercises)
     for i, cell in enumerate(out.cells):
         cell["id"] = f"c{i:03d}"
     return out

@@ -200,6 +200,7 @@ def torch_greedy_with_attention(model: nn.Module, src_ids: Sequence[int], bos_id
         as :meth:`OnnxTranslator.greedy`: ``tokens``, ``logits`` ``(steps, vocab)``, ``attention``
         ``(steps, n_layers, n_heads, src_len)`` (float32 NumPy arrays).
     """
+    from tmlib.analysis.capture import capture_attention
     from tmlib.decoding.greedy import greedy_decode
 
     device = next(model.parameters()).device
@@ -208,14 +209,9 @@ def torch_greedy_with_attention(model: nn.Module, src_ids: Sequence[int], bos_id
     limit = len(src_ids) + 50
     ended = len(tokens) < min(limit, getattr(model, "max_len", limit))  # stopped by <eos>, not by the limit
     prefix = [bos_id] + (tokens if ended else tokens[:-1])  # the decoder input of every step
-    model.eval()
-    model.keep_attention(True)
-    try:
-        logits = model.decode(torch.tensor([prefix], device=device), model.encode(src), src)[0]  # (steps, vocab)
-        cross = torch.stack([layer.attention_weights["cross"][0] for layer in model.decoder.layers])
-    finally:
-        model.keep_attention(False)
-    return {"tokens": tokens, "logits": logits.float().cpu().numpy(),
+    captured = capture_attention(model, src, torch.tensor([prefix], device=device))
+    cross = torch.stack([w[0] for w in captured.weights["cross"]])  # (n_layers, n_heads, steps, src_len)
+    return {"tokens": tokens, "logits": captured.logits[0].float().cpu().numpy(),  # (steps, vocab)
             "attention": cross.permute(2, 0, 1, 3).float().cpu().numpy()}  # (steps, n_layers, n_heads, src_len)
 
 
