@@ -7,13 +7,18 @@ function `double` (public: on [1, 2]; hidden: on 0..4; 1 point each), 7 in all. 
 
 The attacks that need the sandbox (reading hidden files, detached processes, network, process and memory limits)
 run only where bubblewrap works; elsewhere those tests skip and say why, and fail when TM_REQUIRE_SANDBOX=1
-(CI, `.ci/run`). The other attacks run with or without it.
+(CI, `.ci/run`). The other attacks run with or without it. Issue 26's cases (the forged values message, limits
+per submission, honest cells with magics, a data folder behind a symbolic link, public checks reading what the
+student set, asserts under PYTHONOPTIMIZE, a file name that is not UTF-8, an output that cannot be written) are
+here too, each with the score or message it got before and must not get again.
 """
 from __future__ import annotations
 
 import csv
+import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,7 +34,22 @@ import grading  # noqa: E402
 TOKEN = "tm-grading-detached-child-7f3a"
 DOUBLE = "def double(x):\n    return 2 * np.asarray(x, dtype=float)"
 WITHOUT_ANSWER = 4  # the points of a submission whose `answer` is wrong and everything else right
-LIMITS = grading.Limits(seconds=20, memory_mb=2048, processes=32)
+LIMITS = grading.Limits(seconds=20, memory_mb=1024, processes=32)
+NOT_UTF8 = os.fsdecode(b"ren\xe9__42_toy.ipynb")  # a name from a Windows zip: Latin-1 bytes, not UTF-8
+# A values message written by the submission itself: a dict whose 60,000 integer keys share one hash (k * (2**61 - 1)
+# hashes to 0), which made decoding quadratic: 12 s for 20,000 keys, about 2 minutes for 60,000, three times a file.
+FORGED = '''import json, os, sys
+_job = json.load(open(sys.argv[1]))
+_node = {"t": "dict", "v": [[{"t": "int", "v": str(k * (2**61 - 1))}, {"t": "none"}] for k in range(1, 60_001)]}
+_body = json.dumps({"values": {"answer": _node}, "missing": [], "unsupported": {}, "errors": [], "calls": {}}).encode()
+os.write(_job["fd"], b"TM-GRADING-VALUES/2\\n" + len(_body).to_bytes(8, "big") + _body + (0).to_bytes(8, "big"))
+os._exit(0)'''
+HONEST_MAGICS = {  # right answers in cells IPython runs: each scored 0 ("answer not defined") with the old driver
+    "time": "%%time\nanswer = 42",
+    "capture": "%%capture captured\nanswer = 42\nprint('not shown')",
+    "linetime": "%time answer = 42",
+    "display": "answer = 42\ndisplay(answer)",
+}
 
 
 def _cell(source, *, mark=None, tags=(), kind="code"):
@@ -128,6 +148,12 @@ try:
     answer = 42
 except (OSError, MemoryError, ValueError):
     answer = -1""",
+        # three processes of 450 MB each, within the 1024 MB address space each may have, 1350 MB together
+        "memtotal": """import subprocess, sys
+code = "import sys, time; block = b'x' * (450 * 2**20); print('held', flush=True); time.sleep(8)"
+children = [subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE) for _ in range(3)]
+held = [c.stdout.readline().strip() == b'held' for c in children]
+answer = 42 if all(held) else -1""",
     }
 
 
@@ -175,14 +201,30 @@ def batch(tmp_path_factory):
     write(fill(student, answer="answer = 41"), "dup/second_try.ipynb")
     write(fill(student), '=HYPERLINK("evil.example","click")__42_toy.ipynb')
     write(fill(student), "+cmd__42_toy.ipynb")
+    write(fill(student, answer=FORGED), "forged__42_toy.ipynb")
+    for name, code in HONEST_MAGICS.items():
+        write(fill(student, answer=code), f"magic{name}__42_toy.ipynb")
+    write(fill(student, answer="import os\nanswer = int(open(os.path.join(os.environ['TMLIB_DATA_DIR'], "
+                               "'answer.txt')).read())"), "datadir__42_toy.ipynb")
+    write(fill(student), NOT_UTF8)
+    data, link = tmp / "data_store", tmp / "data_link"  # the course's layout: TMLIB_DATA_DIR through a link
+    data.mkdir()
+    (data / "answer.txt").write_text("42")
+    link.symlink_to(data)
+    start = time.monotonic()
     try:
-        rows = A.grade(subs, out, subs / "gradebook.csv", sandbox="bwrap" if sandboxed else "none", limits=LIMITS)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("TMLIB_DATA_DIR", str(link))
+            rows = A.grade(subs, out, subs / "gradebook.csv", sandbox="bwrap" if sandboxed else "none",
+                           limits=LIMITS, expose=(str(link),))
+        seconds = time.monotonic() - start
         time.sleep(5)  # longer than the detached child's sleep
     finally:
         listener.close()
-    with (subs / "gradebook.csv").open(newline="") as f:
+    with (subs / "gradebook.csv").open(newline="", encoding="utf-8") as f:
         raw = list(csv.reader(f))
-    return {"rows": rows, "raw": raw, "paths": paths, "sandboxed": sandboxed, "tmp": tmp}
+    return {"rows": rows, "raw": raw, "paths": paths, "sandboxed": sandboxed, "tmp": tmp, "seconds": seconds,
+            "out": out, "student": student}
 
 
 def total(batch, file):
@@ -295,6 +337,157 @@ def test_formula_ids_are_neutralised_in_the_csv(batch):
 
 
 def test_every_file_has_a_row(batch):
-    files = {str(p.relative_to(batch["paths"]["submissions"])) for p in Path(batch["paths"]["submissions"]).rglob("*")
-             if p.is_file() and p.name != "gradebook.csv"}
+    subs = Path(batch["paths"]["submissions"])
+    outputs = ("gradebook.csv", "gradebook_feedback", "gradebook_statistics.csv", "gradebook_canvas.csv",
+               "gradebook_moodle.csv")
+    files = {grading.reports.shown(str(p.relative_to(subs))) for p in subs.rglob("*")
+             if p.is_file() and p.relative_to(subs).parts[0] not in outputs}
     assert files == {r["file"] for r in batch["rows"]}
+
+
+# --------------------------------------------------------------------------------------------- issue 26's cases
+def test_forged_values_message_is_refused_at_once(batch):
+    """Before: 60,000 colliding keys, about 2 minutes per decode, three decodes (20,000 keys: 12 s)."""
+    row = total(batch, "forged__42_toy.ipynb")
+    assert row["points"] == 0 and row["note"].startswith("not gradable: a dict or set larger than 2000 entries")
+
+
+def test_decoding_colliding_keys_is_bounded():
+    keys = [{"t": "int", "v": str(k * (2**61 - 1))} for k in range(1, 60_001)]
+    body = json.dumps({"values": {"answer": {"t": "dict", "v": [[k, {"t": "none"}] for k in keys]}}, "missing": [],
+                       "unsupported": {}, "errors": []}).encode()
+    message = grading.driver.MAGIC + len(body).to_bytes(8, "big") + body + (0).to_bytes(8, "big")
+    start = time.monotonic()
+    with pytest.raises(grading.values.BadValues, match="larger than 2000 entries"):
+        grading.values.decode_message(message)
+    assert time.monotonic() - start < 5  # JSON parsing only; the dict is never built
+    collide = {k * (2**61 - 1): 0 for k in range(1, 2001)}  # the largest dict that travels: at most 2000 hashes
+    got, _, _ = grading.values.decode_message(grading.driver.message({"d": collide}, ["d"], []))
+    assert got.values["d"] == collide
+    big = grading.driver.message({"d": dict.fromkeys(range(2001))}, ["d"], [])  # refused where it is encoded
+    assert "at most 2000 per dict or set" in grading.values.decode_message(big)[0].unsupported["d"]
+
+
+@pytest.mark.parametrize("name", sorted(HONEST_MAGICS))
+def test_honest_cells_with_magics_get_full_marks(batch, name):
+    """Before: 4 / 7 ("answer not defined"): the old driver turned every magic into a no-op."""
+    row = total(batch, f"magic{name}__42_toy.ipynb")
+    assert (row["points"], row["note"]) == (7, ""), row
+
+
+def test_data_folder_through_a_symbolic_link(batch):
+    """Before: TMLIB_DATA_DIR was compared with the resolved exposed path and dropped ("could not download")."""
+    need_sandbox(batch)
+    assert total(batch, "datadir__42_toy.ipynb")["points"] == 7
+
+
+def test_a_file_name_that_is_not_utf8_keeps_the_gradebook(batch):
+    """Before: every file graded, then no gradebook ('utf-8' codec can't encode character '\\udce9'), exit 1."""
+    row = total(batch, "ren\\xe9__42_toy.ipynb")
+    assert (row["student"], row["points"]) == ("ren\\xe9", 7)
+    feedback = Path(batch["paths"]["submissions"]) / "gradebook_feedback"
+    assert len(list(feedback.glob("ren_xe9__42_toy-*.md"))) == 1
+
+
+def test_memory_is_limited_per_submission(batch):
+    """Before: three processes holding 1.2 GB each under --memory-mb 2048 graded 11/11 (here 450 MB each, 1024)."""
+    need_sandbox(batch)
+    row = total(batch, "memtotal__42_toy.ipynb")
+    assert row["points"] == 0 and row["note"].startswith(
+        f"not gradable: used more memory than the limit of {LIMITS.memory_mb} MB (all its processes together)"), row
+
+
+def test_outputs_are_checked_before_grading(batch, tmp_path):
+    """Before: `--out` naming a folder, or a read-only submissions folder, failed after all the grading."""
+    subs = Path(batch["paths"]["submissions"])
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="cannot write the gradebook into /proc"):  # read-only even for root
+        A.grade(subs, batch["out"], Path("/proc/gradebook.csv"), sandbox="none", limits=LIMITS)
+    (tmp_path / "blocker").write_text("a file where a folder should be")
+    with pytest.raises(ValueError, match="cannot write the gradebook"):
+        A.grade(subs, batch["out"], tmp_path / "blocker" / "gradebook.csv", sandbox="none", limits=LIMITS)
+    assert time.monotonic() - start < 5  # refused before the first submission ran
+    one = tmp_path / "one"
+    one.mkdir()
+    nbformat.write(fill(batch["student"]), one / "alice__42_toy.ipynb")
+    folder = tmp_path / "results"
+    folder.mkdir()
+    A.grade(one, batch["out"], folder, sandbox="bwrap" if batch["sandboxed"] else "none", limits=LIMITS)
+    assert sorted(p.name for p in folder.iterdir()) == ["gradebook.csv", "gradebook_canvas.csv", "gradebook_feedback",
+                                                        "gradebook_moodle.csv", "gradebook_statistics.csv"]
+
+
+def test_asserts_in_checks_survive_pythonoptimize(batch, tmp_path):
+    """Before: under PYTHONOPTIMIZE=1 a check written as `assert` vanished (an all-False mask scored 2/2); here a
+    wrong `v` kept its public point."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    nbformat.write(fill(batch["student"], vector="v = np.zeros(2)"), subs / "opt__42_toy.ipynb")
+    env = {**os.environ, "PYTHONOPTIMIZE": "1"}
+    subprocess.run([sys.executable, str(ROOT / "tools" / "assignments.py"), "grade", str(subs), "--assignments",
+                    str(batch["out"]), "--sandbox", "bwrap" if batch["sandboxed"] else "none", "--timeout", "60",
+                    "--memory-mb", str(LIMITS.memory_mb)], check=True, env=env, capture_output=True)
+    with (subs / "gradebook.csv").open() as f:
+        rows = {r["exercise"]: float(r["points"]) for r in csv.DictReader(f)}
+    assert rows["ex_42_vector"] == 0 and rows["TOTAL"] == 5
+
+
+HOG = """import subprocess, time
+held = []
+try:
+    for _ in range(40):  # as many processes as it may have, held while the other submission runs
+        held.append(subprocess.Popen(['sleep', '12']))
+except OSError:
+    pass
+time.sleep(6)
+answer = 42"""
+THREADS = """import threading, time
+time.sleep(2)  # the other submission holds its processes by now
+threads = [threading.Thread(target=time.sleep, args=(1,)) for _ in range(16)]
+try:
+    for t in threads:
+        t.start()
+    answer = 42
+except RuntimeError:  # can't start new thread: Resource temporarily unavailable
+    answer = -1"""
+
+
+def test_processes_are_limited_per_submission(batch, tmp_path):
+    """Before: every submission ran as uid 65534, whose process limit counts the whole host: one submission holding
+    its processes (or a second grader) cost an honest notebook its points ("Resource temporarily unavailable")."""
+    need_sandbox(batch)
+    if os.geteuid() != 0:
+        pytest.skip("without root the submissions share the grader's user id (CONTRIBUTING.md says so)")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    nbformat.write(fill(batch["student"], answer=HOG), subs / "a_hog__42_toy.ipynb")
+    nbformat.write(fill(batch["student"], answer=THREADS), subs / "b_threads__42_toy.ipynb")
+    rows = A.grade(subs, batch["out"], sandbox="bwrap", limits=LIMITS, jobs=2)  # both at once
+    assert [r["points"] for r in rows if r["exercise"] == "TOTAL"] == [7, 7]
+
+
+def test_judging_is_time_limited(tmp_path):
+    """A check that never ends on one submission's values costs that submission its grade, not the class's time."""
+    src, out, subs = tmp_path / "src", tmp_path / "assignments", tmp_path / "subs"
+    for d in (src, subs):
+        d.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_cell("import numpy as np"),
+                *_exercise("ex-43-answer", "answer = 42", "answer = ...", "assert answer > 0, 'positive'",
+                           "import time\nwhile answer == 13:  # the instructor's check, stuck on one value\n"
+                           "    time.sleep(0.01)\nassert answer == 42", (1, 1))]
+    nbformat.write(nb, src / "43_slow.ipynb")
+    A.build(out, [src / "43_slow.ipynb"], zip_it=False)
+    student = nbformat.read(out / "43_slow" / "student" / "43_slow.ipynb", as_version=4)
+    for who, value in (("stuck", 13), ("right", 42)):
+        nb = nbformat.from_dict(student)
+        for cell in nb.cells:
+            if "stub" in cell.metadata.get("assignment", {}):
+                cell.source = f"answer = {value}"
+        nbformat.write(nb, subs / f"{who}__43_slow.ipynb")
+    limits = grading.Limits(seconds=20, memory_mb=LIMITS.memory_mb, judge_seconds=2)
+    start = time.monotonic()
+    rows = A.grade(subs, out, sandbox="bwrap" if grading.probe() is None else "none", limits=limits, jobs=1)
+    totals = {r["student"]: (r["points"], r["note"]) for r in rows if r["exercise"] == "TOTAL"}
+    assert totals["right"] == (2, "") and totals["stuck"] == (0, "not gradable: judging its values ran past 2 s")
+    assert time.monotonic() - start < 40

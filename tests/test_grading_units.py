@@ -56,22 +56,25 @@ def test_values_refuse_code_and_objects():
     assert set(got.unsupported) == set(ns) and "Always" in got.unsupported["obj"]
 
 
-@pytest.mark.parametrize("mutate, error", [
-    (lambda m: b"\x80\x04\x95pickle" + m, "no values message"),
-    (lambda m: m[:-3], "truncated"),
-    (lambda m: m.replace(b'"<f8"', b'"|O8"'), "not allowed"),
-    (lambda m: m.replace(b'"shape": [2]', b'"shape": [200]'), "does not match"),
-    (lambda m: m.replace(b'"t": "ndarray"', b'"t": "pickle"'), "unknown value tag"),
+@pytest.mark.parametrize("part, mutate, error", [
+    ("message", lambda m: b"\x80\x04\x95pickle" + m, "no values message"),
+    ("message", lambda m: m[:-3], "truncated"),
+    ("blob", lambda b: b.replace(b"'descr': '<f8'", b"'descr': '|O8'"), "not allowed"),  # an object (pickle) array
+    ("blob", lambda b: b.replace(b"'shape': (2,), ", b"'shape': (200,),"), "does not match"),  # same header length
+    ("blob", lambda b: b.replace(b"\x93NUMPY", b"\x93PICKLE"[:6]), "bad array record"),
+    ("json", lambda j: j.replace(b'"t": "ndarray"', b'"t": "pickle"'), "unknown value tag"),
+    ("json", lambda j: j.replace(b'"offset": 0', b'"offset": 5'), "bad array"),
 ])
-def test_values_reject_forged_messages(mutate, error):
+def test_values_reject_forged_messages(part, mutate, error):
     message = driver.message({"a": np.array([1.0, 2.0])}, ["a"], [])
     doc, blob = V.parse_message(message)
     body = json.dumps(doc).encode()
-    if error in ("not allowed", "does not match", "unknown value tag"):  # forge the JSON, keep the framing right
-        body = mutate(body)
-        message = driver.MAGIC + len(body).to_bytes(8, "big") + body + len(blob).to_bytes(8, "big") + blob
-    else:
+    if part == "message":
         message = mutate(message)
+    else:  # forge the JSON or the .npy record, keep the framing right
+        body, blob = (mutate(body), blob) if part == "json" else (body, mutate(blob))
+        assert (body, blob) != (json.dumps(doc).encode(), V.parse_message(message)[1]), "the forgery changed nothing"
+        message = driver.MAGIC + len(body).to_bytes(8, "big") + body + len(blob).to_bytes(8, "big") + blob
     with pytest.raises(V.BadValues, match=error):
         V.decode_message(message)
 
@@ -112,7 +115,8 @@ def test_links_and_other_files_are_not_read(tmp_path):
         G.read_notebook(tmp_path / "link.ipynb")
     with pytest.raises(G.NotGradable, match="not a notebook"):
         G.read_notebook(tmp_path / "notes.txt")
-    cells, _ = G.read_notebook(_nb(tmp_path / "ok.ipynb", cells=["a = 1", "b = 2"]))
+    cells, _, marks = G.read_notebook(_nb(tmp_path / "ok.ipynb", cells=["a = 1", "b = 2"]))
+    assert marks == [None, None]
     assert cells == ["a = 1", "b = 2"]
     listed = G.list_submissions(tmp_path, tmp_path / "gradebook.csv")
     assert [p.name for p in listed] == ["link.ipynb", "ok.ipynb", "secret.ipynb"]

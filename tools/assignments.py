@@ -344,14 +344,22 @@ def main(argv: list[str] | None = None) -> None:
     g = sub.add_parser("grade", help="grade a folder of submitted notebooks into a gradebook CSV")
     g.add_argument("submissions", type=Path)
     g.add_argument("--assignments", type=Path, default=ROOT / "_build" / "assignments")
-    g.add_argument("--out", type=Path, default=None, help="CSV path (default: SUBMISSIONS/gradebook.csv)")
+    g.add_argument("--out", type=Path, default=None,
+                   help="the gradebook CSV, or a folder for it (default: SUBMISSIONS/gradebook.csv); feedback, "
+                        "statistics and Canvas/Moodle files are written beside it")
     g.add_argument("--chapter", help="grade every file as this assignment (NN or NN_name), whatever it says")
     g.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto",
                    help="bwrap: require bubblewrap; none: no sandbox; auto (default): bwrap if it works, else none "
                         "with a warning")
     g.add_argument("--timeout", type=float, default=Limits.seconds, help="seconds per submission")
-    g.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="address space per process")
-    g.add_argument("--processes", type=int, default=Limits.processes, help="processes and threads (sandbox user)")
+    g.add_argument("--memory-mb", type=int, default=Limits.memory_mb,
+                   help="memory of a submission, all its processes together")
+    g.add_argument("--processes", type=int, default=Limits.processes,
+                   help="processes and threads of a submission, all together")
+    g.add_argument("--judge-timeout", type=float, default=Limits.judge_seconds,
+                   help="seconds to decode and judge one submission's values")
+    g.add_argument("--jobs", type=int, default=None,
+                   help="submissions graded at once (default: one per CPU, as many as the free memory holds)")
     g.add_argument("--expose", action="append", default=[], metavar="PATH",
                    help="a folder the notebooks need (data), visible read-only in the sandbox; repeatable")
     g.add_argument("--verbose", action="store_true", help="show each submission's output")
@@ -360,11 +368,11 @@ def main(argv: list[str] | None = None) -> None:
         notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
         build(args.out, notebooks, zip_it=not args.no_zip)
         return
-    limits = Limits(seconds=args.timeout, memory_mb=args.memory_mb, processes=args.processes)
+    limits = Limits(seconds=args.timeout, memory_mb=args.memory_mb, processes=args.processes,
+                    judge_seconds=args.judge_timeout)
     try:
-        grade(args.submissions, args.assignments, args.out or args.submissions / "gradebook.csv",
-              sandbox=args.sandbox, limits=limits, chapter=args.chapter, expose=tuple(args.expose),
-              quiet=not args.verbose)
+        grade(args.submissions, args.assignments, args.out, sandbox=args.sandbox, limits=limits,
+              chapter=args.chapter, expose=tuple(args.expose), quiet=not args.verbose, jobs=args.jobs)
     except (FileNotFoundError, ValueError, SandboxUnavailable) as err:
         raise SystemExit(f"grade: {err}") from None
 

@@ -3,35 +3,51 @@
 This file is the only grading code that runs next to a student's code. The grader copies it into the sandbox
 (read-only) with a job file and runs ``python driver.py JOB.json``. It
 
-1. executes the notebook's code cells in order in one namespace, as Jupyter would (IPython magics become no-ops;
-   an exception in a cell is reported and the next cell runs, as Otter did);
+1. executes the notebook's code cells in order in one namespace, as Jupyter would: in an IPython shell where
+   IPython is installed (``%%time``, ``%%capture``, ``%time``, ``display(x)`` work as in a kernel; installs, shell
+   commands and other magics that reach outside the notebook do nothing), else with IPython syntax commented out;
+   an exception in a cell is reported and the next cell runs, as in a kernel's "run all";
 2. encodes the requested global variables as data: JSON for the structure (None, bool, int, float, complex, str,
-   list, tuple, set, dict, NumPy scalars) plus one raw byte blob for the contents of NumPy arrays and torch
-   tensors (numeric, boolean or fixed-width unicode dtypes only). Never pickle: anything else (a function, a
-   module, an object with its own ``__eq__``) is reported as unsupported and does not reach the grader;
-3. calls the functions the grader asks for on the grader's inputs (sent as data in the same format) and
-   encodes their results (or the error they raised) the same way;
+   list, tuple, set, dict, NumPy scalars) and NumPy's ``.npy`` format for the contents of arrays and torch tensors
+   (numeric, boolean or fixed-width unicode dtypes only; decoded with ``allow_pickle=False``). Never pickle:
+   anything else (a function, a module, an object with its own ``__eq__``) is reported as unsupported and does
+   not reach the grader;
+3. calls the functions the grader asks for on the grader's inputs (sent as data in the same format), with the
+   library references the exercise forbids made unavailable (:func:`forbidden`), and encodes their results (or
+   the error they raised) the same way;
 4. writes one message to the file descriptor named in the job (a pipe to the grader):
-   ``MAGIC``, the JSON's length (8 bytes, big-endian), the JSON, the blob's length, the blob.
+   ``MAGIC``, the JSON's length (8 bytes, big-endian), the JSON, the blob's length, the blob (the ``.npy``
+   records, one after the other).
 
 Nothing here is trusted: the student's code runs in this process and may patch this module, NumPy or anything
 else. The grader therefore trusts nothing but the *format* of the message (``grading/values.py`` decodes it
-strictly) and judges the values in its own process. Only the standard library is needed; NumPy and torch are
-used when the student's values are arrays or tensors.
+strictly and within limits) and judges the values in its own process. Only the standard library is needed; NumPy,
+torch and IPython are used when present.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import json
 import os
 import sys
 import traceback
 
-MAGIC = b"TM-GRADING-VALUES/1\n"
+MAGIC = b"TM-GRADING-VALUES/2\n"
 MAX_DEPTH = 32                 # nesting of lists/dicts in one value
 MAX_BLOB_BYTES = 64 * 2**20    # all arrays of one submission together
+MAX_HASHED = 2_000             # entries of one dict or set (their keys are hashed when decoded)
+MAX_HASHED_TOTAL = 20_000      # dict and set entries of one message in all
 ARRAY_KINDS = "biufcU"         # bool, int, uint, float, complex, unicode
 TENSOR_DTYPES = ("float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool",
                  "complex64", "complex128")
+# Magics that would reach outside the notebook (installs, shell, other files, the network): they do nothing here,
+# as the old driver did with every magic. The others (time, capture, timeit, env...) run as IPython runs them.
+NOOP_LINE_MAGICS = ("pip", "conda", "mamba", "micromamba", "uv", "system", "sx", "sc", "matplotlib", "run", "load",
+                    "loadpy", "bookmark", "cd", "pushd", "popd", "store", "logstart", "notebook", "gui", "edit")
+NOOP_CELL_MAGICS = ("bash", "sh", "script", "system", "sx", "perl", "ruby", "python", "python2", "python3", "pypy",
+                    "writefile", "file", "html", "javascript", "js", "svg", "latex", "markdown")
 
 
 class Unsupported(Exception):
@@ -44,22 +60,30 @@ def _num(x: float) -> str:
 
 
 class Encoder:
-    """Turns Python values into JSON-able tagged dicts, appending array bytes to ``self.blob``."""
+    """Turns Python values into JSON-able tagged dicts, appending ``.npy`` records of arrays to ``self.blob``."""
 
     def __init__(self):
-        self.blob = bytearray()
+        self.blob, self.hashed = bytearray(), 0
 
     def array(self, a) -> dict:
         import numpy as np
-        a = np.asarray(a)  # a plain ndarray (no subclass); tobytes() below is in C order whatever the strides
-        if a.dtype.kind not in ARRAY_KINDS or a.dtype.hasobject:
+        a = np.asarray(a)  # a plain ndarray (no subclass)
+        if a.dtype.kind not in ARRAY_KINDS or a.dtype.hasobject or a.dtype.fields is not None:
             raise Unsupported(f"array of dtype {a.dtype}")
         a = a.astype(a.dtype.newbyteorder("<"), copy=False)
         if len(self.blob) + a.nbytes > MAX_BLOB_BYTES:
             raise Unsupported(f"arrays larger than {MAX_BLOB_BYTES} bytes in all")
+        record = io.BytesIO()
+        np.lib.format.write_array(record, a, allow_pickle=False)
         offset = len(self.blob)
-        self.blob += a.tobytes()
-        return {"t": "ndarray", "dtype": a.dtype.str, "shape": list(a.shape), "offset": offset, "nbytes": a.nbytes}
+        self.blob += record.getbuffer()
+        return {"t": "ndarray", "offset": offset, "nbytes": len(self.blob) - offset}
+
+    def _count(self, n: int, kind: str) -> None:
+        self.hashed += n
+        if n > MAX_HASHED or self.hashed > MAX_HASHED_TOTAL:
+            raise Unsupported(f"a {kind} of {n} entries (at most {MAX_HASHED} per dict or set, {MAX_HASHED_TOTAL} in "
+                              "all: send larger tables as lists or arrays)")
 
     def encode(self, v, depth: int = 0) -> dict:
         if depth > MAX_DEPTH:
@@ -77,11 +101,13 @@ class Encoder:
             return {"t": "complex", "re": _num(v.real), "im": _num(v.imag)}
         if t is str:
             return {"t": "str", "v": v}
-        if t in (list, tuple, set, frozenset):
-            items = sorted(v, key=repr) if t in (set, frozenset) else v
-            return {"t": {list: "list", tuple: "tuple"}.get(t, "set"),
-                    "v": [self.encode(x, depth + 1) for x in items]}
+        if t in (list, tuple):
+            return {"t": "list" if t is list else "tuple", "v": [self.encode(x, depth + 1) for x in v]}
+        if t in (set, frozenset):
+            self._count(len(v), "set")
+            return {"t": "set", "v": [self.encode(x, depth + 1) for x in sorted(v, key=repr)]}
         if t is dict:
+            self._count(len(v), "dict")
             return {"t": "dict", "v": [[self.encode(k, depth + 1), self.encode(x, depth + 1)] for k, x in v.items()]}
         np = sys.modules.get("numpy")
         if np is not None and isinstance(v, np.ndarray):
@@ -96,17 +122,36 @@ class Encoder:
                 raise Unsupported(f"tensor of dtype {dtype}")
             data = v.detach().to("cpu")
             data = data.float() if dtype == "bfloat16" else data
-            return {"t": "tensor", "dtype": dtype, "array": self.array(data.numpy())}
+            return {"t": "tensor", "dtype": dtype, "array": self.array(data.resolve_conj().resolve_neg().numpy())}
         raise Unsupported(f"type {t.__module__}.{t.__qualname__}")
 
 
+# --------------------------------------------------------------------------------------------- running the cells
 class _Shell:
-    """Stands in for ``get_ipython()``: magics and shell escapes do nothing (no installs, no shell)."""
+    """Stands in for ``get_ipython()`` where IPython is not used: ``%time``/``%%time``, ``%%capture`` and
+    ``%%prun``-like magics run their code in the namespace, as IPython would; every other magic and shell escape
+    does nothing (no installs, no shell)."""
+    RUN = ("time", "capture", "prun")
 
-    def run_line_magic(self, *args, **kwargs):
-        return None
+    def __init__(self, namespace: dict | None = None):
+        self.namespace = namespace if namespace is not None else {}
 
-    def run_cell_magic(self, *args, **kwargs):
+    def run_line_magic(self, name, line, *args, **kwargs):
+        if name not in self.RUN or not line.strip():
+            return None
+        try:
+            code = compile(line, "<magic>", "eval", optimize=0)
+        except SyntaxError:
+            exec(compile(line, "<magic>", "exec", optimize=0), self.namespace)
+            return None
+        return eval(code, self.namespace)
+
+    def run_cell_magic(self, name, line, cell, *args, **kwargs):
+        if name in self.RUN:
+            sink = io.StringIO()
+            quiet = contextlib.redirect_stdout(sink) if name == "capture" else contextlib.nullcontext()
+            with quiet:
+                exec(compile(python_source(cell), "<cell magic>", "exec", optimize=0), self.namespace)
         return None
 
     def system(self, *args, **kwargs):
@@ -124,29 +169,177 @@ def python_source(cell: str) -> str:
         return "\n".join("# " + line if line.lstrip().startswith(("%", "!")) else line for line in cell.splitlines())
 
 
-def run_cells(cells: list[str], namespace: dict) -> list[str]:
-    """Execute ``cells`` in ``namespace``; return one line per cell that raised (the run goes on, as Otter's)."""
+def _noop(*args, **kwargs):
+    return None
+
+
+def ipython_shell(namespace: dict):
+    """An IPython shell whose user namespace is ``namespace`` (no history, no shell, no installs), or None."""
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+    except Exception:  # noqa: BLE001 - no IPython here: the plain runner below
+        return None
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.InteractiveShell.colors = "nocolor"
+    config.InteractiveShell.xmode = "plain"
+    shell = InteractiveShell(config=config, user_ns=namespace)
+    for name in NOOP_LINE_MAGICS:
+        shell.register_magic_function(_noop, "line", name)
+    for name in NOOP_CELL_MAGICS:
+        shell.register_magic_function(_noop, "cell", name)
+    shell.system = shell.system_raw = shell.system_piped = shell.getoutput = _noop
+    return shell
+
+
+def run_cells(cells: list[str], namespace: dict, *, shell="auto", around=None) -> list[str]:
+    """Execute ``cells`` in ``namespace``; return one line per cell that raised (the run goes on, as in Jupyter).
+
+    ``shell="auto"`` runs them in an IPython shell when IPython is installed (as a kernel would), ``None`` with the
+    plain runner. ``around(i)``, when given, returns a context manager that each cell ``i`` runs inside.
+    """
+    ipy = ipython_shell(namespace) if shell == "auto" else None
+    if ipy is None:
+        shell_ = _Shell(namespace)
+        namespace.setdefault("get_ipython", lambda: shell_)
+        namespace.setdefault("display", lambda *args, **kwargs: None)
     errors = []
     for i, cell in enumerate(cells):
+        context = around(i) if around else contextlib.nullcontext()
         try:
-            exec(compile(python_source(cell), f"<code cell {i}>", "exec"), namespace)
+            with context:
+                if ipy is not None:
+                    result = ipy.run_cell(cell, store_history=False)
+                    err = result.error_before_exec or result.error_in_exec
+                    if err is not None:
+                        raise err
+                else:
+                    exec(compile(python_source(cell), f"<code cell {i}>", "exec", optimize=0), namespace)
         except BaseException as err:  # noqa: BLE001 - SystemExit and KeyboardInterrupt in a cell too
             errors.append(f"code cell {i}: {type(err).__name__}: {err}"[:300])
-            traceback.print_exc(limit=3)
+            if ipy is None:
+                traceback.print_exc(limit=3)
     return errors
 
 
+# --------------------------------------------------------------------------------------------- forbidden references
+def _raising_code(n_free: int, message: str):
+    """A code object that raises ``NotImplementedError(message)``, with ``n_free`` free variables (so that it can
+    replace the ``__code__`` of any Python function, closures and ``super()`` methods included)."""
+    names = [f"_free{i}" for i in range(n_free)]
+    src = ["def _outer():", *(f"    {n} = None" for n in names), "    def _forbidden(*args, **kwargs):",
+           f"        raise NotImplementedError({message!r})"]
+    if names:
+        src += ["        if False:", "            " + ", ".join(names)]
+    src.append("    return _forbidden")
+    scope: dict = {}
+    exec("\n".join(src), scope)
+    return scope["_outer"]().__code__
+
+
+def resolve(dotted: str):
+    """The object a dotted name (``tmlib.ref.softmax``, ``torch.nn.functional.softmax``) names. Raises
+    ``LookupError`` when it names nothing importable."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except Exception:  # noqa: BLE001 - not a module at this length: try a shorter prefix
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+            return obj
+        except AttributeError:
+            break
+    raise LookupError(f"{dotted} names nothing importable")
+
+
+def _functions_of(obj) -> list:
+    """The Python functions to disable for ``obj``: itself, or a class's own methods."""
+    if isinstance(obj, type):
+        return [f for f in vars(obj).values() if hasattr(f, "__code__")] + \
+               [f.__func__ for f in vars(obj).values() if isinstance(f, (staticmethod, classmethod))]
+    func = getattr(obj, "__func__", obj)  # a bound method: its function
+    return [func] if hasattr(func, "__code__") else []
+
+
+@contextlib.contextmanager
+def forbidden(names, namespace: dict | None = None, exercise: str = "this exercise"):
+    """Make the library references ``names`` (dotted) unavailable while the block runs: calling one raises
+    ``NotImplementedError("... write it yourself")``.
+
+    A Python function has its code replaced (so every alias raises: ``R.softmax``, ``from tmlib.ref import
+    softmax``, a default argument); a class has its own methods' code replaced; a built-in (C) function is replaced
+    in every loaded module and in ``namespace`` where it is bound. Everything is restored afterwards. A name that
+    resolves to nothing is skipped (the exercise's markup is checked at build time).
+    """
+    saved_code, saved_attrs = [], []
+    try:
+        for dotted in names or ():
+            try:
+                obj = resolve(dotted)
+            except LookupError:
+                continue
+            message = f"{dotted} is not available in {exercise}: write it yourself"
+            funcs = _functions_of(obj)
+            for func in funcs:
+                if any(func is f for f, _ in saved_code):
+                    continue
+                saved_code.append((func, func.__code__))
+                func.__code__ = _raising_code(len(func.__code__.co_freevars), message)
+            if funcs:
+                continue
+            stand_in = _raising_function(message)
+            holders = [m for m in list(sys.modules.values()) if m is not None]
+            for holder in holders:
+                for attr, value in list(getattr(holder, "__dict__", {}).items()):
+                    if value is obj:
+                        saved_attrs.append((holder.__dict__, attr, value))
+                        holder.__dict__[attr] = stand_in
+            for attr, value in list((namespace or {}).items()):
+                if value is obj:
+                    saved_attrs.append((namespace, attr, value))
+                    namespace[attr] = stand_in
+        yield
+    finally:
+        for func, code in reversed(saved_code):
+            func.__code__ = code
+        for holder, attr, value in reversed(saved_attrs):
+            holder[attr] = value
+
+
+def _raising_function(message: str):
+    def forbidden_reference(*args, **kwargs):
+        raise NotImplementedError(message)
+    return forbidden_reference
+
+
+def references(fn, names) -> list[str] | None:
+    """Which of ``names`` the student's function ``fn`` refers to (``tmlib.course.checks.forbidden_references``),
+    or None when that cannot be told here."""
+    try:
+        from tmlib.course.checks import forbidden_references
+        return forbidden_references(fn, names)
+    except Exception:  # noqa: BLE001 - no tmlib, or a function it cannot inspect
+        return None
+
+
+# --------------------------------------------------------------------------------------------- calls and message
 class Raised:
     """The outcome of a call that raised (or returned something that cannot be sent)."""
 
     def __init__(self, text: str):
-        self.text = text[:200]
+        self.text = text[:300]
 
 
-def call_results(namespace: dict, calls: dict[str, list], blob: bytes) -> dict[str, list]:
+def call_results(namespace: dict, calls: dict[str, list], blob: bytes,
+                 forbid: dict[str, list[str]] | None = None) -> dict[str, list]:
     """Call each requested function of ``namespace`` on the grader's inputs, in order.
 
-    ``calls`` maps a name to encoded ``[args, kwargs]`` (arrays in ``blob``), decoded afresh for every call. Returns
+    ``calls`` maps a name to encoded ``[args, kwargs]`` (arrays in ``blob``), decoded afresh for every call;
+    ``forbid`` maps a name to the library references its exercise forbids (unavailable during its calls). Returns
     ``{name: [result or Raised]}``; a call never stops the others.
     """
     try:
@@ -161,60 +354,70 @@ def call_results(namespace: dict, calls: dict[str, list], blob: bytes) -> dict[s
                 if not callable(namespace.get(name)):
                     raise NameError(f"{name} is not defined as a function")
                 args, kwargs = Decoder(blob).decode(node)
-                results.append(namespace[name](*args, **kwargs))
+                with forbidden((forbid or {}).get(name, ()), namespace, f"the exercise of {name}"):
+                    results.append(namespace[name](*args, **kwargs))
             except BaseException as err:  # noqa: BLE001 - whatever the student's function does
                 results.append(Raised(f"{type(err).__name__}: {err}"))
         out[name] = results
     return out
 
 
-def message(namespace: dict, names: list[str], errors: list[str], calls: dict[str, list] | None = None) -> bytes:
-    """The bytes sent to the grader, framed: the requested names' values (or why they are missing) and the results
-    of the function calls (from :func:`call_results`)."""
+def message(namespace: dict, names: list[str], errors: list[str], calls: dict[str, list] | None = None,
+            refs: dict[str, list[str] | None] | None = None) -> bytes:
+    """The bytes sent to the grader, framed: the requested names' values (or why they are missing), the results
+    of the function calls (from :func:`call_results`) and which forbidden references each function names."""
     enc, values, missing, unsupported = Encoder(), {}, [], {}
     for name in names:
         if name not in namespace:
             missing.append(name)
             continue
-        mark = len(enc.blob)
+        mark, hashed = len(enc.blob), enc.hashed
         try:
             values[name] = enc.encode(namespace[name])
         except Unsupported as err:
             del enc.blob[mark:]
+            enc.hashed = hashed
             unsupported[name] = str(err)
         except Exception as err:  # noqa: BLE001 - a value whose conversion fails (a broken tensor subclass...)
             del enc.blob[mark:]
+            enc.hashed = hashed
             unsupported[name] = f"could not be read ({type(err).__name__})"
     results = {}
     for name, outcomes in (calls or {}).items():
         results[name] = []
         for outcome in outcomes:
-            mark = len(enc.blob)
+            mark, hashed = len(enc.blob), enc.hashed
             try:
                 node = {"t": "raised", "v": outcome.text} if isinstance(outcome, Raised) else enc.encode(outcome)
             except Exception as err:  # noqa: BLE001 - Unsupported, or a value whose conversion fails
                 del enc.blob[mark:]
-                node = {"t": "raised", "v": f"returned something that is not data ({err})"[:200]}
+                enc.hashed = hashed
+                node = {"t": "raised", "v": f"returned something that is not data ({err})"[:300]}
             results[name].append(node)
     body = json.dumps({"values": values, "missing": missing, "unsupported": unsupported, "errors": errors[:50],
-                       "calls": results})
+                       "calls": results, "references": {k: v for k, v in (refs or {}).items() if v is not None}})
     data = body.encode()
     return MAGIC + len(data).to_bytes(8, "big") + data + len(enc.blob).to_bytes(8, "big") + bytes(enc.blob)
 
 
 def main(argv: list[str]) -> int:
     """``driver.py JOB.json``: the job names the cells, the variables to send back, the functions to call (their
-    inputs in ``calls.bin`` beside the job) and the pipe's descriptor."""
+    inputs in ``calls.bin`` beside the job), the references each exercise forbids and the pipe's descriptor."""
     with open(argv[1]) as f:
         job = json.load(f)
     out = os.fdopen(job["fd"], "wb")
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__, "get_ipython": _Shell}
-    errors = run_cells(job["cells"], namespace)
-    calls = {}
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    cell_forbid = {int(k): v for k, v in job.get("cell_forbid", {}).items()}
+    errors = run_cells(job["cells"], namespace,
+                       around=lambda i: forbidden(cell_forbid.get(i, ()), namespace, "this exercise"))
+    calls, forbid, refs = {}, job.get("forbid", {}), {}
     if job.get("calls"):
         with open(os.path.join(os.path.dirname(argv[1]), "calls.bin"), "rb") as f:
-            calls = call_results(namespace, job["calls"], f.read())
-    out.write(message(namespace, job["names"], errors, calls))
+            calls = call_results(namespace, job["calls"], f.read(), forbid)
+    for name, names in forbid.items():
+        if callable(namespace.get(name)):
+            refs[name] = references(namespace[name], names)
+    out.write(message(namespace, job["names"], errors, calls, refs))
     out.close()
     sys.stdout.flush()
     os._exit(0)  # no atexit handlers or finalizers of the submission's objects after the values are sent

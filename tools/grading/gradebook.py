@@ -11,9 +11,13 @@ gradebook itself) the grader
    neither names a built one, the file is not gradable. Exercises, points, checks and the chapter number come
    from the instructor's ``grading.json``, never from the submission;
 3. runs the notebook's code cells in the sandbox (``sandbox.py``), which sends back the values the checks read;
-   a run past the time limit, a process that died before sending its values, or a malformed message makes the
-   file not gradable;
-4. judges the values in this process (``judge.py``): one row per exercise and a ``TOTAL`` row.
+   a run past the time or memory limit, a process that died before sending its values, or a malformed message
+   makes the file not gradable;
+4. judges the values (``judge.py``): one row per exercise and a ``TOTAL`` row.
+
+Steps 3 and 4 run in a worker process per submission, several at once (``pool.py``), each under deadlines and
+limits of its own. The outputs are checked before grading starts and written together at the end
+(``reports.py``: the gradebook, feedback per file, statistics per exercise, Canvas and Moodle imports).
 
 When a student has more than one file for a chapter, every one of them is graded and each ``TOTAL`` row says
 ``duplicate``. The CSV is written once, after every sandbox has been killed, to a temporary file that then
@@ -34,7 +38,10 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from .judge import ReferenceError, calls_for, job_names, judge, self_check
+from . import pool
+from . import reports as R
+from .judge import ReferenceError, calls_for, forbid_map, job_names, judge, self_check
+from .reports import Graded, Outputs, shown
 from .sandbox import Limits, choose
 from .spec import SPEC_FILE, AssignmentSpec
 from .values import BadValues
@@ -51,16 +58,18 @@ class NotGradable(Exception):
 
 
 def student_id(path: Path, root: Path) -> str:
-    """Student id of a submission: its sub-folder under ``root``, else the file stem up to the first ``__``."""
+    """Student id of a submission: its sub-folder under ``root``, else the file stem up to the first ``__``
+    (as text that can be written: see :func:`grading.reports.shown`)."""
     rel = path.relative_to(root)
     if len(rel.parts) > 1:
-        return rel.parts[0]
-    return path.stem.split("__", 1)[0]
+        return shown(rel.parts[0])
+    return shown(path.stem.split("__", 1)[0])
 
 
 def printable(text: str) -> str:
-    """``text`` on one line, its control characters (terminal escapes included) replaced by ``?``."""
-    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "?", text.replace("\n", " "))
+    """``text`` on one line, its control characters (terminal escapes included) replaced by ``?`` and bytes that
+    are not UTF-8 (a file name from a Windows zip) by ``\\x..`` escapes."""
+    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "?", shown(text).replace("\n", " "))
 
 
 def csv_cell(value):
@@ -72,11 +81,11 @@ def csv_cell(value):
 
 
 def write_gradebook(rows: list[dict], path: Path) -> None:
-    """Write the CSV atomically (temporary file in the same folder, fsync, ``os.replace``)."""
+    """Write the CSV atomically (temporary file in the same folder, fsync, ``os.replace``), in UTF-8."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", newline="") as f:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=FIELDS)
             writer.writeheader()
             writer.writerows({k: csv_cell(row.get(k, "")) for k in FIELDS} for row in rows)
@@ -105,21 +114,25 @@ def load_assignments(folder: Path) -> dict[str, AssignmentSpec]:
     return specs
 
 
-def list_submissions(root: Path, exclude: Path) -> list[Path]:
-    """Every entry to grade under ``root``: files and links (links are reported, never followed)."""
+def list_submissions(root: Path, exclude) -> list[Path]:
+    """Every entry to grade under ``root``: files and links (links are reported, never followed), except the
+    paths in ``exclude`` (the run's own outputs; a folder there is skipped whole)."""
+    skip = {Path(p).absolute() for p in ([exclude] if isinstance(exclude, (str, Path)) else exclude)}
     out = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(folder, d)))
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(folder, d))
+                         and Path(folder, d).absolute() not in skip)
         links = [d for d in os.listdir(folder) if os.path.islink(os.path.join(folder, d)) and d not in files]
         for name in sorted({*files, *links}):
             path = Path(folder, name)
-            if not name.startswith(".") and path.absolute() != exclude.absolute():
+            if not name.startswith(".") and path.absolute() not in skip:
                 out.append(path)
     return sorted(out)
 
 
-def read_notebook(path: Path) -> tuple[list[str], dict]:
-    """The code cells (as strings) and metadata of a submitted notebook.
+def read_notebook(path: Path) -> tuple[list[str], dict, list[str | None]]:
+    """The code cells (as strings), the metadata of a submitted notebook and, per code cell, the exercise its
+    ``assignment`` metadata names (the stub cells of the built notebook keep it; None for the others).
 
     Raises:
         NotGradable: a link, not a regular file, empty, too large, not UTF-8, invalid JSON, not a version-4
@@ -150,7 +163,7 @@ def read_notebook(path: Path) -> tuple[list[str], dict]:
         raise NotGradable("invalid JSON (nested too deeply)") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list) or nb.get("nbformat") != 4:
         raise NotGradable("not a version-4 Jupyter notebook (no 'cells' list or nbformat is not 4)")
-    cells = []
+    cells, marks = [], []
     for i, cell in enumerate(nb["cells"]):
         if not isinstance(cell, dict):
             raise NotGradable(f"malformed notebook (cell {i} is not an object)")
@@ -161,8 +174,13 @@ def read_notebook(path: Path) -> tuple[list[str], dict]:
             if not isinstance(source, str):
                 raise NotGradable(f"malformed notebook (cell {i} has no text source)")
             cells.append(source)
+            mark = (cell.get("metadata") or {}).get("assignment") if isinstance(cell.get("metadata"), dict) else None
+            marks.append(mark["exercise"] if isinstance(mark, dict) and isinstance(mark.get("exercise"), str)
+                         else None)
     meta = nb.get("metadata")
-    return cells, meta if isinstance(meta, dict) else {}
+    return cells, meta if isinstance(meta, dict) else {}, marks
+
+
 
 
 def which_assignment(path: Path, meta: dict, specs: dict[str, AssignmentSpec]) -> AssignmentSpec:
@@ -188,25 +206,39 @@ def which_assignment(path: Path, meta: dict, specs: dict[str, AssignmentSpec]) -
     raise NotGradable("which assignment? no tmlib_assignment metadata and no chapter number in the file name")
 
 
-def grade_one(spec: AssignmentSpec, cells: list[str], box, limits: Limits, *,
-              show_output: bool = False) -> tuple[list[dict], list]:
-    """Run one submission's code cells in ``box`` and judge it: (exercise rows, notes for its TOTAL row).
+def sandbox_job(spec: AssignmentSpec, cells: list[str], marks: list[str | None] | None = None) -> dict:
+    """What the driver gets: the cells, the names to send back, the functions to call on the grader's inputs, the
+    references each function's exercise forbids, and per cell the references its stub's exercise forbids."""
+    by_label = {e.label: e.forbid for e in spec.exercises if e.forbid}
+    calls = calls_for(spec)
+    forbid = {name: names for name, names in forbid_map(spec).items() if name in calls.nodes}
+    cell_forbid = {str(i): by_label[m] for i, m in enumerate(marks or []) if m in by_label}
+    return {"cells": cells, "names": job_names(spec), "calls": calls.nodes, "forbid": forbid,
+            "cell_forbid": cell_forbid}
+
+
+def grade_one(spec: AssignmentSpec, cells: list[str], box, limits: Limits, *, marks: list | None = None,
+              slot=None, start_judging=None, show_output: bool = False) -> tuple[list[dict], list, dict]:
+    """Run one submission's code cells in ``box`` and judge it: (exercise rows, notes for its TOTAL row, run info:
+    ``seconds`` and ``peak_mb``). ``start_judging()`` is called between the two (the worker's limits change).
 
     Raises:
-        NotGradable: time limit, a process that ended without sending values, or a malformed values message.
+        NotGradable: time or memory limit, a process that ended without sending values, or a malformed message.
     """
     with tempfile.TemporaryDirectory(prefix="tm-grade-") as tmp:
         indir = Path(tmp, "in")
         indir.mkdir()
         for name in ("driver.py", "values.py"):
             shutil.copy(HERE / name, indir / name)
-        calls = calls_for(spec)
-        (indir / "calls.bin").write_bytes(calls.blob)
+        (indir / "calls.bin").write_bytes(calls_for(spec).blob)
         (indir / "calls.bin").chmod(0o644)
         (indir / "values.py").chmod(0o644)
-        out = box.run(indir, {"cells": cells, "names": job_names(spec), "calls": calls.nodes}, limits)
+        out = box.run(indir, sandbox_job(spec, cells, marks), limits, slot)
+    info = {"seconds": round(out.seconds, 2), "peak_mb": round(out.peak_bytes / 2**20, 1) if out.peak_bytes else None}
     if show_output:
         print(out.output)
+    if out.memory_exceeded:
+        raise NotGradable(f"used more memory than the limit of {limits.memory_mb} MB (all its processes together)")
     if out.timed_out:
         raise NotGradable(f"ran past the time limit of {limits.seconds:g} s")
     if out.overflow:
@@ -215,31 +247,59 @@ def grade_one(spec: AssignmentSpec, cells: list[str], box, limits: Limits, *,
         how = f"signal {-out.returncode}" if (out.returncode or 0) < 0 else f"exit status {out.returncode}"
         last = out.output.strip().splitlines()[-1:] or ["no output"]
         raise NotGradable(f"its process ended ({how}) before sending the values; last output: {last[0][:150]}")
+    if start_judging is not None:
+        start_judging()
     try:
         results, notes = judge(spec, out.message)
     except BadValues as err:
         raise NotGradable(str(err)) from None
-    rows = [{"exercise": r.qname, "points": round(r.points, 4), "max_points": r.max_points,
-             "note": "; ".join(r.notes)} for r in results]
-    return rows, notes
+    rows = []
+    for r in results:
+        public = [n[len("public: "):] for n in r.notes if n.startswith("public: ")]
+        rows.append({"exercise": r.qname, "points": round(r.points, 4), "max_points": r.max_points,
+                     "note": "; ".join(r.notes), "public": public,
+                     "hidden_failed": any(n.startswith("hidden: ") for n in r.notes)})
+    return rows, notes, info
 
 
-def grade(submissions: Path, assignments: Path, out_csv: Path, *, sandbox: str = "auto",
+def _work(box, limits: Limits, show_output: bool):
+    """The function a worker runs for one task ``(spec, cells, marks)``: a JSON-able result."""
+    def work(task, slot, start_judging):
+        spec, cells, marks = task
+        try:
+            rows, notes, info = grade_one(spec, cells, box, limits, marks=marks, slot=slot,
+                                          start_judging=start_judging, show_output=show_output)
+            return {"rows": rows, "notes": notes, **info}
+        except NotGradable as err:
+            return {"not_gradable": str(err)}
+        except Exception as err:  # noqa: BLE001 - one file never stops the class
+            traceback.print_exc()
+            return {"not_gradable": f"the grader failed on it ({type(err).__name__}: {err}); see the grader's output"}
+    return work
+
+
+def grade(submissions: Path, assignments: Path, out_csv: Path | None = None, *, sandbox: str = "auto",
           limits: Limits = Limits(), chapter: str | None = None, expose: tuple[str, ...] = (),
-          quiet: bool = True) -> list[dict]:
-    """Grade every file under ``submissions``; write the gradebook CSV and return its rows.
+          quiet: bool = True, jobs: int | None = None) -> list[dict]:
+    """Grade every file under ``submissions``; write the gradebook CSV (and the files beside it, ``reports.py``)
+    and return its rows.
 
-    ``quiet=False`` prints the tail of each sandbox's output (the notebook's prints and tracebacks).
+    ``out_csv``: the gradebook's path, or a folder to hold ``gradebook.csv`` (default:
+    ``submissions/gradebook.csv``); checked before grading. ``jobs``: submissions graded at once (default: one per
+    CPU, as many as the free memory holds at ``limits.memory_mb``). ``quiet=False`` prints the tail of each
+    sandbox's output.
 
     Raises:
         FileNotFoundError: ``submissions`` is not a folder, or no assignment was built (:func:`load_assignments`).
-        ValueError: ``chapter`` names no built assignment, a bad sandbox mode, or a private folder (assignments,
-            submissions, gradebook, chapter sources) that the sandbox would show (under the venv, ``/usr``...).
+        ValueError: the outputs cannot be written there, ``chapter`` names no built assignment, a bad sandbox mode,
+            or a private folder (assignments, submissions, gradebook, chapter sources) that the sandbox would
+            show (under the venv, ``/usr``...).
         grading.sandbox.SandboxUnavailable: ``sandbox="bwrap"`` and bwrap does not work here.
     """
     submissions = Path(submissions)
     if not submissions.is_dir():
-        raise FileNotFoundError(f"{submissions} is not a folder")
+        raise FileNotFoundError(f"{shown(str(submissions))} is not a folder")
+    outputs = Outputs.prepare(out_csv, submissions)
     specs = load_assignments(assignments)
     fixed = None
     if chapter is not None:
@@ -247,58 +307,91 @@ def grade(submissions: Path, assignments: Path, out_csv: Path, *, sandbox: str =
         if fixed is None:
             raise ValueError(f"--chapter {chapter}: not a built assignment ({', '.join(sorted(specs))})")
     box = choose(sandbox, expose)
-    private = [Path(assignments), submissions, Path(out_csv).parent,
+    private = [Path(assignments), submissions, outputs.folder,
                *(Path(s.source_dir) for s in specs.values() if s.source_dir)]
     for path in private:
         if box.shown(path):
             raise ValueError(f"{path} would be visible inside the sandbox (it is under {box.shown(path)}): move it")
-    checked: dict[str, str | None] = {}
-    graded = []  # (student, chapter, file, exercise rows, total row)
-    for path in list_submissions(submissions, out_csv):
-        sid, rel = student_id(path, submissions), str(path.relative_to(submissions))
-        spec, rows, notes = fixed, [], []
+    graded: list[Graded] = []
+    tasks, task_of = [], []  # (spec, cells, marks), index into graded
+    for path in list_submissions(submissions, outputs.paths()):
+        g = Graded(student_id(path, submissions), "", shown(str(path.relative_to(submissions))), fixed)
+        graded.append(g)
         try:
-            cells, meta = read_notebook(path)
-            spec = fixed or which_assignment(path, meta, specs)
-            if spec.notebook not in checked:
-                checked[spec.notebook] = _reference_problem(spec)
-            if checked[spec.notebook]:
-                raise NotGradable(checked[spec.notebook])
-            rows, notes = grade_one(spec, cells, box, limits, show_output=not quiet)
+            cells, meta, marks = read_notebook(path)
+            g.spec = fixed or which_assignment(path, meta, specs)
             if not cells:
-                notes.append("no code cells")
-            if box.kind == "none":
-                notes.append("graded without a sandbox")
-        except Exception as err:  # noqa: BLE001 - one file never stops the class
-            if not isinstance(err, NotGradable):
-                traceback.print_exc()
-                err = f"the grader failed on it ({type(err).__name__}: {err}); see the grader's output"
-            rows, notes = [], [f"not gradable: {err}"]
-            if spec is None and fixed is None:  # an unreadable file: its chapter from its name, for duplicates
+                g.notes.append("no code cells")
+            tasks.append((g.spec, cells, marks))
+            task_of.append(len(graded) - 1)
+        except NotGradable as err:
+            g.gradable, g.notes = False, [f"not gradable: {err}"]
+            if g.spec is None:  # an unreadable file: its chapter from its name, for duplicates
                 try:
-                    spec = which_assignment(path, {}, specs)
+                    g.spec = which_assignment(path, {}, specs)
                 except NotGradable:
                     pass
-        total = {"exercise": "TOTAL", "points": round(float(sum(r["points"] for r in rows)), 4),
-                 "max_points": spec.max_points if spec else "", "notes": notes}
-        graded.append((sid, spec.chapter if spec else "", rel, rows, total))
-        verdict = notes[0] if rows == [] else f"{total['points']:g} / {total['max_points']:g}"
-        print(printable(f"{sid} ({rel}): chapter {spec.chapter if spec else '?'}: {verdict}"), flush=True)
+        g.chapter = g.spec.chapter if g.spec else ""
+    problems = {spec.notebook: _reference_problem(spec) for spec in {id(t[0]): t[0] for t in tasks}.values()}
+    todo = []
+    for task, index in zip(tasks, task_of):
+        if problems[task[0].notebook]:
+            graded[index].gradable, graded[index].notes = False, [f"not gradable: {problems[task[0].notebook]}"]
+        else:
+            todo.append((task, index))
+    jobs = jobs or pool.default_jobs(limits.memory_mb)
+    done = [0]
+
+    def record(k: int, result) -> None:
+        g = graded[todo[k][1]]
+        if isinstance(result, pool.WorkerFailed) or "not_gradable" in result:
+            reason = str(result) if isinstance(result, pool.WorkerFailed) else result["not_gradable"]
+            g.gradable, g.rows, g.notes = False, [], [f"not gradable: {reason}"]
+        else:
+            g.rows, g.seconds, g.peak_mb = result["rows"], result.get("seconds"), result.get("peak_mb")
+            g.notes = result["notes"] + g.notes + (["graded without a sandbox"] if box.kind == "none" else [])
+        done[0] += 1
+        verdict = g.notes[0] if not g.gradable else f"{g.points:g} / {g.spec.max_points:g}"
+        extra = f" ({g.seconds:.0f} s, {g.peak_mb:.0f} MB)" if g.seconds is not None and g.peak_mb else ""
+        print(printable(f"[{done[0]}/{len(todo)}] {g.student} ({g.file}): chapter {g.chapter}: {verdict}{extra}"),
+              flush=True)
+
+    for g in graded:
+        if not g.gradable:
+            print(printable(f"{g.student} ({g.file}): chapter {g.chapter or '?'}: {g.notes[0]}"), flush=True)
+    pool.run([t for t, _ in todo], _work(box, limits, not quiet), jobs=jobs, seconds=limits.seconds,
+             judge_seconds=limits.judge_seconds, judge_memory_mb=limits.judge_memory_mb,
+             open_slot=lambda: box.open_slot(limits), on_result=record)
     if not graded:
-        print(f"no submissions under {submissions}", file=sys.stderr)
+        print(f"no submissions under {shown(str(submissions))}", file=sys.stderr)
+    rows = _gradebook_rows(graded)
+    write_gradebook(rows, outputs.gradebook)
+    R.write_feedback(graded, outputs.feedback)
+    stats = R.statistics(graded)
+    R.write_statistics(stats, outputs.statistics, csv_cell)
+    R.write_lms(graded, outputs.canvas, outputs.moodle, csv_cell)
+    R.print_statistics(stats)
+    print(printable(f"gradebook: {outputs.gradebook} ({len(graded)} file(s), sandbox: {box.kind}, {jobs} at a time); "
+                    f"feedback, statistics, Canvas and Moodle files beside it"))
+    return rows
+
+
+def _gradebook_rows(graded: list[Graded]) -> list[dict]:
+    """The gradebook's rows: per file its exercise rows and a TOTAL row (duplicates flagged there)."""
     files_of: dict[tuple[str, str], list[str]] = {}
-    for sid, ch, rel, _, _ in graded:
-        files_of.setdefault((sid, ch), []).append(rel)
+    for g in graded:
+        files_of.setdefault((g.student, g.chapter), []).append(g.file)
     out = []
-    for sid, ch, rel, rows, total in graded:
-        same = files_of[(sid, ch)]
+    for g in graded:
+        same = files_of[(g.student, g.chapter)]
         if len(same) > 1:
-            total["notes"].append(f"duplicate: {len(same)} files for {sid}, chapter {ch or '?'}: {', '.join(same)}")
-        total["note"] = "; ".join(total.pop("notes"))
-        for row in [*rows, total]:
-            out.append({"student": sid, "chapter": ch, "file": rel, **row})
-    write_gradebook(out, out_csv)
-    print(f"gradebook: {out_csv} ({len(graded)} file(s), sandbox: {box.kind})")
+            g.notes.append(f"duplicate: {len(same)} files for {g.student}, chapter {g.chapter or '?'}: "
+                           f"{', '.join(same)}")
+        total = {"exercise": "TOTAL", "points": g.points, "max_points": g.spec.max_points if g.spec else "",
+                 "note": "; ".join(g.notes)}
+        for row in [*g.rows, total]:
+            out.append({"student": g.student, "chapter": g.chapter, "file": g.file,
+                        **{k: row[k] for k in ("exercise", "points", "max_points", "note")}})
     return out
 
 

@@ -40,6 +40,7 @@ class ReferenceError(RuntimeError):
 
 @dataclass
 class ExerciseResult:
+    """One exercise's score; ``notes`` say why checks failed (``"public: ..."``, ``"hidden: ..."``)."""
     qname: str
     points: float
     max_points: float
@@ -74,12 +75,15 @@ def reference_namespace(spec: AssignmentSpec) -> dict:
     key = _key(spec)
     if key in _REFERENCES:
         return _REFERENCES[key]
-    namespace = {"__name__": "__main__", "get_ipython": driver._Shell}
+    namespace = {"__name__": "__main__"}
+    shell = driver._Shell(namespace)
+    namespace.update(get_ipython=lambda: shell, display=lambda *args, **kwargs: None)
     folder = spec.source_dir if spec.source_dir and Path(spec.source_dir).is_dir() else tempfile.gettempdir()
     with _quiet_in(folder):
         for i, cell in enumerate(spec.reference):
-            try:
-                exec(compile(driver.python_source(cell), f"<{spec.notebook} reference cell {i}>", "exec"), namespace)
+            try:  # optimize=0: the course's asserts run even when the grader runs with -O or PYTHONOPTIMIZE
+                exec(compile(driver.python_source(cell), f"<{spec.notebook} reference cell {i}>", "exec", optimize=0),
+                     namespace)
             except Exception as err:
                 raise ReferenceError(f"{spec.notebook}: the reference code fails at code cell {i} "
                                      f"({type(err).__name__}: {err})") from err
@@ -139,8 +143,23 @@ def calls_for(spec: AssignmentSpec) -> Calls:
     return calls
 
 
-def _replay(name: str, keys: list[bytes], results: list, blob: bytes):
-    """The stand-in for a student function in the judge: the sandbox's outputs for the recorded inputs."""
+def forbid_map(spec: AssignmentSpec) -> dict[str, list[str]]:
+    """Per student function, the library references its exercise forbids (made unavailable during its calls)."""
+    out: dict[str, list[str]] = {}
+    for ex in spec.exercises:
+        for name in (n for c in ex.checks for n in c.names):
+            if ex.forbid:
+                out.setdefault(name, [])
+                out[name] += [f for f in ex.forbid if f not in out[name]]
+    return out
+
+
+def _replay(name: str, keys: list[bytes], results: list, blob: bytes, refs: list[str] | None = None):
+    """The stand-in for a student function in the judge: the sandbox's outputs for the recorded inputs.
+
+    ``refs``: the forbidden references the sandbox found in the student's function (read by
+    ``tmlib.course.checks.check_own_work`` through the stand-in's ``__tm_references__``).
+    """
     def stand_in(*args, **kwargs):
         try:
             i = keys.index(call_key(args, kwargs))
@@ -152,6 +171,8 @@ def _replay(name: str, keys: list[bytes], results: list, blob: bytes):
         if isinstance(node, dict) and node.get("t") == "raised":
             raise RuntimeError(f"{name} raised in the submission: {node.get('v')}")
         return Decoder(blob).decode(node)
+    stand_in.__name__ = stand_in.__qualname__ = name
+    stand_in.__tm_references__ = list(refs or [])
     return stand_in
 
 
@@ -185,7 +206,8 @@ def run_check(check: CheckSpec, reference: dict, student: dict) -> str | None:
         signal.alarm(CHECK_SECONDS)
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            exec(compile(check.code, f"<{check.kind} check>", "exec"), namespace)
+            # optimize=0: a check's `assert` runs even when the grader runs with -O or PYTHONOPTIMIZE=1
+            exec(compile(check.code, f"<{check.kind} check>", "exec", optimize=0), namespace)
     except _Timeout:
         return f"the check ran past {CHECK_SECONDS} s"
     except Exception as err:  # noqa: BLE001 - any failure of the check means no points for it
@@ -213,7 +235,8 @@ def judge(spec: AssignmentSpec, message: bytes) -> tuple[list[ExerciseResult], l
     got, raw, blob = decode_message(message)
     notes = [f"{len(got.errors)} cell(s) raised, first: {got.errors[0]}"[:300]] if got.errors else []
     student = {n: (lambda n=n: fresh_value(raw, blob, n)) for n in raw if n not in calls.nodes}
-    student.update({n: (lambda n=n: _replay(n, calls.keys[n], got.calls.get(n, []), blob)) for n in calls.nodes})
+    student.update({n: (lambda n=n: _replay(n, calls.keys[n], got.calls.get(n, []), blob, got.references.get(n)))
+                    for n in calls.nodes})
     results = []
     for ex in spec.exercises:
         res = ExerciseResult(ex.qname, 0.0, ex.points)
@@ -248,6 +271,9 @@ def self_check(spec: AssignmentSpec) -> list[str]:
         ReferenceError: from :func:`reference_namespace`.
     """
     reference, calls = reference_namespace(spec), calls_for(spec)
-    message = driver.message(reference, job_names(spec), [], driver.call_results(reference, calls.nodes, calls.blob))
+    forbid = forbid_map(spec)
+    results_ = driver.call_results(reference, calls.nodes, calls.blob, forbid)
+    refs = {n: driver.references(reference[n], names) for n, names in forbid.items() if callable(reference.get(n))}
+    message = driver.message(reference, job_names(spec), [], results_, refs)
     results, notes = judge(spec, message)
     return notes + [f"{r.qname}: {n}" for r in results for n in r.notes]

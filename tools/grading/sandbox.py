@@ -3,8 +3,9 @@
 With ``bwrap`` (Debian's ``bubblewrap``), the extraction driver runs
 
 * as an unprivileged user: when the grader runs as root, bwrap sets up the mounts and ``setpriv`` then drops to
-  uid/gid 65534 (``nobody``) with no capabilities, no supplementary groups and ``no_new_privs``; otherwise bwrap
-  runs as the grader's user in a new user namespace, as uid 65534 inside;
+  a user id of the submission's own (``limits.UID_BASE + k``, reserved while it runs) with no capabilities, no
+  supplementary groups and ``no_new_privs``; otherwise bwrap runs as the grader's user in a new user namespace, as
+  uid 65534 inside;
 * in new PID, network (no interface but a down loopback), IPC, UTS and cgroup namespaces, in a new session;
   ``--die-with-parent`` and the PID namespace make every process of the submission die with the sandbox,
   detached or not;
@@ -15,8 +16,10 @@ With ``bwrap`` (Debian's ``bubblewrap``), the extraction driver runs
   instructor's assignments and autograder archives, not the other submissions, not the gradebook, not ``/root``
   or ``/home``. ``/`` is read-only; ``/tmp`` and ``/dev/shm`` are private tmpfs of bounded size, the only
   writable places;
-* under resource limits (:class:`Limits`): wall-clock time (the whole sandbox is killed), CPU time, address space,
-  processes (for uid 65534), file size, no core dumps; ``OMP_NUM_THREADS=1`` and friends.
+* under resource limits (:class:`Limits`), per submission: wall-clock time (the whole sandbox is killed), memory
+  and processes of all its processes together (a cgroup of its own, or its own user id and a watchdog, see
+  ``limits.py``), and per process CPU time, address space, file size, no core dumps; ``OMP_NUM_THREADS=1`` and
+  friends.
 
 Values come back on a pipe (a file descriptor that survives into the sandbox); nothing is written to the host.
 
@@ -40,6 +43,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import limits as L
+
 NOBODY = 65534
 SYSTEM_DIRS = ("/usr", "/etc")
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -59,12 +64,15 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-submission limits (``processes`` counts threads too, for the sandbox's user)."""
+    """Per-submission limits: wall-clock seconds, memory of all its processes together, processes and threads
+    together, file size, private /tmp; and the time and extra memory the grader may spend judging its values."""
     seconds: float = 300.0
     memory_mb: int = 4096
     processes: int = 64
     file_mb: int = 256
     tmp_mb: int = 512
+    judge_seconds: float = 60.0
+    judge_memory_mb: int = 2048
 
 
 @dataclass
@@ -76,6 +84,22 @@ class Outcome:
     output: str
     message: bytes
     overflow: bool  # the submission wrote more than a values message can hold to the values pipe
+    peak_bytes: int = 0            # the most memory its processes held together
+    memory_exceeded: bool = False  # killed for passing the memory limit (all its processes together)
+
+
+@dataclass
+class Slot:
+    """What one submission gets for itself: a user id (root only), a cgroup (where the kernel offers one)."""
+    user: L.UserSlot | None
+    cgroup: L.Cgroup | None
+
+    def close(self) -> None:
+        """Kill whatever of the submission is left and give the user id and cgroup back."""
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        if self.user is not None:
+            self.user.release()
 
 
 def _user_tasks(uid: int) -> int:
@@ -130,23 +154,30 @@ class Sandbox:
     def _env(self, lib: str) -> dict[str, str]:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONPATH": lib,
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "MPLBACKEND": "Agg",
-               "MPLCONFIGDIR": "/tmp/.matplotlib", "XDG_CACHE_HOME": "/tmp/.cache", "OMP_NUM_THREADS": "1",
-               "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-        for key in ("TMLIB_SMOKE", "TMLIB_DATA_DIR"):
-            if key in os.environ and (key != "TMLIB_DATA_DIR" or os.environ[key] in self.expose):
-                env[key] = os.environ[key]
+               "MPLCONFIGDIR": "/tmp/.matplotlib", "XDG_CACHE_HOME": "/tmp/.cache", "IPYTHONDIR": "/tmp/.ipython",
+               "USER": "student", "LOGNAME": "student", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "OPENBLAS_NUM_THREADS": "1"}
+        if "TMLIB_SMOKE" in os.environ:
+            env["TMLIB_SMOKE"] = os.environ["TMLIB_SMOKE"]
+        data = os.environ.get("TMLIB_DATA_DIR")
+        if data:  # passed on when exposed, as the resolved path (the one bound in the sandbox), links followed
+            real = os.path.realpath(data)
+            if any(real == e or real.startswith(e.rstrip("/") + "/") for e in self.expose):
+                env["TMLIB_DATA_DIR"] = real
         return env
 
-    def command(self, indir: Path, limits: Limits, work: str | None = None) -> tuple[list[str], dict | None]:
+    def command(self, indir: Path, limits: Limits, work: str | None = None,
+                uid: int = NOBODY) -> tuple[list[str], dict | None]:
         """The argv (and, without bwrap, the environment) that runs the driver on ``indir/job.json``.
 
-        ``work`` is the private working folder of a run without bwrap (its HOME and temporary folder).
+        ``work`` is the private working folder of a run without bwrap (its HOME and temporary folder); ``uid`` the
+        user id the driver runs as when the grader is root.
         """
         lib = tmlib_dir()
         if self.kind == "none":
             env = self._env(str(lib.parent) if lib else "")
             env.update(HOME=work or "", TMPDIR=work or "", MPLCONFIGDIR=f"{work}/.matplotlib",
-                       XDG_CACHE_HOME=f"{work}/.cache")
+                       XDG_CACHE_HOME=f"{work}/.cache", IPYTHONDIR=f"{work}/.ipython")
             return [sys.executable, str(indir / "driver.py"), str(indir / "job.json")], env
         binds = [(d, d) for d in (*SYSTEM_DIRS, *self._python_paths(), *self.expose) if os.path.isdir(d)]
         if lib is not None:
@@ -176,30 +207,51 @@ class Sandbox:
             argv += ["--setenv", key, value]
         argv.append("--")
         if self.as_root and self.setpriv:
-            argv += [self.setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs",
+            argv += [self.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
                      "--inh-caps=-all", "--bounding-set=-all"]
         return argv + [sys.executable, "/grader/in/driver.py", "/grader/in/job.json"], None
 
-    def _limit(self, limits: Limits):
-        """The child's rlimits (called in the forked child before exec)."""
+    def _limit(self, limits: Limits, slot: Slot):
+        """The child's cgroup and rlimits (called in the forked child before exec)."""
+        if slot.cgroup is not None:
+            slot.cgroup.enter()
         cpu = int(limits.seconds) + 5
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * 2**20,) * 2)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_mb * 2**20,) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if self.kind == "bwrap" and self.as_root and self.setpriv:
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes,) * 2)  # for uid 65534 after setpriv
+        if slot.user is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes,) * 2)  # for its own uid, after setpriv
         elif not self.as_root:
             n = self._tasks_now + limits.processes
             resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
 
-    def run(self, indir: Path, job: dict, limits: Limits) -> Outcome:
+    def open_slot(self, limits: Limits) -> Slot:
+        """Reserve what one submission gets for itself (see :class:`Slot`); give it back with ``slot.close()``."""
+        user = L.reserve_uid() if self.kind == "bwrap" and self.as_root and self.setpriv else None
+        try:
+            cgroup = L.new_cgroup(limits.memory_mb * 2**20, limits.processes) if os.geteuid() == 0 else None
+        except BaseException:
+            if user is not None:
+                user.release()
+            raise
+        return Slot(user, cgroup)
+
+    def run(self, indir: Path, job: dict, limits: Limits, slot: Slot | None = None) -> Outcome:
         """Write ``job`` (plus the pipe's descriptor) to ``indir/job.json``, run the driver, collect its output.
 
-        The whole process group is killed at the time limit and again after the run; with bwrap that also ends
-        every process inside the sandbox (its PID namespace dies with it). Never raises for what the submission
-        does; ``OSError`` if the sandbox cannot be started at all.
+        The whole process group is killed at the time limit, past the memory limit and again after the run; with
+        bwrap that also ends every process inside the sandbox (its PID namespace dies with it), and the slot's
+        cgroup or user id catches the rest. ``slot`` (from :meth:`open_slot`) is closed by the caller; without one,
+        a slot is opened and closed here. Never raises for what the submission does; ``OSError`` if the sandbox
+        cannot be started at all.
         """
+        if slot is None:
+            slot = self.open_slot(limits)
+            try:
+                return self.run(indir, job, limits, slot)
+            finally:
+                slot.close()
         import json
         from .values import MAX_MESSAGE_BYTES
 
@@ -209,15 +261,28 @@ class Sandbox:
             path.chmod(0o644)  # readable by uid 65534 whatever the grader's umask
         indir.chmod(0o755)
         work = tempfile.mkdtemp(prefix="tm-grade-none-") if self.kind == "none" else None
-        argv, env = self.command(indir, limits, work)
+        argv, env = self.command(indir, limits, work, slot.user.uid if slot.user else NOBODY)
         self._tasks_now = _user_tasks(os.getuid()) if not self.as_root else 0
         start = time.monotonic()
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    pass_fds=(w,), start_new_session=True, preexec_fn=lambda: self._limit(limits),
-                                    umask=0o022, cwd=work, env=env)
+                                    pass_fds=(w,), start_new_session=True,
+                                    preexec_fn=lambda: self._limit(limits, slot), umask=0o022, cwd=work, env=env)
         finally:
             os.close(w)
+
+        def kill_all():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if slot.cgroup is not None:
+                slot.cgroup.kill()
+            if slot.user is not None:
+                L.kill_user(slot.user.uid)
+
+        members = (lambda: L.user_processes(slot.user.uid)) if slot.user else (lambda: L.descendants(proc.pid))
+        watch = L.MemoryWatch(limits.memory_mb * 2**20, members, kill_all, slot.cgroup).start()
         tail, message, overflow = bytearray(), bytearray(), [False]
 
         def read_tail():
@@ -242,17 +307,15 @@ class Sandbox:
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            watch.stop()
+            kill_all()
             proc.wait()
             for t in readers:
                 t.join(timeout=5)  # without bwrap a detached child may hold the pipes open: do not wait for it
             if work:
                 shutil.rmtree(work, ignore_errors=True)
         return Outcome(None if timed_out else proc.returncode, timed_out, time.monotonic() - start,
-                       tail.decode(errors="replace"), bytes(message), overflow[0])
+                       tail.decode(errors="replace"), bytes(message), overflow[0], watch.peak, watch.exceeded)
 
 
 _PROBES: dict[tuple, str | None] = {}

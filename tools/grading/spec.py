@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 SPEC_FILE = "grading.json"
-FORMAT = "tm-grading-spec/1"
+FORMAT = "tm-grading-spec/2"
 KINDS = ("public", "hidden")
 
 
@@ -90,9 +90,12 @@ class CheckSpec:
 
 @dataclass
 class ExerciseSpec:
+    """An autograded exercise: its checks, its title ("Exercise 1.5") and the library references it forbids."""
     label: str
     qname: str
     checks: list[CheckSpec]
+    title: str = ""
+    forbid: list[str] = field(default_factory=list)
 
     @property
     def points(self) -> float:
@@ -107,6 +110,8 @@ class AssignmentSpec:
     exercises: list[ExerciseSpec]
     reference: list[str] = field(default_factory=list)
     source_dir: str | None = None  # where the chapter notebook lived at build time (its relative paths)
+    manual: list[dict] = field(default_factory=list)  # exercises graded by hand: {"label", "title"}
+    title: str = ""  # the chapter's title
 
     @property
     def max_points(self) -> float:
@@ -133,10 +138,12 @@ class AssignmentSpec:
                 raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT!r} (rebuild the assignments)")
             exercises = [ExerciseSpec(str(e["label"]), str(e["qname"]),
                                       [CheckSpec(c["kind"], float(c["points"]), str(c["code"]),
-                                                 [str(n) for n in c["names"]]) for c in e["checks"]])
+                                                 [str(n) for n in c["names"]]) for c in e["checks"]],
+                                      str(e.get("title", "")), [str(f) for f in e.get("forbid", [])])
                          for e in doc["exercises"]]
             spec = cls(str(doc["chapter"]), str(doc["notebook"]), exercises, [str(s) for s in doc["reference"]],
-                       doc.get("source_dir"))
+                       doc.get("source_dir"), [{"label": str(m["label"]), "title": str(m["title"])}
+                                               for m in doc.get("manual", [])], str(doc.get("title", "")))
         except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as err:
             raise ValueError(f"{path}: not a grading spec ({type(err).__name__}: {err})") from None
         except ValueError as err:
@@ -149,9 +156,11 @@ class AssignmentSpec:
 
 
 def make_spec(*, chapter: str, notebook: str, exercises, solutions: dict[str, list[str]], reference: list[str],
-              qname, source_dir: str | None = None) -> AssignmentSpec:
-    """The spec of a chapter from its exercises (objects with ``label`` and ``checks`` of ``kind``, ``points``,
-    ``code``), each exercise's solution and stub code (``solutions[label]``) and the chapter's code cells.
+              qname, source_dir: str | None = None, titles: dict[str, str] | None = None,
+              manual: list[dict] | None = None, title: str = "") -> AssignmentSpec:
+    """The spec of a chapter from its exercises (objects with ``label``, ``forbid`` and ``checks`` of ``kind``,
+    ``points``, ``code``), each exercise's solution and stub code (``solutions[label]``), the chapter's code cells,
+    the exercises' titles (``titles[label]``, "Exercise 1.5"), the exercises graded by hand and the chapter's title.
 
     Raises:
         ValueError: a check reads none of its exercise's names (it could not tell a right answer from a wrong
@@ -167,5 +176,6 @@ def make_spec(*, chapter: str, notebook: str, exercises, solutions: dict[str, li
                 raise ValueError(f"{notebook}: a {check.kind} check of {ex.label} reads none of the variables its "
                                  f"solution defines ({', '.join(sorted(own)) or 'none found'})")
             checks.append(CheckSpec(check.kind, float(check.points), check.code, names))
-        out.append(ExerciseSpec(ex.label, qname(ex.label), checks))
-    return AssignmentSpec(chapter, notebook, out, list(reference), source_dir)
+        out.append(ExerciseSpec(ex.label, qname(ex.label), checks, (titles or {}).get(ex.label, ex.label),
+                                list(getattr(ex, "forbid", []))))
+    return AssignmentSpec(chapter, notebook, out, list(reference), source_dir, list(manual or []), title)

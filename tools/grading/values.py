@@ -1,21 +1,23 @@
 """Decoding the values a sandbox sends back: strict, bounded, data only.
 
 The message comes from the student's process (see ``driver.py`` for its format), so it is treated as hostile input:
-its size is capped, the JSON's nesting and size are capped, every tag, dtype and shape is checked, arrays are cut
-out of the byte blob with ``numpy.frombuffer`` (no pickle, no ``np.load``), and anything unexpected raises
-:class:`BadValues`. A decoded value is a plain Python or NumPy object (or a torch tensor rebuilt from an array), so
+its size is capped, the JSON's nesting and size are capped, every tag is checked, arrays are read from their
+``.npy`` records with ``numpy.lib.format.read_array(..., allow_pickle=False)`` and their dtypes checked, dicts and
+sets are capped in size (integer keys can be forged to share one hash, which makes building a dict quadratic),
+and anything unexpected raises :class:`BadValues`. A decoded value is a plain Python or NumPy object (or a torch tensor rebuilt from an array), so
 judging it runs no code of the student's.
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import dataclass, field
 
 try:
-    from .driver import MAGIC, MAX_BLOB_BYTES, MAX_DEPTH, TENSOR_DTYPES
+    from .driver import ARRAY_KINDS, MAGIC, MAX_BLOB_BYTES, MAX_DEPTH, MAX_HASHED, MAX_HASHED_TOTAL, TENSOR_DTYPES
 except ImportError:  # in the sandbox, beside driver.py (which decodes the grader's function inputs with it)
-    from driver import MAGIC, MAX_BLOB_BYTES, MAX_DEPTH, TENSOR_DTYPES
+    from driver import ARRAY_KINDS, MAGIC, MAX_BLOB_BYTES, MAX_DEPTH, MAX_HASHED, MAX_HASHED_TOTAL, TENSOR_DTYPES
 
 MAX_JSON_BYTES = 16 * 2**20
 MAX_MESSAGE_BYTES = len(MAGIC) + 16 + MAX_JSON_BYTES + MAX_BLOB_BYTES
@@ -35,6 +37,7 @@ class Values:
     unsupported: dict[str, str] = field(default_factory=dict)  # name -> why it could not be sent as data
     errors: list[str] = field(default_factory=list)            # cells that raised, one line each
     calls: dict[str, list] = field(default_factory=dict)       # function name -> result nodes (or "raised")
+    references: dict[str, list] = field(default_factory=dict)  # function name -> forbidden references it names
 
 
 def parse_message(data: bytes) -> tuple[dict, bytes]:
@@ -70,7 +73,7 @@ class Decoder:
     """Rebuilds values from tagged JSON and the blob; every call of :meth:`decode` gives fresh objects."""
 
     def __init__(self, blob: bytes):
-        self.blob, self.nodes = blob, 0
+        self.blob, self.nodes, self.hashed = blob, 0, 0
 
     def _str(self, x) -> str:
         if not isinstance(x, str) or len(x) > MAX_STR:
@@ -83,18 +86,34 @@ class Decoder:
         except ValueError:
             raise BadValues(f"not a number: {x[:40]!r}") from None
 
+    def _count(self, n: int) -> None:
+        self.hashed += n
+        if n > MAX_HASHED or self.hashed > MAX_HASHED_TOTAL:
+            raise BadValues(f"a dict or set larger than {MAX_HASHED} entries ({MAX_HASHED_TOTAL} in all)")
+
     def array(self, node: dict):
+        """An array from its ``.npy`` record (``offset``, ``nbytes`` into the blob), without pickle."""
         import numpy as np
-        dtype = np.dtype(self._str(node.get("dtype")))
-        if dtype.kind not in "biufcU" or dtype.hasobject or dtype.byteorder == ">":
-            raise BadValues(f"dtype {dtype} is not allowed")
-        shape, offset, nbytes = node.get("shape"), node.get("offset"), node.get("nbytes")
-        if (not isinstance(shape, list) or len(shape) > 32 or not all(type(s) is int and s >= 0 for s in shape)
-                or type(offset) is not int or type(nbytes) is not int):
+        offset, nbytes = node.get("offset"), node.get("nbytes")
+        if type(offset) is not int or type(nbytes) is not int or offset < 0 or nbytes < 0 \
+                or offset + nbytes > len(self.blob):
             raise BadValues("bad array header")
-        if nbytes != math.prod(shape) * dtype.itemsize or offset < 0 or offset + nbytes > len(self.blob):
+        record = io.BytesIO(memoryview(self.blob)[offset:offset + nbytes])
+        try:  # the .npy header, read by NumPy's own reader (a dict literal, never pickle)
+            version = np.lib.format.read_magic(record)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                           (2, 0): np.lib.format.read_array_header_2_0}[version]
+            shape, fortran, dtype = read_header(record, max_header_size=1000)
+        except Exception as err:  # noqa: BLE001 - a malformed record: ValueError, KeyError, SyntaxError...
+            raise BadValues(f"bad array record ({type(err).__name__})") from None
+        if dtype.kind not in ARRAY_KINDS or dtype.hasobject or dtype.fields is not None or len(shape) > 32:
+            raise BadValues(f"dtype {dtype} is not allowed")
+        count = math.prod(shape)
+        if count * dtype.itemsize != nbytes - record.tell():
             raise BadValues("array header does not match its data")
-        return np.frombuffer(self.blob, dtype=dtype, count=math.prod(shape), offset=offset).reshape(shape).copy()
+        a = np.frombuffer(self.blob, dtype=dtype, count=count, offset=offset + record.tell())
+        a = a.reshape(shape, order="F" if fortran else "C")
+        return a.astype(dtype.newbyteorder("="), copy=True)
 
     def decode(self, node, depth: int = 0):
         """A value from its tagged JSON form. Raises :class:`BadValues` on anything not produced by the driver."""
@@ -121,9 +140,12 @@ class Decoder:
             return self._str(node.get("v"))
         items = node.get("v")
         if t in ("list", "tuple", "set") and isinstance(items, list):
+            if t == "set":
+                self._count(len(items))
             out = [self.decode(x, depth + 1) for x in items]
             return out if t == "list" else tuple(out) if t == "tuple" else set(out)
         if t == "dict" and isinstance(items, list):
+            self._count(len(items))
             if not all(isinstance(p, list) and len(p) == 2 for p in items):
                 raise BadValues("bad dict entry")
             return {self.decode(k, depth + 1): self.decode(v, depth + 1) for k, v in items}
@@ -163,9 +185,12 @@ def decode_message(data: bytes) -> tuple[Values, dict, bytes]:
         raise BadValues("the values message lacks its parts")
     if not all(isinstance(x, str) for x in [*raw, *missing, *unsupported, *unsupported.values(), *errors]):
         raise BadValues("names and reasons must be strings")
-    calls = doc.get("calls", {})
+    calls, refs = doc.get("calls", {}), doc.get("references", {})
     if not (isinstance(calls, dict) and all(isinstance(k, str) and isinstance(v, list) for k, v in calls.items())):
         raise BadValues("the function results are malformed")
+    if not (isinstance(refs, dict) and all(isinstance(k, str) and isinstance(v, list)
+                                           and all(isinstance(x, str) for x in v) for k, v in refs.items())):
+        raise BadValues("the function references are malformed")
     decoder = Decoder(blob)
     try:
         decoded = {name: decoder.decode(node) for name, node in raw.items()}
@@ -179,7 +204,7 @@ def decode_message(data: bytes) -> tuple[Values, dict, bytes]:
     except Exception as err:  # noqa: BLE001 - e.g. an unhashable dict key or set item in a forged message
         raise BadValues(f"malformed value ({type(err).__name__})") from None
     out = Values(decoded, missing, {k: v[:200] for k, v in unsupported.items()}, [e[:300] for e in errors[:50]],
-                 calls)
+                 calls, {k: [x[:200] for x in v[:20]] for k, v in refs.items()})
     return out, raw, blob
 
 
