@@ -26,8 +26,8 @@ def test_decimals_accepts_a_correct_hand_rounding_and_names_it():
     exact = (4 * np.e + 2) / (np.e + 3)
     msg = check_close(2.2512, exact, "output", decimals=4)
     assert msg.startswith("correct: output") and "correct to 4 decimals" in msg
-    # the course's old slip, 2.2513, is not a correct rounding of 2.25122
-    with pytest.raises(AssertionError, match=r"got 2.2513, expected 2.25122\d*, off by 7.7e-05 .*4 decimals"):
+    # the course's old slip, 2.2513, is not a correct rounding of 2.25122: off by 7.7e-05 against 5e-05 allowed
+    with pytest.raises(AssertionError, match=r"just outside the tolerance \(less than 10 times it\).*4 decimals"):
         check_close(2.2513, exact, "output", decimals=4)
     # boundary: exactly half a unit in the last place is accepted despite binary rounding
     assert check_close(0.1235, 0.12345, decimals=4).startswith("correct")
@@ -52,19 +52,47 @@ def test_rtol_message():
 def test_value_message_lists_the_wrong_entries_worst_first():
     expected = np.arange(12.0).reshape(3, 4)
     answer = expected.copy()
-    answer[0, 1] += 0.5
-    answer[2, 3] -= 2.0
+    answer[0, 1] += 5e-5  # 50 times the tolerance
+    answer[2, 3] -= 2.0    # two million times
     with pytest.raises(AssertionError) as info:
         check_close(answer, expected, "weights")
     msg = str(info.value)
-    assert "2 of 12 entries differ" in msg and "largest difference 2" in msg
-    assert msg.index("index (2, 3)") < msg.index("index (0, 1)")  # worst first
-    assert "got 9, expected 11, off by 2" in msg
+    assert "2 of 12 entries are off (shape (3, 4); tolerance: |answer - expected| <= 1e-06)" in msg
+    assert msg.index("index (2, 3): far off (more than 1,000 times") < msg.index(
+        "index (0, 1): off by 10 to 100 times the tolerance")  # worst first
 
 
 def test_many_wrong_entries_are_summarised():
-    with pytest.raises(AssertionError, match=r"10 of 10 entries differ[\s\S]*and 5 more"):
-        check_close(np.ones(10), np.zeros(10))
+    with pytest.raises(AssertionError, match=r"10 of 10 entries are off[\s\S]*and 5 more"):
+        check_close(np.full(10, 2.0), np.linspace(0, 1, 10) ** 2)
+
+
+@pytest.mark.parametrize("answer, expected, kwargs", [
+    (2.2513, (4 * np.e + 2) / (np.e + 3), {"decimals": 4}),
+    (np.array([[0.3, 0.7], [0.6, 0.4]]), np.array([[0.26894142, 0.73105858], [0.5621765, 0.4378235]]), {}),
+    (np.arange(6.0).reshape(2, 3) * 3.7, np.arange(6.0).reshape(2, 3) + 0.123456, {"rtol": 1e-3, "atol": 0}),
+    (torch.tensor([1.5, -2.25]), [1.4142135, -2.7182818], {"atol": 1e-3}),
+])
+def test_a_failure_never_prints_the_expected_value(answer, expected, kwargs):
+    """Issue 24: a failing check says what is wrong, not what is right (exercises 1.3, 2.3, ... gave it away)."""
+    with pytest.raises(AssertionError) as info:
+        check_close(answer, expected, "answer", **kwargs)
+    msg = str(info.value)
+    for value in np.ravel(np.asarray(expected, dtype=float)):
+        for digits in (3, 4, 6, 8, 10):
+            assert f"{value:.{digits}g}" not in msg, (value, msg)
+        assert f"{abs(float(np.ravel(np.asarray(answer, dtype=float))[0]) - value):.3g}" not in msg  # nor |diff|
+
+
+def test_failure_hints_name_the_pattern_not_the_values():
+    e = np.arange(1.0, 10.0).reshape(3, 3)
+    hints = {"transposed": e.T, "opposite sign": -e, "same factor": e / np.sqrt(8), "same amount": e + 0.25}
+    for hint, answer in hints.items():
+        with pytest.raises(AssertionError, match=hint):
+            check_close(answer, e, "scores")
+    with pytest.raises(AssertionError) as info:
+        check_close(e + np.eye(3), e, "scores")
+    assert "same" not in str(info.value) and "transposed" not in str(info.value)
 
 
 def test_shape_messages_with_hints():

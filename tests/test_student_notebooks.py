@@ -216,3 +216,22 @@ def test_install_cell_says_what_to_install_outside_colab(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None)
     with pytest.raises(ModuleNotFoundError, match=r'%pip install "tmlib.* @ git\+https://github\.com/'):
         exec(compile(code, "install cell", "exec"), {})
+
+
+def test_myst_structure_comes_from_markdown_it():
+    """tools/myst.py reads MyST with markdown-it-py: a role in a code span or a code block is not a role, colon
+    fences and nested directives are directives, options go through MyST's own option parser."""
+    import myst
+
+    text = ("(sec-a)=\n# Title {math}`x`\n\nSee {ref}`sec-a` and `{ref}`not-a-role``.\n\n```python\n{cite}`nope`\n```\n\n"
+            ":::{note} Head\n:class: dropdown\nBody {cite}`x`.\n:::\n\n````{admonition} Outer\n```{exercise}\n"
+            ":label: ex-00-a\nQ.\n```\n````\n")
+    tree = myst.outline(text)
+    assert tree.targets == [("sec-a", 0)] and tree.headings == [(1, "Title {math}`x`", 1)]
+    assert [(d.name, d.arg, d.options) for d in tree.directives] == [("note", "Head", {"class": "dropdown"}),
+                                                                     ("admonition", "Outer", {})]
+    assert [d.name for d in myst.directives(text, nested=True)] == ["note", "admonition", "exercise"]
+    assert [(r.name, r.content, text[r.start:r.end]) for r in myst.role_spans(text)] == [
+        ("math", "x", "{math}`x`"), ("ref", "sec-a", "{ref}`sec-a`")]
+    with pytest.raises(ValueError, match="no closing"):
+        myst.outline("```{note}\nnever closed\n")

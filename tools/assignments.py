@@ -55,60 +55,47 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import myst  # noqa: E402
 from grading import SPEC_FILE, Limits, SandboxUnavailable, grade, make_spec, student_id  # noqa: E402,F401
 from grading.otter import GRADER_REQUIREMENTS, otter_test_file, otter_zip, qname  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "assignment"
 META = "tmlib_assignment"
-FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|:{3,})\{(?P<name>[a-z-]+)\}")
-LABEL = re.compile(r"^[ \t]*:label:[ \t]*(?P<label>\S+)", re.MULTILINE)
 CHECK_KINDS = ("public", "hidden")
 
 
 # --------------------------------------------------------------------------------------------- markdown helpers
 def directive_names(source: str) -> set[str]:
-    """Names of the fenced MyST directives (```{name} or :::{name}) that open in a markdown string."""
-    return {m.group("name") for m in map(FENCE_OPEN.match, source.splitlines()) if m}
+    """Names of the fenced MyST directives (```{name} or :::{name}) in a markdown string, nested ones included."""
+    return {d.name for d in myst.directives(source, nested=True)}
+
+
+def _without(source: str, spans: list[tuple[int, int]]) -> str:
+    lines = source.splitlines(keepends=True)
+    drop = {i for a, b in spans for i in range(a, b)}
+    return "".join(line for i, line in enumerate(lines) if i not in drop)
 
 
 def strip_solution_blocks(text: str) -> str:
     """Remove `{solution}` fenced blocks (``` or :::) from a markdown string."""
-    out, lines, i = [], text.splitlines(keepends=True), 0
-    while i < len(lines):
-        m = FENCE_OPEN.match(lines[i])
-        if m and m.group("name") == "solution":
-            fence = m.group("fence")
-            i += 1
-            while i < len(lines) and lines[i].strip() != fence:
-                i += 1
-            i += 1  # skip the closing fence
-            continue
-        out.append(lines[i])
-        i += 1
-    return "".join(out)
+    return _without(text, [(d.start, d.end) for d in myst.directives(text) if d.name == "solution"])
 
 
 def split_at(source: str, name: str) -> tuple[str, str]:
     """Split a markdown cell around the fenced `{name}` directive: (text before it, text after it)."""
     lines = source.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        m = FENCE_OPEN.match(line)
-        if m and m.group("name") == name:
-            j = i + 1
-            while j < len(lines) and lines[j].strip() != m.group("fence"):
-                j += 1
-            return "".join(lines[:i]), "".join(lines[j + 1:])
+    for d in myst.directives(source):
+        if d.name == name:
+            return "".join(lines[:d.start]), "".join(lines[d.end:])
     return source, ""
 
 
 def solution_start_label(source: str) -> str | None:
     """The exercise label of a ```{solution-start} LABEL``` directive in a markdown cell, if any."""
-    for line in source.splitlines():
-        m = FENCE_OPEN.match(line)
-        if m and m.group("name") == "solution-start":
-            rest = line[m.end():].strip()
-            return rest or None
+    for d in myst.directives(source):
+        if d.name == "solution-start":
+            return d.arg or None
     return None
 
 

@@ -39,9 +39,11 @@ from pathlib import Path
 
 import nbformat
 import yaml
+from sphinx.util.nodes import split_explicit_title
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from assignments import FENCE_OPEN, META, assignment_metadata, chapter_of, student_notebook  # noqa: E402
+import myst  # noqa: E402
+from assignments import META, assignment_metadata, chapter_of, student_notebook  # noqa: E402
 
 
 def _load_exercise_numbers():
@@ -59,14 +61,9 @@ EXERCISE_NUMBERS = _load_exercise_numbers()
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "student"
-FENCE = re.compile(FENCE_OPEN.pattern + r"[ \t]*(?P<arg>.*)$")  # a directive's opening line, with its argument
-OPTION = re.compile(r"^[ \t]*:(?P<key>[a-z-]+):[ \t]*(?P<value>.*)$")
-LABEL_LINE = re.compile(r"^\((?P<label>[^)\s]+)\)=[ \t]*$")
-ROLE = re.compile(r"\{(?P<role>[a-z]+(?::[a-z]+)?)\}`(?P<body>[^`]*)`")
-EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.DOTALL)
+# Raw HTML lines (inside the parser's HTML blocks) that the site's JavaScript turns into something: not MyST.
 SCRIPT = re.compile(r"^\s*<script\b[^>]*>\s*</script>\s*$")
 WIDGET = re.compile(r"^\s*<div class=\"tm-[a-z-]+\"[^>]*>\s*</div>\s*$")
-HEADING = re.compile(r"^(?P<hashes>#{1,6})\s+(?P<title>.+?)\s*$")
 
 
 # --------------------------------------------------------------------------------------------- the book's context
@@ -90,31 +87,37 @@ class Book:
         self.citations = read_bibliography(root / "book" / "references.bib")
 
     def _index(self, docname: str, cells: list[str]) -> None:
-        prefix, k, pending = EXERCISE_NUMBERS.page_prefix(docname), 0, None
-        for text in cells:
-            lines = text.splitlines()
-            for i, line in enumerate(lines):
-                m, h, f = LABEL_LINE.match(line), HEADING.match(line), FENCE.match(line)
-                if m:
-                    pending = m["label"]
+        prefix, counter, pending = EXERCISE_NUMBERS.page_prefix(docname), [0], [None]
+
+        def walk(text: str) -> None:
+            tree = myst.outline(text)
+            heading_at = {line: title for _, title, line in tree.headings}
+            target_at = dict((line, label) for label, line in tree.targets)
+            directive_at = {d.start: d for d in tree.directives}
+            for _, line in tree.blocks:
+                if line in target_at:
+                    pending[0] = target_at[line]
                     continue
-                if h:
-                    self.titles.setdefault(docname, h["title"])
-                    if pending:
-                        self.labels[pending] = (docname, h["title"])
-                elif f and f["name"] in ("exercise", "figure"):
-                    options = fence_options(lines, i + 1)
-                    if f["name"] == "exercise":
-                        k += 1
-                        self.exercise_numbers[options.get("label", "")] = f"{prefix}.{k}"
-                        if "label" in options:
-                            self.labels[options["label"]] = (docname, f"Exercise {prefix}.{k}")
-                    elif "name" in options:
-                        self.labels[options["name"]] = (docname, "the figure")
-                if line.strip():
-                    if pending and pending not in self.labels:  # a label on a paragraph: link text required
-                        self.labels[pending] = (docname, None)
-                    pending = None
+                if line in heading_at:
+                    self.titles.setdefault(docname, heading_at[line])
+                    if pending[0]:
+                        self.labels[pending[0]] = (docname, heading_at[line])
+                d = directive_at.get(line)
+                if d is not None and d.name == "exercise":
+                    counter[0] += 1
+                    self.exercise_numbers[d.options.get("label", "")] = f"{prefix}.{counter[0]}"
+                    if "label" in d.options:
+                        self.labels[d.options["label"]] = (docname, f"Exercise {prefix}.{counter[0]}")
+                elif d is not None and d.name == "figure" and "name" in d.options:
+                    self.labels[d.options["name"]] = (docname, "the figure")
+                if pending[0] and pending[0] not in self.labels:  # a label on a paragraph: link text required
+                    self.labels[pending[0]] = (docname, None)
+                pending[0] = None
+                if d is not None:
+                    walk(d.body)
+
+        for text in cells:
+            walk(text)
 
     def page_url(self, docname: str, anchor: str = "") -> str:
         return f"{self.site}{docname}.html" + (f"#{anchor}" if anchor else "")
@@ -129,34 +132,16 @@ def page_markdown(path: Path) -> list[str]:
 
 
 def split_at_exercises(source: str) -> list[str]:
-    """A markdown string cut before each ``{exercise}`` directive but the first (one exercise per piece)."""
-    pieces, current, seen = [], [], False
-    for line in source.splitlines():
-        m = FENCE.match(line)
-        if m and m["name"] == "exercise" and not m["indent"]:
-            if seen:
-                pieces.append("\n".join(current))
-                current = []
-            seen = True
-        current.append(line)
-    pieces.append("\n".join(current))
-    return pieces
+    """A markdown string cut before each top-level ``{exercise}`` directive but the first (one exercise per piece)."""
+    lines = source.splitlines()
+    cuts = [d.start for d in myst.directives(source) if d.name == "exercise" and not d.indent][1:]
+    bounds = [0, *cuts, len(lines)]
+    return ["\n".join(lines[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
 def directive_count(source: str, name: str) -> int:
-    """How many ``{name}`` directives open in a markdown string."""
-    return sum(1 for line in source.splitlines() if (m := FENCE.match(line)) and m["name"] == name)
-
-
-def fence_options(lines: list[str], start: int) -> dict[str, str]:
-    """The ``:key: value`` option lines of a directive whose body starts at ``lines[start]``."""
-    out = {}
-    for line in lines[start:]:
-        m = OPTION.match(line)
-        if not m:
-            break
-        out[m["key"]] = m["value"].strip()
-    return out
+    """How many ``{name}`` directives open in a markdown string (nested ones included)."""
+    return sum(1 for d in myst.directives(source, nested=True) if d.name == name)
 
 
 def read_bibliography(path: Path) -> dict[str, tuple[str, str]]:
@@ -179,24 +164,21 @@ def read_bibliography(path: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-ACCENT = {"'": "\u0301", "`": "\u0300", '"': "\u0308", "^": "\u0302", "~": "\u0303", "c": "\u0327"}
-
-
 def latex_to_text(text: str) -> str:
-    """The LaTeX accents of author names (``Doll{\\'a}r``, ``{\\L}ukasz``) as Unicode, braces dropped.
+    """The LaTeX of author names (``Doll{\\'a}r``, ``{\\L}ukasz``) as Unicode (latexcodec), braces dropped.
 
     Raises:
-        ValueError: LaTeX left that this function does not convert.
+        ValueError: LaTeX left that latexcodec does not convert.
     """
+    import codecs
     import unicodedata
 
-    text = text.replace("\\L", "Ł").replace("\\l", "ł").replace("\\o", "ø")
-    text = re.sub(r"\\([\'`\"^~c])\s*\{?([A-Za-z])\}?",
-                  lambda m: unicodedata.normalize("NFC", m[2] + ACCENT[m[1]]), text)
-    text = text.replace("{", "").replace("}", "")
-    if "\\" in text:
+    import latexcodec  # noqa: F401 - registers the "ulatex" codec
+
+    out = unicodedata.normalize("NFC", codecs.decode(text, "ulatex")).replace("{", "").replace("}", "")
+    if "\\" in out:
         raise ValueError(f"book/references.bib: an author name with LaTeX this tool does not convert: {text!r}")
-    return text
+    return out
 
 
 # --------------------------------------------------------------------------------------------- markdown
@@ -207,39 +189,58 @@ class Converter:
         self.book, self.docname = book, docname
 
     def cell(self, source: str, where: str) -> str:
-        lines = [self.widget(line) for line in source.splitlines()
-                 if not LABEL_LINE.match(line) and not SCRIPT.match(line)]
-        text = "\n".join(self.blocks(lines, where))
-        text = ROLE.sub(lambda m: self.role(m["role"], m["body"], where), text)
-        return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+        return re.sub(r"\n{3,}", "\n\n", self.convert(source, where)).strip("\n")
 
-    def widget(self, line: str) -> str:
-        """A page's widget (``<div class="tm-...">``, drawn by the site's JavaScript) as a link to the page."""
-        if not WIDGET.match(line):
-            return line
-        return (f"*(This widget runs in the browser, on [the chapter's page]({self.book.page_url(self.docname)}); "
-                "a notebook cannot draw it.)*")
-
-    def blocks(self, lines: list[str], where: str) -> list[str]:
+    def convert(self, source: str, where: str) -> str:
+        """``source`` with its directives, targets, roles and widget lines converted (directive bodies too)."""
+        try:
+            tree, roles = myst.outline(source), myst.role_spans(source)
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        lines = source.splitlines(keepends=True)
+        starts = [0]
+        for line in lines:
+            starts.append(starts[-1] + len(line))
+        by_line: dict[int, list] = {}
+        for r in roles:
+            line = max(i for i, a in enumerate(starts[:-1]) if a <= r.start)
+            if r.end > starts[line + 1] - (1 if lines[line].endswith("\n") else 0):
+                raise ValueError(f"{where}: a role split over two lines: {source[r.start:r.end]!r}")
+            by_line.setdefault(line, []).append(r)
+        targets = {line for _, line in tree.targets}
+        directive_at = {d.start: d for d in tree.directives}
         out, i = [], 0
         while i < len(lines):
-            m = FENCE.match(lines[i])
-            if not m:
-                out.append(lines[i])
+            d = directive_at.get(i)
+            if d is not None:
+                body = self.convert(d.body, where).strip("\n")
+                out.extend(self.directive(d.name, self.inline(d.arg, where), d.options, body, where).splitlines())
+                i = d.end
+                continue
+            text = lines[i].rstrip("\n")
+            if i in targets or (i in tree.html_lines and SCRIPT.match(text)):
                 i += 1
                 continue
-            fence, name, arg = m["fence"], m["name"], m["arg"].strip()
-            options = fence_options(lines, i + 1)
-            j = i + 1 + len(options)
-            k = j
-            while k < len(lines) and lines[k].strip() != fence:
-                k += 1
-            if k == len(lines):
-                raise ValueError(f"{where}: the {{{name}}} block has no closing {fence}")
-            body = "\n".join(self.blocks(lines[j:k], where)).strip("\n")
-            out.extend(self.directive(name, arg, options, body, where).splitlines())
-            i = k + 1
-        return out
+            if i in tree.html_lines and WIDGET.match(text):
+                out.append(self.widget())
+            else:
+                offset = starts[i]
+                for r in sorted(by_line.get(i, []), key=lambda r: -r.start):
+                    text = text[:r.start - offset] + self.role(r.name, r.content, where) + text[r.end - offset:]
+                out.append(text)
+            i += 1
+        return "\n".join(out)
+
+    def inline(self, text: str, where: str) -> str:
+        """One line of Markdown (a directive's title) with its roles converted."""
+        for r in sorted(myst.role_spans(text), key=lambda r: -r.start):
+            text = text[:r.start] + self.role(r.name, r.content, where) + text[r.end:]
+        return text
+
+    def widget(self) -> str:
+        """A page's widget (``<div class="tm-...">``, drawn by the site's JavaScript) as a link to the page."""
+        return (f"*(This widget runs in the browser, on [the chapter's page]({self.book.page_url(self.docname)}); "
+                "a notebook cannot draw it.)*")
 
     def directive(self, name: str, arg: str, options: dict, body: str, where: str) -> str:
         if name == "exercise":
@@ -277,8 +278,8 @@ class Converter:
             if role == "cite:t":
                 return "; ".join(f"{who} ({year})" for who, year in refs)
             return "(" + "; ".join(f"{who}, {year}" for who, year in refs) + ")"
-        m = EXPLICIT.match(body)
-        text, target = (m["text"], m["target"]) if m else (None, body.strip())
+        explicit, title_, target = split_explicit_title(body)
+        text, target = (title_, target) if explicit else (None, body.strip())
         if role in ("ref", "numref"):
             if target not in self.book.labels:
                 raise ValueError(f"{where}: {{{role}}} to an unknown label {target!r}")

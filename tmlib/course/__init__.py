@@ -3,6 +3,10 @@ self-check quizzes and titled, labelled figures.
 """
 
 from tmlib.course.checks import check_close, check_shape, tolerance_text
+from tmlib.course.diagnostics import (
+    check_causal, check_own_work, check_padding_invariance, check_rows_sum_to_one, check_stages, forbidden_references,
+    module_stages
+)
 from tmlib.course.examples import (
     ATTENTION_EXAMPLES, ATTENTION_EXAMPLE_1, ATTENTION_EXAMPLE_2, ATTENTION_EXAMPLE_3, AttentionExample,
     CROSS_ATTENTION_EXAMPLE, FFN_EXAMPLE, FeedForwardExample, LECTURE_PRINTED, LR_EXAMPLE, MHA_EXAMPLE_2,
@@ -19,6 +23,8 @@ __all__ = [
     "show_source", "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3", "AttentionExample",
     "CROSS_ATTENTION_EXAMPLE", "FFN_EXAMPLE", "FeedForwardExample", "LECTURE_PRINTED", "LR_EXAMPLE",
     "MHA_EXAMPLE_2", "MHA_EXAMPLE_3", "MultiHeadExample", "PAPER_QUIZ", "Quiz", "alignment_panels",
-    "attention_heads", "attention_heatmap", "check_close", "check_shape", "choice", "head_grid", "mask_panels",
+    "attention_heads", "attention_heatmap", "check_causal", "check_close", "check_own_work", "check_padding_invariance",
+    "check_rows_sum_to_one", "check_shape", "check_stages", "choice", "forbidden_references", "head_grid",
+    "mask_panels", "module_stages",
     "numeric", "paper_quiz_block", "positional_encoding_heatmap", "power_law_plot", "tolerance_text"
 ]

@@ -1,17 +1,21 @@
-"""Assertions for exercises and notebooks, with messages a student can act on.
+"""Assertions for exercises and notebooks, with messages a student can act on and that never give the answer away.
 
-In the spirit of d2l.ai's ``check_shape``: where a shape or a value *is* the lesson, the
-notebook asserts it with one of these, and an exercise checks the student's answer with
-:func:`check_close`. Every message of :func:`check_close` states the tolerance it used, so that a
-student knows whether "wrong" means "a slip in the fourth decimal" or "a different quantity".
+In the spirit of d2l.ai's ``check_shape``: where a shape or a value *is* the lesson, the notebook asserts it with one
+of these, and an exercise checks the student's answer with :func:`check_close`. A failing check says what is
+wrong (the shape, which entries and how far off relative to the tolerance, a pattern such as a transpose or a
+constant factor) and states the tolerance, but never prints the expected value. The diagnostics in
+``tmlib.course.diagnostics`` (rows that sum to 1, causality, padding, sub-layers, the student's own work) follow
+the same rule.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from tmlib.validation import check_float, check_int
 
-__all__ = ["check_shape", "check_close", "tolerance_text"]
+__all__ = ["check_shape", "check_close", "tolerance_text", "as_float_array", "how_far"]
 
 _DEFAULT_ATOL = 1e-6
 _MAX_LISTED = 5  # entries listed in a failure message
@@ -48,8 +52,12 @@ def _require_answered(x, what: str) -> None:
         raise TypeError(f"{what} is None (did you forget to assign it, or to `return` it?)")
 
 
-def _as_float_array(x, role: str, what: str) -> np.ndarray:
-    """A NumPy float64 copy of a scalar, list, array or (CPU/GPU, grad-tracking) torch tensor."""
+def as_float_array(x, role: str, what: str) -> np.ndarray:
+    """A NumPy float64 copy of a scalar, list, array or (CPU/GPU, grad-tracking) torch tensor.
+
+    Raises:
+        TypeError: ``x`` is ``...``, None, or not numeric (the message names ``what`` and ``role``).
+    """
     if hasattr(x, "detach"):  # torch tensor: leave the graph and the device
         x = x.detach().cpu()
     if role == "answer" and _unanswered(x):
@@ -73,11 +81,46 @@ def tolerance_text(atol: float, rtol: float = 0.0, decimals: int | None = None) 
     return f"|answer - expected| <= {atol:g} + {rtol:g} * |expected|"
 
 
+def how_far(ratio: float) -> str:
+    """An error as a multiple of the tolerance, to the decade: how far off, without the expected value."""
+    if not math.isfinite(ratio):
+        return "off where the tolerance allows no difference"
+    if ratio < 10:
+        return "just outside the tolerance (less than 10 times it)"
+    decade = int(math.floor(math.log10(ratio)))
+    if decade >= 3:
+        return "far off (more than 1,000 times the tolerance)"
+    return f"off by {10 ** decade:,} to {10 ** (decade + 1):,} times the tolerance"
+
+
+def _pattern(a: np.ndarray, e: np.ndarray, close) -> str:
+    """A hint about how the answer relates to the expected value, without giving either: a transpose, a sign, a
+    constant factor or offset. ``close(x)`` tells whether ``x`` would pass."""
+    if a.size < 2 or not (np.isfinite(a).all() and np.isfinite(e).all()):
+        return ""
+    if a.ndim >= 2 and a.shape[-1] == a.shape[-2] and close(np.swapaxes(a, -1, -2)):
+        return " Your answer is the expected one transposed (its last two axes swapped)."
+    if close(-a):
+        return " Your answer has the opposite sign of the expected one."
+    denominator = float(np.dot(e.ravel(), e.ravel()))
+    if denominator > 0:
+        factor = float(np.dot(a.ravel(), e.ravel())) / denominator
+        if factor != 0 and not np.isclose(factor, 1.0) and close(a / factor):
+            return " Every entry is off by the same factor: a scale missing or applied twice?"
+    offset = float(np.mean(a - e))
+    if offset != 0 and close(a - offset):
+        return " Every entry is off by the same amount: a constant added or left out?"
+    return ""
+
+
 def check_close(answer, expected, what: str = "your answer", atol: float | None = None, rtol: float = 0.0,
                 *, decimals: int | None = None) -> str:
     """Check an exercise answer against the expected value and say what, if anything, is wrong.
 
     The test is NumPy's ``allclose`` rule, entry by entry: ``|answer - expected| <= atol + rtol * |expected|``.
+    A failure names the shape, which entries are wrong and how far off they are relative to the tolerance (to the
+    decade), with a hint where the answer is a transpose, a sign flip, a constant factor or offset of the expected
+    value; it never prints the expected value.
 
     Args:
         answer: the student's value: a scalar, a (nested) list, a NumPy array or a torch tensor (any dtype or
@@ -99,11 +142,9 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
             were given.
         ValueError: the shapes differ (the message gives both shapes and a hint when a reshape or transpose
             would fix it), a tolerance is negative or not finite, or ``decimals`` is negative.
-        AssertionError: values differ beyond the tolerance, or the answer contains NaN or infinity; the message
-            says how many entries are wrong, lists the worst ones (index, your value, expected value, difference)
-            and states the tolerance.
+        AssertionError: values differ beyond the tolerance, or the answer contains NaN or infinity.
 
-    Source: the course's own convention for exercises (CONTRIBUTING.md, "Exercises"); the comparison rule is
+    Source: the course's own convention for exercises (CONTRIBUTING.md, "Assignments"); the comparison rule is
     ``numpy.allclose``'s.
     """
     if decimals is not None:
@@ -118,8 +159,8 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
         raise ValueError(f"check_close: tolerances must be non-negative, got atol={atol}, rtol={rtol}")
     tol = tolerance_text(atol, rtol, decimals)
 
-    a = _as_float_array(answer, "answer", what)
-    e = _as_float_array(expected, "expected value", what)
+    a = as_float_array(answer, "answer", what)
+    e = as_float_array(expected, "expected value", what)
     if a.shape != e.shape:
         hint = ""
         if a.size == e.size:
@@ -137,24 +178,27 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
                              f"(first at index {first}): a division by zero, a log of 0 or an overflow? "
                              f"(tolerance: {tol})")
 
-    same = a == e  # catches equal infinities, whose difference is NaN
-    with np.errstate(invalid="ignore"):
-        diff = np.where(same, 0.0, np.abs(a - e))
-        allowed = atol + (rtol * np.abs(e) if rtol else 0.0)
-    wrong = ~(same | (diff <= allowed))
-    if wrong.any():
-        n_wrong, n = int(wrong.sum()), a.size
-        if a.ndim == 0:
-            raise AssertionError(
-                f"{what} is not right yet: got {a.item():.10g}, expected {e.item():.10g}, "
-                f"off by {diff.item():.3g} (tolerance: {tol})")
-        order = np.argsort(-np.where(wrong, diff, -1.0), axis=None)[:min(n_wrong, _MAX_LISTED)]
-        lines = []
-        for flat in order:
-            ix = tuple(int(i) for i in np.unravel_index(flat, a.shape))
-            lines.append(f"  index {ix}: got {a[ix]:.10g}, expected {e[ix]:.10g}, off by {diff[ix]:.3g}")
-        more = f"\n  ... and {n_wrong - len(order)} more" if n_wrong > len(order) else ""
-        raise AssertionError(
-            f"{what} is not right yet: {n_wrong} of {n} entries differ (tolerance: {tol}); "
-            f"largest difference {diff[wrong].max():.3g}\n" + "\n".join(lines) + more)
-    return f"correct: {what} matches the expected value ({tol})"
+    def wrong_of(x):
+        same = x == e  # catches equal infinities, whose difference is NaN
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(same, 0.0, np.abs(x - e))
+            allowed = atol + (rtol * np.abs(e) if rtol else 0.0)
+        return ~(same | (diff <= allowed)), diff, allowed
+
+    wrong, diff, allowed = wrong_of(a)
+    if not wrong.any():
+        return f"correct: {what} matches the expected value ({tol})"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(wrong, diff / np.broadcast_to(allowed, diff.shape), 0.0)
+    hint = _pattern(a, e, lambda x: not wrong_of(x)[0].any())
+    if a.ndim == 0:
+        raise AssertionError(f"{what} is not right yet: {how_far(float(ratio))} (tolerance: {tol}).{hint}")
+    n_wrong, n = int(wrong.sum()), a.size
+    order = np.argsort(-np.where(wrong, np.nan_to_num(ratio, posinf=np.finfo(float).max), -1.0),
+                       axis=None)[:min(n_wrong, _MAX_LISTED)]
+    lines = [f"  index {tuple(int(i) for i in np.unravel_index(flat, a.shape))}: "
+             f"{how_far(float(ratio.flat[flat]))}" for flat in order]
+    more = f"\n  ... and {n_wrong - len(order)} more" if n_wrong > len(order) else ""
+    verb = "is" if n_wrong == 1 else "are"
+    raise AssertionError(f"{what} is not right yet: {n_wrong} of {n} entries {verb} off (shape {a.shape}; tolerance: "
+                         f"{tol}).{hint}\n" + "\n".join(lines) + more)

@@ -50,7 +50,7 @@ FIELDS = ["student", "chapter", "exercise", "points", "max_points", "file", "not
 META = "tmlib_assignment"
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-HERE = Path(__file__).parent  # driver.py and values.py are copied into each sandbox
+HERE = Path(__file__).parent  # driver.py, values.py and forbid.py are copied into each sandbox
 
 
 class NotGradable(Exception):
@@ -228,11 +228,11 @@ def grade_one(spec: AssignmentSpec, cells: list[str], box, limits: Limits, *, ma
     with tempfile.TemporaryDirectory(prefix="tm-grade-") as tmp:
         indir = Path(tmp, "in")
         indir.mkdir()
-        for name in ("driver.py", "values.py"):
+        for name in ("driver.py", "values.py", "forbid.py"):
             shutil.copy(HERE / name, indir / name)
+            (indir / name).chmod(0o644)
         (indir / "calls.bin").write_bytes(calls_for(spec).blob)
         (indir / "calls.bin").chmod(0o644)
-        (indir / "values.py").chmod(0o644)
         out = box.run(indir, sandbox_job(spec, cells, marks), limits, slot)
     info = {"seconds": round(out.seconds, 2), "peak_mb": round(out.peak_bytes / 2**20, 1) if out.peak_bytes else None}
     if show_output:

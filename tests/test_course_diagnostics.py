@@ -1,0 +1,143 @@
+"""The diagnostic checks for build-its (tmlib.course.diagnostics): each catches its bug, names the symptom, passes the
+right computation, and never prints an expected value."""
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tmlib import ref as R
+from tmlib.course import (check_causal, check_own_work, check_padding_invariance, check_rows_sum_to_one, check_stages,
+                          forbidden_references, module_stages)
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(2, 5, 4))  # (batch, n, d)
+
+
+def attention(x, mask=None):
+    """Self-attention with identity projections; ``mask`` (n, n) or (batch, 1, n), True = may attend."""
+    scores = x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -1e30)  # a fully masked row (the bugs below) gives uniform weights
+    return R.softmax(scores) @ x
+
+
+def test_rows_sum_to_one():
+    w = R.softmax(RNG.normal(size=(2, 3, 4)))
+    assert check_rows_sum_to_one(w).startswith("correct")
+    with pytest.raises(AssertionError, match=r"rows do not sum to 1 .*softmax taken over the last axis"):
+        check_rows_sum_to_one(R.softmax(RNG.normal(size=(3, 4)), axis=0))  # over the queries
+    with pytest.raises(AssertionError, match=r"negative entry at index \(0, 1\)"):
+        check_rows_sum_to_one([[1.5, -0.5], [0.5, 0.5]])
+    with pytest.raises(AssertionError, match="NaN or infinity"):
+        check_rows_sum_to_one([[np.nan, 1.0]])
+
+
+@pytest.mark.parametrize("mask, bug", [
+    (None, "no mask"),
+    (~R.causal_mask(5), "mask flipped"),
+    (np.tril(np.ones((5, 5), dtype=bool), k=1), "off by one"),
+])
+def test_causality_by_perturbing_the_future(mask, bug):
+    assert check_causal(lambda x: attention(x, R.causal_mask(5)), X).startswith("correct")
+    with pytest.raises(AssertionError, match="it can see the future"):
+        check_causal(lambda x: attention(x, mask), X)
+
+
+def test_causality_of_a_torch_function():
+    x = torch.tensor(X)
+    causal = torch.tensor(R.causal_mask(5))
+    good = lambda t: torch.softmax((t @ t.transpose(-1, -2)).masked_fill(~causal, float("-inf")), -1) @ t  # noqa
+    assert check_causal(good, x).startswith("correct")
+    with pytest.raises(AssertionError, match="position 0 changes"):
+        check_causal(lambda t: torch.softmax(t @ t.transpose(-1, -2), -1) @ t, x)
+
+
+def test_padding_invariance_catches_the_wrong_axis():
+    real = np.array([[True, True, True, False, False], [True, True, True, True, True]])  # (batch, n)
+    keys = real[:, None, :]          # (batch, 1, n): blocks padded keys
+    queries = real[:, :, None]       # (batch, n, 1): the bug, padding masked along the queries
+    assert check_padding_invariance(lambda x: attention(x, keys), X, real).startswith("correct")
+    with pytest.raises(AssertionError, match=r"real position \(0, 0\) changes when the padding changes"):
+        check_padding_invariance(lambda x: attention(x, queries), X, real)
+
+
+class Layer(nn.Module):
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.attn, self.ffn, self.scale = nn.Linear(4, 4), nn.Linear(4, 4), scale
+
+    def forward(self, x):
+        return self.ffn(self.attn(x) * self.scale)
+
+
+def test_stages_name_the_first_sub_layer_that_differs():
+    torch.manual_seed(0)
+    ref, mine = Layer(), Layer(scale=2.0)
+    mine.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 3, 4, dtype=torch.float32)
+    want, got = module_stages(ref, ["attn", "ffn"], x), module_stages(mine, ["attn", "ffn"], x)
+    assert list(got) == ["attn", "ffn", "output"]
+    stages = [(name, got[name], want[name]) for name in want]
+    with pytest.raises(AssertionError) as info:
+        check_stages(stages, "your layer", atol=1e-6)
+    msg = str(info.value)
+    assert "differs from the reference in sub-layer 'ffn'; the sub-layers before it match ('attn')" in msg
+    assert f"{want['ffn'][0, 0, 0].item():.4g}" not in msg
+    assert check_stages({n: (want[n], want[n]) for n in want}).startswith("correct: every sub-layer")
+    with pytest.raises(ValueError, match="no submodule named"):
+        module_stages(ref, ["nope"], x)
+
+
+SOFTMAX = ["tmlib.ref.softmax"]
+
+
+def direct(x):
+    return R.softmax(x)
+
+
+def helper(x):
+    return direct(x)
+
+
+def default_arg(x, f=R.softmax):
+    return f(x)
+
+
+def made(f):
+    def inner(x):
+        return f(x)
+    return inner
+
+
+def own(x):
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class Mine(nn.Module):
+    def forward(self, q, k, v):
+        return nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def test_forbidden_references_are_found_through_aliases():
+    assert forbidden_references(direct, SOFTMAX) == SOFTMAX
+    assert forbidden_references(helper, SOFTMAX) == SOFTMAX  # through the student's own helper
+    assert forbidden_references(default_arg, SOFTMAX) == SOFTMAX
+    assert forbidden_references(made(R.softmax), SOFTMAX) == SOFTMAX  # a closure
+    assert forbidden_references(own, SOFTMAX) == []
+    assert forbidden_references(direct, ["tmlib"]) == ["tmlib"]  # a whole package
+    assert forbidden_references(own, ["tmlib"]) == []
+    assert forbidden_references(Mine, ["torch.nn.functional.scaled_dot_product_attention"]) == [
+        "torch.nn.functional.scaled_dot_product_attention"]
+
+
+def test_check_own_work_tells_the_student_to_write_it():
+    with pytest.raises(AssertionError, match="direct calls tmlib.ref.softmax: this exercise asks you to write it"):
+        check_own_work(direct, SOFTMAX)
+    assert check_own_work(own, SOFTMAX) == "correct: own is your own work (it calls none of tmlib.ref.softmax)"
+
+    def stand_in(x):  # the grader's replay of a student function carries what the sandbox found
+        return x
+    stand_in.__tm_references__ = SOFTMAX
+    with pytest.raises(AssertionError, match="calls tmlib.ref.softmax"):
+        check_own_work(stand_in, SOFTMAX)

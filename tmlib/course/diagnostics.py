@@ -1,0 +1,291 @@
+"""Checks that say *what* is wrong with a build-it, not what the right answer is.
+
+Each returns a one-line confirmation that starts with ``"correct:"`` or raises ``AssertionError`` with a message that
+names the symptom: a row that does not sum to 1, a position that sees the future, an output that changes with the
+padding, the first sub-layer that differs from the reference, a call of the library's own version of what the
+exercise asks the student to write. None prints an expected value. The perturbations are seeded, so a check calls
+the student's function on the same inputs every time (the grader replays a function's outputs on recorded inputs).
+"""
+from __future__ import annotations
+
+import dis
+import importlib
+import types
+
+import numpy as np
+
+from tmlib.course.checks import as_float_array, check_close
+
+__all__ = ["check_rows_sum_to_one", "check_causal", "check_padding_invariance", "check_stages", "module_stages",
+           "forbidden_references", "check_own_work"]
+
+
+def check_rows_sum_to_one(weights, what: str = "the attention weights", atol: float = 1e-6) -> str:
+    """Assert that ``weights`` (..., n) is a probability distribution along its last axis: entries in [0, 1], each
+    row summing to 1 within ``atol``.
+
+    Raises:
+        AssertionError: a negative entry, or rows whose sum differs from 1 (the message names the first rows and
+            their sums: they are the student's own numbers).
+    """
+    w = as_float_array(weights, "answer", what)
+    if w.ndim == 0:
+        raise AssertionError(f"{what} must have at least one axis, got a scalar")
+    if not np.isfinite(w).all():
+        raise AssertionError(f"{what} contains NaN or infinity: a row of scores that is all -inf, or an overflow?")
+    if (w < -atol).any():
+        first = tuple(int(i) for i in np.argwhere(w < -atol)[0])
+        raise AssertionError(f"{what} has a negative entry at index {first}: weights are probabilities (>= 0)")
+    sums = w.sum(axis=-1)
+    off = np.abs(sums - 1) > atol
+    if off.any():
+        rows = [tuple(int(i) for i in ix) for ix in np.argwhere(off)[:3]]
+        shown = ", ".join(f"row {r} sums to {sums[r]:.6g}" for r in rows)
+        raise AssertionError(f"{what}: {int(off.sum())} of {sums.size} rows do not sum to 1 ({shown}; tolerance "
+                             f"{atol:g}): is the softmax taken over the last axis (the keys)?")
+    return f"correct: every row of {what} sums to 1 (tolerance {atol:g})"
+
+
+def _perturbed(x, where, seed: int):
+    """A copy of ``x`` (array or tensor) whose entries at the boolean index ``where`` get seeded noise added."""
+    noise = np.random.default_rng(seed).normal(size=np.shape(x)) * 3.0 + 1.0
+    if hasattr(x, "detach"):
+        import torch
+        mask = torch.as_tensor(np.array(where, dtype=bool), device=x.device)
+        return torch.where(mask, x + torch.as_tensor(noise, dtype=x.dtype, device=x.device), x)
+    x = np.asarray(x, dtype=float)
+    return np.where(where, x + noise, x)
+
+
+def _time_mask(shape, axis: int, keep) -> np.ndarray:
+    """A boolean array of ``shape`` that is True at the positions along ``axis`` where ``keep(t)`` holds."""
+    t = np.arange(shape[axis])
+    picked = np.array([keep(i) for i in t], dtype=bool)
+    view = [1] * len(shape)
+    view[axis] = shape[axis]
+    return np.broadcast_to(picked.reshape(view), shape)
+
+
+def check_causal(fn, x, what: str = "your function", *, axis: int = -2, atol: float = 1e-9, seed: int = 0) -> str:
+    """Assert that ``fn`` is causal along ``axis``: its output at position t does not change when the inputs at
+    positions after t change (perturbation of the future, one position at a time).
+
+    ``x`` is an array or tensor whose ``axis`` is time; ``fn(x)`` returns an array or tensor with the same time
+    axis (``axis`` counts from the end in both, as ``(..., n, d)``).
+
+    Raises:
+        AssertionError: a position whose output changes when a later input changes ("it can see the future").
+    """
+    base = as_float_array(fn(x), "answer", what)
+    n = np.shape(x)[axis]
+    for t in range(n - 1):
+        changed = as_float_array(fn(_perturbed(x, _time_mask(np.shape(x), axis, lambda i: i > t), seed + t)),
+                                 "answer", what)
+        past = _time_mask(base.shape, axis, lambda i: i <= t)
+        if base.shape != changed.shape:
+            raise AssertionError(f"{what} returns shape {changed.shape} for a perturbed input of the same shape "
+                                 f"(it returned {base.shape} before)")
+        moved = np.abs(changed - base) > atol
+        if (moved & past).any():
+            first = int(np.argwhere(moved & past)[0][axis])
+            raise AssertionError(f"{what}: position {first} changes when the inputs after position {t} change: it "
+                                 "can see the future (is the causal mask missing, flipped or off by one?)")
+    return f"correct: {what} is causal: no output changes when a later input changes (tolerance {atol:g})"
+
+
+def check_padding_invariance(fn, x, real, what: str = "your function", *, axis: int = -2, atol: float = 1e-9,
+                             seed: int = 0) -> str:
+    """Assert that the outputs of ``fn`` at real positions do not change when the padding positions' inputs do.
+
+    ``real`` is a boolean array over ``x``'s leading axes up to ``axis`` (e.g. ``(batch, n)``), True for a real
+    token (the course's convention: True = may attend). ``fn(x)`` returns outputs with the same leading axes.
+
+    Raises:
+        AssertionError: an output at a real position that moves with the padding (the message names it).
+    """
+    real = np.asarray(real, dtype=bool)
+    shape = np.shape(x)
+    lead = len(shape) + axis + 1  # axes up to and including time
+    where = np.broadcast_to(real.reshape(real.shape + (1,) * (len(shape) - lead)), shape)
+    base = as_float_array(fn(x), "answer", what)
+    changed = as_float_array(fn(_perturbed(x, ~where, seed)), "answer", what)
+    keep = np.broadcast_to(real.reshape(real.shape + (1,) * (base.ndim - real.ndim)), base.shape)
+    moved = (np.abs(changed - base) > atol) & keep
+    if moved.any():
+        first = tuple(int(i) for i in np.argwhere(moved)[0][:real.ndim])
+        raise AssertionError(f"{what}: the output at real position {first} changes when the padding changes: is "
+                             "the padding mask missing, inverted, or broadcast along the wrong axis (queries "
+                             "instead of keys)?")
+    return f"correct: {what} ignores the padding: no output at a real position changes with it (tolerance {atol:g})"
+
+
+def check_stages(stages, what: str = "your layer", atol: float = 1e-6, rtol: float = 0.0) -> str:
+    """Compare a computation stage by stage and name the first sub-layer that differs from the reference.
+
+    ``stages`` is a list of ``(name, answer, expected)`` in the order of the computation (or a dict ``name ->
+    (answer, expected)``); :func:`module_stages` records them from a torch module.
+
+    Raises:
+        AssertionError: "differs from the reference in sub-layer X" with how far off (never the values), and
+            which sub-layers before it match.
+        ValueError: a stage's shapes differ (from :func:`tmlib.course.checks.check_close`).
+    """
+    items = [(name, *pair) for name, pair in stages.items()] if isinstance(stages, dict) else list(stages)
+    matched = []
+    for name, answer, expected in items:
+        try:
+            check_close(answer, expected, f"{what}, sub-layer '{name}'", atol=atol, rtol=rtol)
+        except AssertionError as err:
+            before = f"; the sub-layers before it match ({', '.join(repr(m) for m in matched)})" if matched else \
+                " (the first one)"
+            detail = str(err).split(": ", 1)[-1]
+            raise AssertionError(f"{what} differs from the reference in sub-layer '{name}'{before}: {detail}") from None
+        matched.append(name)
+    return f"correct: every sub-layer of {what} matches the reference ({', '.join(repr(m) for m in matched)})"
+
+
+def module_stages(module, names, *inputs, **kwargs) -> dict:
+    """Run a torch ``module`` on ``inputs`` and return ``{name: output}`` of its named submodules (forward hooks),
+    plus ``"output"``: the stages for :func:`check_stages`, as data (a dict of tensors)."""
+    import torch
+
+    outputs, hooks = {}, []
+    parts = dict(module.named_modules())
+    missing = [n for n in names if n not in parts]
+    if missing:
+        raise ValueError(f"module_stages: no submodule named {missing} (has {sorted(n for n in parts if n)})")
+    for name in names:
+        hooks.append(parts[name].register_forward_hook(
+            lambda _m, _i, out, name=name: outputs.__setitem__(name, (out[0] if isinstance(out, tuple) else out)
+                                                                .detach().clone())))
+    try:
+        with torch.no_grad():
+            result = module(*inputs, **kwargs)
+    finally:
+        for h in hooks:
+            h.remove()
+    outputs["output"] = (result[0] if isinstance(result, tuple) else result).detach().clone()
+    return {n: outputs[n] for n in [*names, "output"] if n in outputs}
+
+
+# --------------------------------------------------------------------------------------------- own work
+def _resolve(dotted: str):
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except Exception:  # noqa: BLE001 - not a module at this length
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+            return obj
+        except AttributeError:
+            return None
+    return None
+
+
+def _matches(obj, targets: dict) -> str | None:
+    """The forbidden name ``obj`` is, or lies in (a module's own function or class), else None."""
+    for name, target in targets.items():
+        if obj is target:
+            return name
+        if isinstance(target, types.ModuleType):
+            module = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)
+            if isinstance(module, str) and (module == target.__name__ or module.startswith(target.__name__ + ".")):
+                return name
+        func = getattr(obj, "__func__", None)
+        if func is not None and func is target:
+            return name
+    return None
+
+
+def _code_references(code, namespace: dict) -> list:
+    """The objects a code object (and the code nested in it) reaches by global names and attribute chains."""
+    found, chain = [], None
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            name = ins.argval if isinstance(ins.argval, str) else str(ins.argval)
+            obj = namespace.get(name, getattr(__builtins__, name, None) if not isinstance(__builtins__, dict)
+                                else __builtins__.get(name))
+            chain = obj
+            if obj is not None:
+                found.append(obj)
+        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain is not None:
+            chain = getattr(chain, ins.argval, None)
+            if chain is not None:
+                found.append(chain)
+        else:
+            chain = None
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found += _code_references(const, namespace)
+    return found
+
+
+def forbidden_references(fn, forbid) -> list[str]:
+    """Which of the dotted names ``forbid`` (``"tmlib.ref.softmax"``, or a module such as ``"tmlib"``) the function
+    or class ``fn`` refers to, directly or through the functions and classes of the student's own namespace that
+    it calls (by global name, attribute chain, default argument or closure). A static inspection: it cannot see
+    a name built at run time (``getattr(R, "soft" + "max")``), which the grader's run stops instead."""
+    targets = {name: obj for name in forbid if (obj := _resolve(name)) is not None}
+    found, seen, todo = set(), set(), [fn]
+    while todo:
+        item = todo.pop()
+        item = getattr(item, "__func__", item)
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, type):
+            todo += [v for v in vars(item).values() if callable(v) or isinstance(v, (staticmethod, classmethod))]
+            continue
+        item = getattr(item, "__func__", item)
+        code = getattr(item, "__code__", None)
+        if code is None:
+            continue
+        namespace = getattr(item, "__globals__", {})
+        reached = _code_references(code, namespace)
+        reached += [c.cell_contents for c in (item.__closure__ or ()) if _filled(c)]
+        reached += list(item.__defaults__ or ()) + list((item.__kwdefaults__ or {}).values())
+        for obj in reached:
+            hit = _matches(obj, targets)
+            if hit:
+                found.add(hit)
+            elif _own(obj, namespace):
+                todo.append(obj)
+    return sorted(found)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False
+
+
+def _own(obj, namespace: dict) -> bool:
+    """Whether ``obj`` is a function or class of the student's namespace (defined in the notebook)."""
+    func = getattr(obj, "__func__", obj)
+    if isinstance(func, types.FunctionType):
+        return func.__globals__ is namespace
+    return isinstance(obj, type) and getattr(obj, "__module__", None) == namespace.get("__name__", "__main__")
+
+
+def check_own_work(fn, forbid, what: str | None = None) -> str:
+    """Assert that the student's ``fn`` does not delegate to the library's version of what the exercise asks for.
+
+    ``forbid``: the dotted names the exercise rules out (the same list as its ``"forbid"`` markup). When grading,
+    ``fn`` is the grader's stand-in, which carries what the sandbox found (``__tm_references__``).
+
+    Raises:
+        AssertionError: "``fn`` calls tmlib.ref.softmax: this exercise asks you to write it yourself".
+    """
+    name = what or getattr(fn, "__name__", "your function")
+    found = getattr(fn, "__tm_references__", None)
+    if found is None:
+        found = forbidden_references(fn, forbid)
+    if found:
+        raise AssertionError(f"{name} calls {', '.join(found)}: this exercise asks you to write it yourself, "
+                             "without it")
+    return f"correct: {name} is your own work (it calls none of {', '.join(forbid)})"
