@@ -116,14 +116,23 @@ book-student: venv
 	$(JB) build _build/student_src --path-output _build/student --keep-going
 	@echo "Student edition: file://$(CURDIR)/_build/student/_build/html/index.html"
 
-## assignments: per chapter, the student notebook (stubs, public checks) and the instructor's grading.json (hidden
-## tests) with an Otter archive for Gradescope, in _build/assignments/NN_name/{student,autograder}
+## assignments: per chapter, the student notebook (the same as student/) and the instructor's grading.json (hidden
+## tests) with an Otter archive for Gradescope (pinned to the lock and to this commit), in
+## _build/assignments/NN_name/{student,autograder}
 .PHONY: assignments grade
+ASSIGNMENT_SOURCES := $(NOTEBOOKS) $(wildcard tools/*.py tools/grading/*.py) _config.yml book/references.bib \
+	requirements.txt pyproject.toml
 assignments: venv
 	$(BIN)/python tools/assignments.py build --out _build/assignments
 
-## grade: make grade SUBMISSIONS=folder [GRADE_FLAGS="--timeout 600 --sandbox bwrap"]  grades every file under the
-## folder into folder/gradebook.csv; each notebook runs in a bubblewrap sandbox (apt-get install bubblewrap)
-grade: assignments
+_build/assignments/.built: $(ASSIGNMENT_SOURCES) | $(VENV)/.installed
+	$(BIN)/python tools/assignments.py build --out _build/assignments
+
+## grade: make grade SUBMISSIONS=folder [GRADE_FLAGS="--timeout 600 --jobs 4 --out results/"]  grades every file under
+## the folder into folder/gradebook.csv, with feedback, statistics and Canvas/Moodle files beside it; each notebook
+## runs in a bubblewrap sandbox (apt-get install bubblewrap). The assignments are rebuilt only when their sources
+## changed; $$TMLIB_DATA_DIR, when set, is exposed read-only to the notebooks (chapters 9 and 10 read Multi30k).
+grade: _build/assignments/.built
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-submitted-notebooks"; exit 2; }
-	$(BIN)/python tools/assignments.py grade "$(SUBMISSIONS)" --assignments _build/assignments $(GRADE_FLAGS)
+	$(BIN)/python tools/assignments.py grade "$(SUBMISSIONS)" --assignments _build/assignments \
+		$(if $(TMLIB_DATA_DIR),--expose "$(TMLIB_DATA_DIR)") $(GRADE_FLAGS)

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -491,3 +492,34 @@ def test_judging_is_time_limited(tmp_path):
     totals = {r["student"]: (r["points"], r["note"]) for r in rows if r["exercise"] == "TOTAL"}
     assert totals["right"] == (2, "") and totals["stuck"] == (0, "not gradable: judging its values ran past 2 s")
     assert time.monotonic() - start < 40
+
+
+STUDENT_SET_INPUTS = {  # exercise -> the values a student set to satisfy a public check that read them
+    "ex-04-rope": {"q_vec": np.zeros(8), "k_vec": np.zeros(8), "scores": [0.0, 0.0, 0.0]},  # kept 9/10
+    "ex-06-gap": {"V10": 2, "closed_form": 0.0, "z": np.zeros(2)},                          # kept 5/6
+    "ex-07-cache-cost": {"n": 10**9, "without_cache": 5 * 10**8, "with_cache": 1},         # kept 9/10
+}
+
+
+@pytest.fixture(scope="module")
+def chapter_specs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("chapter_specs")
+    stems = {label[3:5]: next(ROOT.glob(f"notebooks/{label[3:5]}_*.ipynb")) for label in STUDENT_SET_INPUTS}
+    A.build(out, sorted(stems.values()), zip_it=False)
+    return {ch: grading.spec.AssignmentSpec.load(out / path.stem / "autograder" / A.SPEC_FILE)
+            for ch, path in stems.items()}
+
+
+@pytest.mark.parametrize("label", sorted(STUDENT_SET_INPUTS))
+def test_public_checks_use_the_graders_inputs(chapter_specs, label):
+    """The public checks of ex-04-rope, ex-06-gap and ex-07-cache-cost read inputs the student set: such answers
+    kept their public points. Now they score 0 on the exercise; the course's solution still passes."""
+    from grading import judge as J
+
+    spec = chapter_specs[label[3:5]]
+    assert J.self_check(spec) == []
+    namespace = dict(J.reference_namespace(spec))
+    namespace.update(STUDENT_SET_INPUTS[label])
+    results, _ = J.judge(spec, grading.driver.message(namespace, J.job_names(spec), []))
+    [row] = [r for r in results if r.qname == A.qname(label)]
+    assert row.points == 0 and any(n.startswith("public: ") for n in row.notes), row

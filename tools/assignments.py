@@ -57,7 +57,8 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import myst  # noqa: E402
 from grading import SPEC_FILE, Limits, SandboxUnavailable, grade, make_spec, student_id  # noqa: E402,F401
-from grading.otter import GRADER_REQUIREMENTS, otter_test_file, otter_zip, qname  # noqa: E402,F401
+from grading.otter import (PYTHON_VERSION, grader_requirements, otter_test_file, otter_zip, qname,  # noqa: E402,F401
+                           source_commit)
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "assignment"
@@ -114,6 +115,7 @@ class Exercise:
     label: str
     stubs: int = 0
     checks: list[Check] = field(default_factory=list)
+    forbid: list[str] = field(default_factory=list)  # library references the student must not call
 
     @property
     def points(self) -> float:
@@ -132,6 +134,11 @@ def cell_markup(cell) -> dict | None:
     has_stub, kind = "stub" in mark, mark.get("check")
     if has_stub == (kind is not None):
         raise ValueError(f"cell {cell.get('id')} ({mark['exercise']}): give exactly one of 'stub' or 'check'")
+    forbid = mark.get("forbid", [])
+    if not isinstance(forbid, list) or not all(isinstance(f, str) and f for f in forbid):
+        raise ValueError(f"cell {cell.get('id')}: 'forbid' must be a list of dotted names, got {forbid!r}")
+    if forbid and not has_stub:
+        raise ValueError(f"cell {cell.get('id')} ({mark['exercise']}): 'forbid' belongs on a stub cell")
     if kind is not None:
         if kind not in CHECK_KINDS:
             raise ValueError(f"cell {cell.get('id')}: 'check' must be one of {CHECK_KINDS}, got {kind!r}")
@@ -181,6 +188,7 @@ def transform(nb, *, path: str = "notebook") -> tuple[list, dict[str, Exercise]]
                 raise ValueError(f"{path}: cell {cell.get('id')} is marked for {mark['exercise']} but sits in the "
                                  f"solution of {inside}")
             ex = exercises.setdefault(inside, Exercise(inside))
+            ex.forbid += [f for f in mark.get("forbid", []) if f not in ex.forbid]
             if "stub" in mark:
                 stub = nbformat.v4.new_code_cell(mark["stub"].rstrip("\n"))
                 stub.metadata["tags"] = ["assignment-stub"]
@@ -263,29 +271,42 @@ def assignment_metadata(chapter: str, stem: str, exercises: dict[str, Exercise])
     return {"chapter": chapter, "notebook": stem, "exercises": {qname(e.label): e.points for e in exercises.values()}}
 
 
-INTRO = """\
-**Assignment.** This is the notebook of chapter {chapter} with the exercise solutions taken out. For each
-exercise, fill in the cell(s) marked `...`, then run the check cell below it: it says what is wrong and which
-tolerance it used. Hidden tests grade your final notebook, so run it top to bottom before you submit it as
-`YOURID__{stem}.ipynb` (your id, two underscores, anything).
-"""
+def exercise_titles(book, src: Path, nb) -> tuple[str, dict[str, str], list[dict]]:
+    """The chapter's title, each exercise's title ("Exercise 1.5", numbered as on the site) and the exercises that
+    are graded by hand (every exercise without autograded checks: essay questions and open work)."""
+    docname = book.docname(src)
+    titles = {label: f"Exercise {number}" for label, number in book.exercise_numbers.items()
+              if number.split(".")[0] == str(int(chapter_of(src)))}
+    heading = book.titles.get(docname, src.stem)
+    title = heading.split(". ", 1)[1] if ". " in heading and heading.split(". ", 1)[0].isdigit() else heading
+    return title, titles, [label for label in titles]
 
 
-def build_one(src: Path, out_root: Path, *, zip_it: bool = True) -> dict[str, Exercise]:
-    """Build the student notebook, the grading spec, the Otter test files and autograder zip of one chapter.
+def build_one(src: Path, out_root: Path, *, zip_it: bool = True, book=None, commit: str | None = None
+              ) -> dict[str, Exercise] | None:
+    """Build one chapter's assignment: the student notebook (the same as ``student/``, made by
+    ``student_notebooks.make``), the grading spec, the Otter test files and autograder zip.
+
+    A chapter whose exercises are all graded by hand gets its notebook and a spec without checks (the gradebook
+    then has a column for those exercises); a chapter without exercises is skipped.
 
     Raises:
-        ValueError: bad markup (:func:`transform`) or a check that reads none of its exercise's variables
-            (:func:`grading.make_spec`).
+        ValueError: bad markup (:func:`transform`), a check that reads none of its exercise's variables
+            (:func:`grading.make_spec`), or a ``forbid`` entry that names nothing importable.
     """
+    import student_notebooks
+
+    book = book or student_notebooks.Book()
     nb = nbformat.read(src, as_version=4)
-    student, exercises = student_notebook(nb, path=str(src))
-    if not exercises:
-        return {}
+    student = student_notebooks.make(src, book)
+    _, exercises = student_notebook(nb, path=str(src))
+    title, titles, labels = exercise_titles(book, src, nb)
+    manual = [{"label": label, "title": titles[label]} for label in labels if label not in exercises]
+    if not exercises and not manual:
+        return None
+    for ex in exercises.values():
+        check_forbid(ex, str(src))
     stem, chapter = src.stem, chapter_of(src)
-    student.cells.insert(1, nbformat.v4.new_markdown_cell(INTRO.format(chapter=int(chapter), stem=stem)))
-    student.cells[1]["id"] = "assignment-intro"
-    student.metadata[META] = assignment_metadata(chapter, stem, exercises)
     base = out_root / stem
     shutil.rmtree(base, ignore_errors=True)
     (base / "student").mkdir(parents=True)
@@ -294,31 +315,82 @@ def build_one(src: Path, out_root: Path, *, zip_it: bool = True) -> dict[str, Ex
     nbformat.write(student, base / "student" / f"{stem}.ipynb")
     for ex in exercises.values():
         (tests / f"{qname(ex.label)}.py").write_text(otter_test_file(ex))
-    req = base / "autograder" / "requirements.txt"
-    req.write_text(GRADER_REQUIREMENTS)
+    (base / "autograder" / "requirements.txt").write_text(grader_requirements(ROOT, commit))
     make_spec(chapter=chapter, notebook=stem, exercises=exercises.values(), solutions=solution_sources(nb),
               reference=[c.source for c in nb.cells if c.cell_type == "code"], qname=qname,
-              source_dir=str(src.resolve().parent)).save(base / "autograder" / SPEC_FILE)
+              source_dir=str(src.resolve().parent), titles=titles, manual=manual,
+              title=title).save(base / "autograder" / SPEC_FILE)
     (base / "autograder").chmod(0o700)  # hidden tests: for the instructor's user only
-    if zip_it:
-        otter_zip(base / "autograder", f"{stem}-autograder.zip")
+    if zip_it and exercises:
+        otter_zip(base / "autograder", f"{stem}-autograder.zip", python_version=PYTHON_VERSION)
     return exercises
 
 
-def build(out: Path, notebooks: list[Path], *, zip_it: bool = True) -> dict[str, dict[str, Exercise]]:
+def check_forbid(ex: Exercise, where: str) -> None:
+    """An exercise's ``forbid`` list names importable references, and a public check tells the student to write
+    the code (``check_own_work``). Raises ``ValueError`` otherwise."""
+    if not ex.forbid:
+        return
+    from grading.forbid import resolve
+    for name in ex.forbid:
+        try:
+            resolve(name)
+        except LookupError:
+            raise ValueError(f"{where}: {ex.label} forbids {name!r}, which names nothing importable") from None
+    if not any(c.kind == "public" and "check_own_work(" in c.code for c in ex.checks):
+        raise ValueError(f"{where}: {ex.label} forbids {', '.join(ex.forbid)}: one of its public checks must call "
+                         "check_own_work(...) so that the student learns it before grading")
+
+
+def build(out: Path, notebooks: list[Path], *, zip_it: bool = True, site: str | None = None
+          ) -> dict[str, dict[str, Exercise]]:
+    """Build every chapter's assignment into ``out`` (see :func:`build_one`) and write ``out/.built`` (the
+    commit it was built from), which ``make grade`` uses to skip a rebuild."""
+    import student_notebooks
+
     out.mkdir(parents=True, exist_ok=True)
+    book, commit = student_notebooks.Book(site=site), source_commit(ROOT)
     built = {}
     for src in notebooks:
-        exercises = build_one(src, out, zip_it=zip_it)
+        exercises = build_one(src, out, zip_it=zip_it, book=book, commit=commit)
         if exercises:
             built[src.stem] = exercises
             pts = sum(e.points for e in exercises.values())
             print(f"{src.stem}: {len(exercises)} graded exercise(s), {pts:g} points "
                   f"({sum(len(e.checks) for e in exercises.values())} checks)")
+        elif exercises is not None:
+            print(f"{src.stem}: no autograded exercise (its exercises are graded by hand)")
         else:
-            print(f"{src.stem}: no marked-up exercise, skipped")
+            print(f"{src.stem}: no exercise, skipped")
+    (out / ".built").write_text(f"{commit or 'unknown'}\n")
     print(f"assignments in {out}")
     return built
+
+
+def fill_stubs(student, source, edits: dict | None = None):
+    """A copy of a built student notebook with every stub replaced by the course's solution (from ``source``),
+    except the stubs in ``edits`` (``{(label, k): code}``; None keeps the stub): a submission."""
+    ref, nb = reference_solutions(source), copy.deepcopy(student)
+    for cell in nb.cells:
+        mark = cell.metadata.get(KEY)
+        if cell.cell_type == "code" and mark and "stub" in mark:
+            key = (mark["exercise"], mark["stub"])
+            code = (edits or {}).get(key, ref[key])
+            if code is not None:
+                cell.source = code
+    return nb
+
+
+def write_solutions(assignments: Path, folder: Path) -> list[Path]:
+    """Write ``SOLUTION__NN_name.ipynb``, the course's solutions as submissions, for every built assignment."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for student in sorted(Path(assignments).glob("*/student/*.ipynb")):
+        source = nbformat.read(ROOT / "notebooks" / student.name, as_version=4)
+        path = folder / f"SOLUTION__{student.name}"
+        nbformat.write(fill_stubs(nbformat.read(student, as_version=4), source), path)
+        out.append(path)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -328,6 +400,11 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("notebooks", nargs="*", type=Path, help="chapter notebooks (default: notebooks/[0-9]*.ipynb)")
     b.add_argument("--out", type=Path, default=ROOT / "_build" / "assignments")
     b.add_argument("--no-zip", action="store_true", help="skip `otter generate` (no Gradescope archive)")
+    b.add_argument("--site", help="the website the notebooks' links lead to (default: the course's), e.g. a "
+                                  "student edition without solutions")
+    so = sub.add_parser("solutions", help="the course's own solutions as submissions (to try the grading)")
+    so.add_argument("folder", type=Path, help="where to write SOLUTION__NN_name.ipynb")
+    so.add_argument("--assignments", type=Path, default=ROOT / "_build" / "assignments")
     g = sub.add_parser("grade", help="grade a folder of submitted notebooks into a gradebook CSV")
     g.add_argument("submissions", type=Path)
     g.add_argument("--assignments", type=Path, default=ROOT / "_build" / "assignments")
@@ -353,7 +430,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "build":
         notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
-        build(args.out, notebooks, zip_it=not args.no_zip)
+        build(args.out, notebooks, zip_it=not args.no_zip, site=args.site)
+        return
+    if args.command == "solutions":
+        for path in write_solutions(args.assignments, args.folder):
+            print(path)
         return
     limits = Limits(seconds=args.timeout, memory_mb=args.memory_mb, processes=args.processes,
                     judge_seconds=args.judge_timeout)

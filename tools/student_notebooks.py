@@ -13,14 +13,20 @@ or opens it in Colab gets none of that; the site's download and Colab buttons le
 * the chapter with the exercises as the assignments have them (``tools/assignments.py``, one transformation):
   each solution replaced by its stub, the public checks visible, the hidden tests and solution text removed;
 * plain Markdown that Jupyter and Colab render: an exercise becomes a "### Exercise N.k" heading (numbered per
-  chapter as on the site, ``_ext/exercise_numbers.py``); an admonition a quoted block; a dropdown a
-  ``<details>`` block, still collapsed; a figure an image embedded as a ``data:`` URI with its caption;
-  a citation "Vaswani et al. (2017)" from ``book/references.bib``; a cross-reference a link to the page on the
-  course website; labels are dropped;
+  chapter as on the site, ``_ext/exercise_numbers.py``) followed by a code cell for the work, or a Markdown cell
+  for the answer when the exercise is a question answered in words; an admonition a quoted block; a dropdown a
+  ``<details>`` block, still collapsed; a figure an image embedded as a ``data:`` URI with its caption; a
+  citation "Vaswani et al. (2017)" from ``book/references.bib``; a cross-reference to another page a link to that
+  page on the course website (``--site`` names another, e.g. a student edition), to this notebook its text;
+  labels are dropped;
 * a quiz (``choice``/``numeric`` of ``tmlib.course.quiz``) as its question and options, without the answer,
   which the page's widget gives;
-* no outputs, execution counts, cell tags or execution timestamps; fresh cell ids; a first note with the link
-  to the executed page. The notebook metadata ``tmlib_assignment`` lets the grader take the finished notebook.
+* no outputs, execution counts, cell tags or execution timestamps; fresh cell ids; a first note on how to work
+  and hand in, without a link to the chapter's page (it holds the solutions; the instructor decides whether
+  they are published). The notebook metadata ``tmlib_assignment``, and the stub cells' ``assignment`` metadata
+  (which exercise, never the solution), let the grader take the finished notebook.
+
+``tools/assignments.py build`` hands out this same notebook.
 
 The website's address is derived from the repository address in ``_config.yml`` (GitHub Pages:
 ``https://OWNER.github.io/NAME/``). Markup this tool does not know raises ``ValueError`` naming the cell, so new
@@ -70,14 +76,14 @@ WIDGET = re.compile(r"^\s*<div class=\"tm-[a-z-]+\"[^>]*>\s*</div>\s*$")
 class Book:
     """What converting a page needs from the rest of the book: addresses, page titles, labels, citations."""
 
-    def __init__(self, root: Path = ROOT):
+    def __init__(self, root: Path = ROOT, site: str | None = None):
         self.root = root
         config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
         repo = config["repository"]
         m = re.match(r"https://github\.com/(?P<owner>[^/]+)/(?P<name>[^/]+?)/?$", repo["url"])
         if not m:
             raise ValueError(f"_config.yml: repository.url {repo['url']!r} is not a GitHub address")
-        self.site = f"https://{m['owner']}.github.io/{m['name']}/"
+        self.site = site.rstrip("/") + "/" if site else f"https://{m['owner']}.github.io/{m['name']}/"
         self.titles: dict[str, str] = {}  # docname -> first heading
         self.labels: dict[str, tuple[str, str | None]] = {}  # label -> (docname, link text or None)
         self.exercise_numbers: dict[str, str] = {}  # exercise label -> "N.k"
@@ -118,6 +124,16 @@ class Book:
 
         for text in cells:
             walk(text)
+
+    def docname(self, path: Path) -> str:
+        """The docname of a chapter notebook; one outside the book (a test's chapter) is indexed on first use."""
+        try:
+            return path.resolve().relative_to(self.root).with_suffix("").as_posix()
+        except ValueError:
+            docname = f"notebooks/{path.stem}"
+            if docname not in self.titles:
+                self._index(docname, page_markdown(path))
+            return docname
 
     def page_url(self, docname: str, anchor: str = "") -> str:
         return f"{self.site}{docname}.html" + (f"#{anchor}" if anchor else "")
@@ -238,9 +254,10 @@ class Converter:
         return text
 
     def widget(self) -> str:
-        """A page's widget (``<div class="tm-...">``, drawn by the site's JavaScript) as a link to the page."""
-        return (f"*(This widget runs in the browser, on [the chapter's page]({self.book.page_url(self.docname)}); "
-                "a notebook cannot draw it.)*")
+        """A page's widget (``<div class="tm-...">``, drawn by the site's JavaScript): a note, not a link (the page
+        holds the solutions, which the instructor may not publish)."""
+        return "*(Here the chapter's page on the course website has a widget that runs in the browser; a notebook " \
+               "cannot draw it.)*"
 
     def directive(self, name: str, arg: str, options: dict, body: str, where: str) -> str:
         if name == "exercise":
@@ -286,6 +303,8 @@ class Converter:
             docname, title = self.book.labels[target]
             if not (text or title):
                 raise ValueError(f"{where}: {{{role}}}`{target}` needs link text (the label is not on a heading)")
+            if docname == self.docname:  # in this notebook: the text alone (a link would open the solutions' page)
+                return f"*{text or title}*"
             return f"[{text or title}]({self.book.page_url(docname, target)})"
         if role == "doc":
             target = re.sub(r"\.(md|ipynb)$", "", target)
@@ -361,17 +380,55 @@ def quiz_markdown(source: str, where: str) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------- a notebook
+def exercise_kinds(nb) -> dict[str, str]:
+    """Per exercise label of a chapter notebook, ``"code"`` when its solution has code cells (or there is none),
+    ``"text"`` when it is text only (an essay question: the student answers in a Markdown cell)."""
+    kinds, inside, has_code = {}, None, False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for d in myst.directives(cell.source, nested=True):
+                if d.name == "exercise" and "label" in d.options:
+                    kinds.setdefault(d.options["label"], "code")
+                elif d.name == "solution" and d.arg:
+                    kinds[d.arg] = "text"
+                elif d.name == "solution-start":
+                    inside, has_code = d.arg, False
+                elif d.name == "solution-end" and inside:
+                    kinds[inside] = "code" if has_code else "text"
+                    inside = None
+        elif inside is not None:
+            has_code = True
+    return kinds
+
+
+def note(chapter: int, stem: str, checked: bool, essays: bool) -> str:
+    """The first note of a student notebook: how to work and hand in (no link to the page with the solutions)."""
+    text = (f"*This is the notebook of chapter {chapter} for you to run and work in. Run the cells from the top. "
+            "Each exercise is followed by a cell for your work")
+    if checked:
+        text += ": where it holds a function or a variable with `...` to complete, the check cell below it says " \
+                "what is wrong"
+    if essays:
+        text += "; a question is answered in the Markdown cell below it"
+    return text + (f". To hand the notebook in, run it from the top and save it as `YOURID__{stem}.ipynb` (your id, "
+                   "two underscores, the name).*")
+
+
 def make(path: Path, book: Book | None = None):
-    """The student notebook of one chapter notebook (a new ``NotebookNode``).
+    """The student notebook of one chapter notebook (a new ``NotebookNode``): the same notebook
+    ``tools/assignments.py build`` hands out. Stub cells keep their ``assignment`` metadata (which exercise, which
+    stub; never the solution), so that the grader knows them.
 
     Raises:
         ValueError: markup with no plain-Markdown form, a dangling reference, or bad exercise markup.
     """
     book = book or Book()
     nb = nbformat.read(path, as_version=4)
-    docname = path.resolve().relative_to(book.root).with_suffix("").as_posix()
+    docname = book.docname(path)
     student, exercises = student_notebook(nb, path=str(path), clear_outputs=True)
     convert = Converter(book, docname)
+    kinds = exercise_kinds(nb)
+    label_of = {number: label for label, number in book.exercise_numbers.items()}
     cells = []
     for i, cell in enumerate(student.cells):
         where = f"{path.name}, cell {i}"
@@ -385,20 +442,25 @@ def make(path: Path, book: Book | None = None):
                     cells.append(nbformat.v4.new_markdown_cell(text))
                 number = re.search(r"^### Exercise (\S+?)(?::|$)", text, re.M)
                 if number and not (has_stub and k == len(chunks) - 1):
-                    cells.append(nbformat.v4.new_code_cell(f"# Exercise {number[1]}: your work"))
+                    if kinds.get(label_of.get(number[1], ""), "code") == "text":
+                        cells.append(nbformat.v4.new_markdown_cell(
+                            f"*Your answer to Exercise {number[1]} (double-click this cell to write it):*"))
+                    else:
+                        cells.append(nbformat.v4.new_code_cell(f"# Exercise {number[1]}: your work"))
             continue
         quiz = quiz_markdown(cell.source, where) if "remove-input" in cell.metadata.get("tags", []) else None
         if quiz is not None:
             cells.append(nbformat.v4.new_markdown_cell(convert.cell(quiz, where)))
             continue
-        cells.append(nbformat.v4.new_code_cell(install_everywhere(cell.source) if i == 1 else cell.source))
+        in_book = book.root in path.resolve().parents  # a chapter of the book starts with its install cell
+        install = i == 1 and (in_book or "google.colab" in cell.source)
+        code = nbformat.v4.new_code_cell(install_everywhere(cell.source) if install else cell.source)
+        if "assignment" in cell.metadata and "stub" in cell.metadata["assignment"]:
+            code.metadata["assignment"] = copy.deepcopy(cell.metadata["assignment"])
+        cells.append(code)
     chapter = chapter_of(path)
-    note = (f"*This is the notebook of chapter {int(chapter)} for you to run and work in. The [chapter's page]"
-            f"({book.page_url(docname)}) shows it executed, with the solutions of the exercises. Run the cells "
-            "from the top. Each exercise is followed by a cell for your work")
-    note += (": where it holds a function or a variable with `...` to complete, the check cell below it says what "
-             "is wrong.*" if exercises else ".*")
-    cells.insert(1, nbformat.v4.new_markdown_cell(note))
+    essays = any(c.cell_type == "markdown" and c.source.startswith("*Your answer to Exercise") for c in cells)
+    cells.insert(1, nbformat.v4.new_markdown_cell(note(int(chapter), path.stem, bool(exercises), essays)))
     out = nbformat.v4.new_notebook(cells=cells)
     out.metadata = copy.deepcopy({k: v for k, v in nb.metadata.items() if k in ("kernelspec", "language_info")})
     if exercises:
@@ -417,9 +479,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, help="chapter notebooks (default: notebooks/NN_*.ipynb)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--check", action="store_true", help="write nothing; fail if a student notebook is stale")
+    parser.add_argument("--site", help="the website the links lead to (default: the course's, from _config.yml), "
+                                       "e.g. a student edition without solutions")
     args = parser.parse_args(argv)
     notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
-    book, stale = Book(), []
+    book, stale = Book(site=args.site), []
     args.out.mkdir(parents=True, exist_ok=True)
     for path in notebooks:
         text = render(make(path.resolve(), book))

@@ -320,10 +320,13 @@ def grade(submissions: Path, assignments: Path, out_csv: Path | None = None, *, 
         try:
             cells, meta, marks = read_notebook(path)
             g.spec = fixed or which_assignment(path, meta, specs)
-            if not cells:
-                g.notes.append("no code cells")
-            tasks.append((g.spec, cells, marks))
-            task_of.append(len(graded) - 1)
+            if not g.spec.exercises:  # every exercise of this chapter is graded by hand: nothing to run
+                g.notes.append(f"no autograded exercise; graded by hand: {', '.join(m['title'] for m in g.spec.manual)}")
+            else:
+                if not cells:
+                    g.notes.append("no code cells")
+                tasks.append((g.spec, cells, marks))
+                task_of.append(len(graded) - 1)
         except NotGradable as err:
             g.gradable, g.notes = False, [f"not gradable: {err}"]
             if g.spec is None:  # an unreadable file: its chapter from its name, for duplicates

@@ -44,24 +44,67 @@ def otter_test_file(ex) -> str:
     return "\n".join(lines) + "\n"
 
 
-GRADER_REQUIREMENTS = """\
-# What the grading environment needs (Gradescope builds it from this file; local grading uses the course venv).
-numpy>=1.24
-pandas>=2
-matplotlib>=3.7
-seaborn>=0.12
-torch>=2.1
-tmlib @ git+https://github.com/attention-executable/attention-executable
-"""
+# What the hidden tests import, from tmlib's own dependencies and the extras the chapters install.
+GRADING_EXTRAS = ("torch", "train", "viz")
 
 
-def otter_zip(folder: Path, name: str) -> None:
-    """``otter generate`` in ``folder`` (holding ``tests/`` and ``requirements.txt``): writes ``folder/name``.
+def lock_python(root: Path) -> str:
+    """The Python version the course's lock is made for (its header says "Python 3.11"), else this one's."""
+    m = re.search(r"Python (\d+\.\d+)", (root / "requirements.txt").read_text(encoding="utf-8")[:400])
+    return m.group(1) if m else f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+PYTHON_VERSION = lock_python(Path(__file__).resolve().parents[2])
+
+
+def source_commit(root: Path) -> str | None:
+    """The commit the assignments are built from (None outside git); warns when tmlib or the chapters have
+    changes that are not committed, since the archive's tmlib comes from the commit."""
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True, capture_output=True,
+                                text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "tmlib", "notebooks",
+                                "pyproject.toml"], check=True, capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    if dirty:
+        print(f"WARNING: tmlib/ or notebooks/ have uncommitted changes; the Gradescope archives pin tmlib to "
+              f"{commit[:12]}: commit and push, then rebuild", file=sys.stderr)
+    return commit
+
+
+def grader_requirements(root: Path, commit: str | None) -> str:
+    """The Gradescope environment: tmlib's dependencies and the chapters' extras at the versions of the course's
+    lock (``requirements.txt``), PyTorch's CPU wheels, and tmlib itself at ``commit`` (the commit the assignments
+    were built from), so that the hidden tests run against the library they were written for."""
+    import tomllib
+
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = [*project["dependencies"], *(r for e in GRADING_EXTRAS for r in project["optional-dependencies"][e])]
+    names = {re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in wanted} | {"pandas"}
+    pins = {}
+    for line in (root / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==", 1)
+            pins[name.strip().lower().replace("_", "-")] = version.strip()
+    config = (root / "_config.yml").read_text(encoding="utf-8")
+    url = re.search(r"^\s*url:\s*(https://github\.com/\S+?)/?\s*$", config, re.M).group(1)
+    lines = ["# The grading environment, from the course's lock (Python "
+             f"{lock_python(root)}; Gradescope builds it from this file)",
+             "--extra-index-url https://download.pytorch.org/whl/cpu",
+             *(f"{name}=={pins[name]}" if name in pins else name for name in sorted(names)),
+             f"tmlib @ git+{url}" + (f"@{commit}" if commit else "")]
+    return "\n".join(lines) + "\n"
+
+
+def otter_zip(folder: Path, name: str, python_version: str = PYTHON_VERSION) -> None:
+    """``otter generate`` in ``folder`` (holding ``tests/`` and ``requirements.txt``): writes ``folder/name``, for
+    a grading image with ``python_version`` (the lock's).
 
     Raises:
         subprocess.CalledProcessError: otter failed (its output is on the exception).
     """
     otter = Path(sys.executable).with_name("otter")
     cmd = [str(otter) if otter.exists() else "otter", "generate", "--tests-dir", "tests", "--output-path", name,
-           "--requirements", "requirements.txt", "--no-config", "--no-environment"]
+           "--requirements", "requirements.txt", "--no-config", "--no-environment", "--python-version", python_version]
     subprocess.run(cmd, cwd=folder, check=True, capture_output=True, text=True)
