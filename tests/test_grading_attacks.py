@@ -523,3 +523,81 @@ def test_public_checks_use_the_graders_inputs(chapter_specs, label):
     results, _ = J.judge(spec, grading.driver.message(namespace, J.job_names(spec), []))
     [row] = [r for r in results if r.qname == A.qname(label)]
     assert row.points == 0 and any(n.startswith("public: ") for n in row.notes), row
+
+
+OWN_SOFTMAX = ("def my_softmax(x):\n    x = np.asarray(x, dtype=float)\n    e = np.exp(x - x.max(-1, keepdims=True))\n"
+               "    return e / e.sum(-1, keepdims=True)")
+DELEGATIONS = {  # ways to hand the build-it to the library's own softmax: each scores 0
+    "direct": "def my_softmax(x):\n    return R.softmax(x)",
+    "alias": "from tmlib.ref import softmax as _sm\n\ndef my_softmax(x, f=_sm):\n    return f(x)",
+    "dynamic": "def my_softmax(x):\n    return getattr(R, 'soft' + 'max')(x)",  # unseen by inspection, stopped when run
+}
+
+
+def _forbid_chapter(folder: Path, public: str) -> Path:
+    mark = {"exercise": "ex-44-softmax", "stub": "def my_softmax(x):\n    ...", "forbid": ["tmlib.ref.softmax"]}
+    check = lambda code, kind: _cell(code, tags=["remove-cell"],  # noqa: E731
+                                     mark={"exercise": "ex-44-softmax", "check": kind})
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_cell("import numpy as np\nfrom tmlib import ref as R\nfrom tmlib.course import check_close, check_own_work"),
+                _cell("```{exercise}\n:label: ex-44-softmax\nWrite softmax.\n```", kind="markdown"),
+                _cell("```{solution-start} ex-44-softmax\n:class: dropdown\n```", kind="markdown"),
+                _cell(OWN_SOFTMAX, mark=mark), check(public, "public"),
+                check("x_ = np.arange(6.0).reshape(2, 3)\ncheck_close(my_softmax(x_), R.softmax(x_), 'my_softmax')",
+                      "hidden"),
+                _cell("```{solution-end}\n```", kind="markdown")]
+    nbformat.write(nb, folder / "44_forbid.ipynb")
+    return folder / "44_forbid.ipynb"
+
+
+def test_a_build_it_cannot_delegate_to_the_library(tmp_path):
+    """Issue 24: a build-it passed by returning the reference's output; now the grader runs it with the forbidden
+    reference raising "write it yourself", and the public check says so in the student's notebook."""
+    src, out, subs = tmp_path / "src", tmp_path / "assignments", tmp_path / "subs"
+    for d in (src, subs):
+        d.mkdir()
+    public = ("print(check_own_work(my_softmax, ['tmlib.ref.softmax']))\n"
+              "print(check_close(my_softmax([[1.0, 2.0, 3.0]]), R.softmax([[1.0, 2.0, 3.0]]), 'my_softmax'))")
+    with pytest.raises(ValueError, match="must call check_own_work"):
+        A.build(out, [_forbid_chapter(src, public.split("\n")[1])], zip_it=False)
+    A.build(out, [_forbid_chapter(src, public)], zip_it=False)
+    student = nbformat.read(out / "44_forbid" / "student" / "44_forbid.ipynb", as_version=4)
+    for who, code in {"own": OWN_SOFTMAX, **DELEGATIONS}.items():
+        nb = nbformat.from_dict(student)
+        for cell in nb.cells:
+            if "stub" in cell.metadata.get("assignment", {}):
+                cell.source = code
+        nbformat.write(nb, subs / f"{who}__44_forbid.ipynb")
+    rows = A.grade(subs, out, sandbox="bwrap" if grading.probe() is None else "none", limits=LIMITS)
+    got = {r["student"]: (r["points"], r["note"]) for r in rows if r["exercise"] == "ex_44_softmax"}
+    assert got.pop("own") == (2, "")
+    for who, (points, note) in got.items():
+        assert points == 0 and "tmlib.ref.softmax is not available in the exercise of my_softmax: write it yourself" \
+            in note, (who, note)
+    assert "public: AssertionError: my_softmax calls tmlib.ref.softmax: this exercise asks you to write it" in \
+        dict((k, v[1]) for k, v in got.items())["direct"]
+
+
+def test_reports_for_instructors(batch):
+    """Feedback per file (public messages only), statistics per exercise, Canvas and Moodle imports."""
+    subs = Path(batch["paths"]["submissions"])
+    bob = (subs / "gradebook_feedback" / "bob__42_toy.md").read_text()
+    assert "Autograded score: **5 / 7**" in bob and "a hidden test does not" in bob
+    assert "the answer is wrong" not in bob  # the hidden test's own message stays hidden
+    fn = (subs / "gradebook_feedback" / "fnwrong__42_toy.md").read_text()
+    assert "passed" in fn
+    loop = (subs / "gradebook_feedback" / "loop__42_toy.md").read_text()
+    assert "could not be graded: not gradable: ran past the time limit" in loop
+    with (subs / "gradebook_statistics.csv").open() as f:
+        stats = {r["exercise"]: r for r in csv.DictReader(f)}
+    assert stats["ex_42_answer"]["most_frequent_message"] == "AssertionError: answer must be a positive int"
+    assert int(stats["TOTAL"]["not_gradable"]) >= 6 and float(stats["TOTAL"]["most_memory_mb"]) > 0
+    with (subs / "gradebook_canvas.csv").open() as f:
+        canvas = list(csv.reader(f))
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Chapter 42: A toy chapter (autograded)"]
+    assert canvas[1] == ["Points Possible", "", "", "", "", "7.0"]
+    by_id = {row[0]: row[5] for row in canvas[2:]}
+    assert by_id["alice"] == "7.0" and by_id["dup"] == "" and by_id["bob"] == "5.0"
+    with (subs / "gradebook_moodle.csv").open() as f:
+        moodle = list(csv.reader(f))
+    assert moodle[0] == ["Username", "Chapter 42: A toy chapter (autograded)"] and ["alice", "7.0"] in moodle

@@ -117,10 +117,10 @@ def _raising_function(message: str):
 
 
 def references(fn, names) -> list[str] | None:
-    """Which of ``names`` the student's function ``fn`` refers to (``tmlib.course.checks.forbidden_references``),
+    """Which of ``names`` the student's function ``fn`` refers to (``tmlib.course.diagnostics.forbidden_references``),
     or None when that cannot be told here."""
     try:
-        from tmlib.course.checks import forbidden_references
+        from tmlib.course.diagnostics import forbidden_references
         return forbidden_references(fn, names)
     except Exception:  # noqa: BLE001 - no tmlib, or a function it cannot inspect
         return None
