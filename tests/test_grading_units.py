@@ -200,3 +200,58 @@ def test_without_bwrap_the_grader_warns_or_refuses(monkeypatch, capsys):
         S.choose("bwrap")
     assert S.choose("auto").kind == "none"
     assert "WITHOUT A SANDBOX" in capsys.readouterr().err
+
+
+def test_data_folder_through_a_link_reaches_the_sandbox(tmp_path, monkeypatch):
+    data = tmp_path / "store"
+    data.mkdir()
+    (tmp_path / "link").symlink_to(data)
+    monkeypatch.setenv("TMLIB_DATA_DIR", str(tmp_path / "link"))
+    assert S.Sandbox("bwrap", expose=(str(tmp_path / "link"),))._env("/lib")["TMLIB_DATA_DIR"] == str(data)
+    assert "TMLIB_DATA_DIR" not in S.Sandbox("bwrap", expose=())._env("/lib")  # not exposed: not passed on
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="user ids of their own need root (without root: the grader's user id)")
+def test_each_submission_gets_a_user_id_of_its_own():
+    from grading import limits as L
+
+    a, b = L.reserve_uid(), L.reserve_uid()
+    try:
+        assert a.uid != b.uid and a.uid >= L.UID_BASE and b.uid >= L.UID_BASE
+    finally:
+        a.release()
+        b.release()
+
+
+def test_cgroup_support_is_probed_and_can_be_turned_off(monkeypatch):
+    from grading import limits as L
+
+    monkeypatch.setattr(L, "_SUPPORT", {})
+    monkeypatch.setenv("TM_GRADE_CGROUP", "0")
+    assert L.cgroup_support() == ("none", "cgroups turned off (TM_GRADE_CGROUP=0)")
+    assert L.new_cgroup(2**30, 16) is None
+    monkeypatch.setattr(L, "_SUPPORT", {})
+    monkeypatch.delenv("TM_GRADE_CGROUP")
+    kind, where = L.cgroup_support()
+    group = L.new_cgroup(2**30, 16)
+    assert (group is None) == (kind == "none"), (kind, where)
+    if group is not None:
+        assert group.pids() == [] and group.oom_kills() == 0
+        group.remove()
+        assert not group.memory.exists()
+
+
+def test_the_watchdog_kills_past_the_limit():
+    from grading import limits as L
+
+    killed = []
+    watch = L.MemoryWatch(10 * 2**20, lambda: [os.getpid()], lambda: killed.append(True))  # this process: > 10 MB
+    watch._sample()
+    assert watch.exceeded and killed == [True] and watch.peak > 10 * 2**20
+
+
+def test_default_jobs_follow_cpus_and_memory():
+    from grading import pool
+
+    assert 1 <= pool.default_jobs(4096) <= (os.cpu_count() or 1)
+    assert pool.default_jobs(10**9) == 1  # no machine holds two submissions of a petabyte

@@ -239,3 +239,19 @@ def test_myst_structure_comes_from_markdown_it():
         ("math", "x", "{math}`x`"), ("ref", "sec-a", "{ref}`sec-a`")]
     with pytest.raises(ValueError, match="no closing"):
         myst.outline("```{note}\nnever closed\n")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_link_to_the_page_with_the_solutions(path):
+    """Issue 24: the header linked to the chapter's page "with the solutions"; the notebook links to no page that
+    shows this chapter's solutions, and essay questions get a Markdown cell to answer in."""
+    nb = _student(path)
+    docname = f"notebooks/{path.stem}"
+    assert BOOK.page_url(docname) not in _markdown(nb) and "solution" not in nb.cells[1].source.lower()
+    kinds = sn.exercise_kinds(nbformat.read(path, as_version=4))
+    numbers = {BOOK.exercise_numbers[label]: kind for label, kind in kinds.items()}
+    for i, cell in enumerate(nb.cells):
+        m = re.search(r"^### Exercise (\S+?)(?::|$)", cell.source, re.M) if cell.cell_type == "markdown" else None
+        if m and numbers[m[1]] == "text":
+            answer = nb.cells[i + 1]
+            assert answer.cell_type == "markdown" and answer.source.startswith(f"*Your answer to Exercise {m[1]}")
