@@ -2,45 +2,33 @@
 
 Usage (what `make assignments` and `make grade` run):
 
-    python tools/assignments.py build [--out _build/assignments] [--no-zip] [NOTEBOOK ...]
-    python tools/assignments.py grade SUBMISSIONS [--assignments _build/assignments] [--out gradebook.csv]
-                                      [--chapter NN] [--sandbox auto|bwrap|none] [--timeout S] [--expose PATH]
+    python tools/assignments.py build [--out _build/assignments] [--no-zip] [--site URL] [NOTEBOOK ...]
+    python tools/assignments.py grade SUBMISSIONS [--assignments _build/assignments] [--out CSV_OR_FOLDER]
+                                      [--chapter NN] [--sandbox auto|bwrap|none] [--timeout S] [--memory-mb M]
+                                      [--processes P] [--judge-timeout S] [--jobs N] [--expose PATH] [--verbose]
+    python tools/assignments.py solutions FOLDER [--assignments _build/assignments]
 
-``build`` reads every chapter notebook ``notebooks/NN_*.ipynb`` whose exercises carry the markup below and writes,
-per chapter, under ``_build/assignments/NN_name/``:
+``build`` reads every chapter notebook ``notebooks/NN_*.ipynb`` that has exercises and writes, per chapter, under
+``_build/assignments/NN_name/``:
 
-* ``student/NN_name.ipynb``: the chapter with every exercise solution replaced by its stub, the public checks as
-  visible code cells (they only need ``tmlib``, so they run in Colab too), hidden tests and solution text removed,
-  outputs cleared. Its metadata ``tmlib_assignment`` names the assignment (the grader uses it only to pick one of
-  the built assignments, so a student may rename the file).
-* ``autograder/grading.json`` (instructor only, mode 0700 folder): what ``grade`` uses, see ``grading/spec.py``.
+* ``student/NN_name.ipynb``: the notebook of ``student/`` (``student_notebooks.make``): stubs instead of solutions,
+  the public checks visible, hidden tests, solution text and quiz answers out, plain Markdown. Its metadata
+  ``tmlib_assignment`` names the assignment (the grader uses it only to pick one of the built assignments, so a
+  student may rename the file);
+* ``autograder/grading.json`` (instructor only, mode 0700 folder): what ``grade`` uses, see ``grading/spec.py``;
 * ``autograder/tests/<exercise>.py`` and ``autograder/NN_name-autograder.zip``: Otter-Grader test files and
-  archive (``otter generate``; ``--no-zip`` skips it), for a Gradescope upload. ``grade`` does not use them: Otter
-  runs the tests in the student's own kernel, where a submission can patch them.
+  archive (``otter generate``; ``--no-zip`` skips it) for Gradescope, its environment pinned to the lock and to
+  the commit (``grading/otter.py``). ``grade`` does not use them: Otter runs the tests in the student's kernel.
 
-``grade`` runs each submission's code in a sandbox and judges the values it sends back in the grader's own process
-(package ``grading``, whose docstrings and CONTRIBUTING.md say what this protects against). It writes a gradebook
-CSV with columns ``student, chapter, exercise, points, max_points, file, note``: one row per exercise and a
-``TOTAL`` row per file; a file that cannot be graded gets one ``TOTAL`` row whose note says why.
-The **student id is taken from the file name**: the part before the first ``__`` of the file's stem
-(``alice__01_attention_by_hand.ipynb`` -> ``alice``), or the whole stem when there is no ``__``
-(``alice.ipynb`` -> ``alice``); a submission inside a sub-folder of SUBMISSIONS takes the sub-folder's name
-instead (``SUBMISSIONS/alice/anything.ipynb`` -> ``alice``), as LMS downloads are often laid out.
+``grade`` runs each submission's code in a sandbox and judges the values it sends back outside it (package
+``grading``, whose docstrings and CONTRIBUTING.md say what this protects against), and writes the gradebook and the
+files beside it (``grading/reports.py``). ``solutions`` writes the course's own solutions as submissions.
 
-The markup (cell metadata key ``assignment``; CONTRIBUTING.md, "Assignments", is the reference):
-
-* a code cell of a gated solution (between ``{solution-start}`` and ``{solution-end}``) with
-  ``{"assignment": {"exercise": LABEL, "stub": CODE}}`` is replaced by ``CODE`` in the student notebook;
-  solution code cells without a stub, and the solution's markdown, are left out;
-* a code cell tagged ``remove-cell`` with ``{"assignment": {"exercise": LABEL, "check": "public", "points": P}}``
-  is a public check: hidden on the site, shown (untagged, without output) in the student notebook, and a graded
-  check worth P points (default 1);
-* the same with ``"check": "hidden"`` is a hidden test: only in the instructor's folder.
-
-Check and test cells run against the notebook's global variables; they should call ``tmlib.course.checks.check_close``
-(whose messages state the tolerance) or ``assert`` with a message. They also run, against the reference
-solution, whenever the chapter is executed (the site build and nbval), so a check that rejects the course's own
-solution fails ``make test``.
+The markup (cell metadata key ``assignment``; CONTRIBUTING.md, "Assignments", is the reference): a code cell of a
+gated solution with ``{"exercise": LABEL, "stub": CODE}`` (and optionally ``"forbid": [dotted names]``) is replaced
+by ``CODE``; a cell tagged ``remove-cell`` with ``{"exercise": LABEL, "check": "public" | "hidden", "points": P}``
+is a public check (shown to the student) or a hidden test. Checks run against the notebook's global variables,
+also whenever the chapter is executed, so a check that rejects the course's own solution fails ``make test``.
 """
 from __future__ import annotations
 
@@ -271,15 +259,13 @@ def assignment_metadata(chapter: str, stem: str, exercises: dict[str, Exercise])
     return {"chapter": chapter, "notebook": stem, "exercises": {qname(e.label): e.points for e in exercises.values()}}
 
 
-def exercise_titles(book, src: Path, nb) -> tuple[str, dict[str, str], list[dict]]:
-    """The chapter's title, each exercise's title ("Exercise 1.5", numbered as on the site) and the exercises that
-    are graded by hand (every exercise without autograded checks: essay questions and open work)."""
-    docname = book.docname(src)
+def exercise_titles(book, src: Path) -> tuple[str, dict[str, str]]:
+    """The chapter's title and each of its exercises' titles ("Exercise 1.5", numbered as on the site), in order."""
     titles = {label: f"Exercise {number}" for label, number in book.exercise_numbers.items()
               if number.split(".")[0] == str(int(chapter_of(src)))}
-    heading = book.titles.get(docname, src.stem)
-    title = heading.split(". ", 1)[1] if ". " in heading and heading.split(". ", 1)[0].isdigit() else heading
-    return title, titles, [label for label in titles]
+    heading = book.titles.get(book.docname(src), src.stem)
+    number, _, rest = heading.partition(". ")
+    return (rest if number.isdigit() and rest else heading), titles
 
 
 def build_one(src: Path, out_root: Path, *, zip_it: bool = True, book=None, commit: str | None = None
@@ -300,8 +286,8 @@ def build_one(src: Path, out_root: Path, *, zip_it: bool = True, book=None, comm
     nb = nbformat.read(src, as_version=4)
     student = student_notebooks.make(src, book)
     _, exercises = student_notebook(nb, path=str(src))
-    title, titles, labels = exercise_titles(book, src, nb)
-    manual = [{"label": label, "title": titles[label]} for label in labels if label not in exercises]
+    title, titles = exercise_titles(book, src)
+    manual = [{"label": label, "title": titles[label]} for label in titles if label not in exercises]
     if not exercises and not manual:
         return None
     for ex in exercises.values():
