@@ -67,7 +67,7 @@ QUICK_RECIPE = dataclasses.replace(GPU_RECIPE, model=dataclasses.replace(GPU_REC
 QUICK_PAIRS = 3000  # training pairs of the rehearsal
 
 
-def recipe(args) -> "TrainConfig":  # noqa: F821
+def recipe(args):
     """:data:`GPU_RECIPE` (or :data:`QUICK_RECIPE`) on ``args.device`` with ``--minutes`` if given."""
     config = dataclasses.replace(QUICK_RECIPE if args.quick else GPU_RECIPE, device=args.device)
     if args.minutes is not None:

@@ -199,7 +199,8 @@ def main(argv=None) -> int:
                                     if device.type == "cuda" else None}
     for name_, entry in measure(models, batches, args, device).items():
         results["models"][name_].update(rates(entry))
-    results["ratio_tmlib_over_nn"] = results["models"]["tmlib"]["tokens_per_s"] / results["models"]["nn"]["tokens_per_s"]
+    m = results["models"]
+    results["ratio_tmlib_over_nn"] = m["tmlib"]["tokens_per_s"] / m["nn"]["tokens_per_s"]
     save("eager")
     t = results["models"]
     print(f"{args.preset}: tmlib {t['tmlib']['tokens_per_s']:,.0f} tok/s (MFU {_mfu(t['tmlib'])}), "

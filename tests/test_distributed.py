@@ -262,9 +262,9 @@ def _one_process_group_worker(rank, device, out_dir):
         translation_loss(m(batch.src, batch.tgt_in), batch.tgt_out, train.pad_id, 0.1).backward()
     control = D.control_group()  # NCCL: a gloo group for the trainer's control messages; gloo: the group itself
     torch.distributed.barrier(group=control)
+    same = [torch.equal(a.grad, b.grad) for a, b in zip(plain.parameters(), ddp.module.parameters())]
     torch.save({"backend": torch.distributed.get_backend(), "sum": t.cpu(), "control": control is not None,
-                "same_grads": [torch.equal(a.grad, b.grad) for a, b in zip(plain.parameters(), ddp.module.parameters())]},
-               Path(out_dir) / "one.pt")
+                "same_grads": same}, Path(out_dir) / "one.pt")
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(

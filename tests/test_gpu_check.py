@@ -5,6 +5,7 @@ available: the plan fits the nine minutes, what the GPU machine lacks travels, a
 import ast
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -92,8 +93,8 @@ def test_junit_xml_becomes_a_list_of_outcomes(tmp_path):
 def test_rehearsal_runs_every_part_and_writes_every_record(tmp_path):
     out, work, bundle = tmp_path / "out", tmp_path / "work", tmp_path / "bundle"
     env = None
-    if "TMLIB_DATA_DIR" not in __import__("os").environ and (SHARED / "multi30k").is_dir():
-        env = dict(__import__("os").environ, TMLIB_DATA_DIR=str(SHARED))
+    if "TMLIB_DATA_DIR" not in os.environ and (SHARED / "multi30k").is_dir():
+        env = dict(os.environ, TMLIB_DATA_DIR=str(SHARED))
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_check.py"), "--device", "cpu", "--quick",
                            "--out-dir", str(out), "--work-dir", str(work), "--bundle", str(bundle), "--no-install",
                            "--budget-scale", "4", "--deadline", "1800"], capture_output=True, text=True, env=env,

@@ -268,7 +268,8 @@ def headline(args) -> dict:
         out["bleu"] = {k: {m: t[k][m] for m in ("bleu", "bleu_lowercase")} for k in ("greedy", "beam4")}
         out["bleu_target_met"] = t.get("gpu_check", {}).get("met")
     if (t := read("fp16")) is not None:
-        out["fp16"] = {"trains": t["results"]["trains"], "resume_bit_identical": t["results"]["resume"]["bit_identical"]}
+        r = t["results"]
+        out["fp16"] = {"trains": r["trains"], "resume_bit_identical": r["resume"]["bit_identical"]}
     if (t := read("mfu")) is not None:
         out["mfu"] = t["results"]["targets"]
         out["compile_s"] = t["results"]["models"].get("tmlib_compiled", {}).get("compile_s")
