@@ -369,3 +369,76 @@ def check_bertviz(page, html: str) -> tuple[int, list[str]]:
             else:
                 problems.append(f"{where}: a bertviz view this test does not know; extend check_bertviz")
     return len(ids), problems
+
+
+# --------------------------------------------------------------------------------------------------
+# Nothing cut off: display equations, code blocks and attention views fit the column or scroll
+# --------------------------------------------------------------------------------------------------
+
+#: What must fit: display maths (MathJax), code blocks (listings, code cells, outputs) and bertviz's views.
+FIT_SELECTOR = 'mjx-container[display="true"], pre, div[id^="bertviz-"]'
+
+FIT_JS = """
+(selector) => {
+  const column = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const col = column.getBoundingClientRect();
+  const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  const describe = el => {
+    const text = (el.textContent || '').replace(/\\s+/g, ' ').trim();
+    return el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + ' "' + text.slice(0, 50) + '"';
+  };
+  const out = [];
+  document.querySelectorAll(selector).forEach((el, index) => {
+    if (!el.getClientRects().length || el.closest('details:not([open])')) return;  // not shown
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0) return;
+    const found = [];
+    // 1. the element's box reaches past the column
+    const past = Math.max(r.right - col.right, col.left - r.left);
+    if (past > 1) found.push({how: 'wider than the column by ' + Math.round(past) + ' px', px: past});
+    // 2. its content is wider than its box and the box does not scroll
+    const own = el.scrollWidth - el.clientWidth;
+    if (own > 1 && !scrolls(el)) found.push({how: 'content ' + own + ' px wider than its box, which does not scroll', px: own});
+    // 3. an enclosing box up to the column cuts it off (overflow hidden or clip, content wider than the box)
+    for (let a = el.parentElement; a && a !== column.parentElement; a = a.parentElement) {
+      const cut = a.scrollWidth - a.clientWidth;
+      const ox = getComputedStyle(a).overflowX;
+      if (cut > 1 && (ox === 'hidden' || ox === 'clip')) {
+        found.push({how: 'cut off by ' + a.tagName.toLowerCase() + '.' + String(a.className).split(' ')[0]
+                         + ' (overflow ' + ox + ', ' + cut + ' px hidden)', px: cut});
+        break;
+      }
+    }
+    const widest = Math.max(0, el.scrollWidth - r.width);
+    if (found.length || widest > 0)
+      out.push({index, what: describe(el), problems: found.map(f => f.how),
+                px: Math.max(0, ...found.map(f => f.px)), scrollPx: widest});
+  });
+  return out;
+}
+"""
+
+
+def check_fit(page) -> tuple[list[str], dict | None, dict | None]:
+    """No display equation, code block or attention view is cut off or wider than the page's column: each fits,
+    or scrolls sideways inside it (see ``FIT_JS`` for the three ways of not fitting).
+
+    Returns:
+        (problems, the worst clipped element or None, the widest scrolling element or None); each element is a
+        dict with ``index`` (among ``FIT_SELECTOR``'s matches), ``what``, ``problems``, ``px`` (how much is cut
+        off or sticks out) and ``scrollPx`` (how far it scrolls).
+    """
+    found = page.evaluate(FIT_JS, FIT_SELECTOR)
+    bad = [f for f in found if f["problems"]]
+    problems = [f"{f['what']}: {'; '.join(f['problems'])}" for f in bad]
+    worst = max(bad, key=lambda f: f["px"]) if bad else None
+    widest = max(found, key=lambda f: f["scrollPx"]) if found else None
+    return problems, worst, widest
+
+
+def screenshot_element(page, index: int, path: Path) -> None:
+    """A screenshot of the viewport with the ``index``-th match of ``FIT_SELECTOR`` scrolled into view."""
+    page.evaluate("([s, i]) => document.querySelectorAll(s)[i].scrollIntoView({block: 'center'})",
+                  [FIT_SELECTOR, index])
+    page.wait_for_timeout(100)
+    page.screenshot(path=str(path))
