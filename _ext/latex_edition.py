@@ -198,6 +198,29 @@ class LatexFallbacks(SphinxPostTransform):
                 text.parent.replace(text, parts)
 
 
+PDF_NAME = "attention-executable.pdf"
+
+
+def _config_inited(app: Sphinx, config) -> None:
+    """``{{ pdf_link }}`` on the pages: a link to the PDF where the site is published, from the repository's
+    address in ``_config.yml`` (the one place it is typed)."""
+    url = site_address(app) + PDF_NAME if site_address(app) else PDF_NAME
+    config.myst_substitutions = {**(config.myst_substitutions or {}), "pdf_link": f"[{PDF_NAME}]({url})"}
+    # read by the LaTeX builder when it starts (so not in builder-inited); the other builders ignore them
+    elements = dict(config.latex_elements or {})
+    elements["preamble"] = elements.get("preamble", "") + PREAMBLE
+    elements["fontpkg"] = FONTS
+    config.latex_elements = elements
+
+
+def _copy_pdf(app: Sphinx, exception) -> None:
+    """An HTML build copies the PDF into the site's root when ``make pdf`` has built it (the published site
+    serves it there)."""
+    pdf = Path(app.srcdir) / "_build" / "pdf" / "_build" / "latex" / PDF_NAME
+    if exception is None and app.builder.format == "html" and pdf.is_file():
+        shutil.copy2(pdf, Path(app.outdir) / PDF_NAME)
+
+
 def _builder_inited(app: Sphinx) -> None:
     if app.builder.format != "latex":
         return
@@ -205,14 +228,12 @@ def _builder_inited(app: Sphinx) -> None:
     app.config.numfig_format = {**app.config.numfig_format, "figure": "%s"}
     # Jupyter Book's LaTeX class loads bbm, which Debian ships only with texlive-fonts-extra: a stand-in
     app.config.latex_additional_files = [*app.config.latex_additional_files, str(HERE / "latex" / "bbm.sty")]
-    elements = dict(app.config.latex_elements or {})
-    elements["preamble"] = elements.get("preamble", "") + PREAMBLE
-    elements["fontpkg"] = FONTS
-    app.config.latex_elements = elements
 
 
 def setup(app: Sphinx) -> dict:
+    app.connect("config-inited", _config_inited)
     app.connect("builder-inited", _builder_inited)
+    app.connect("build-finished", _copy_pdf)
     app.add_post_transform(SvgToPdf)
     app.add_post_transform(LatexFallbacks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
