@@ -35,7 +35,7 @@ PREAMBLE = r"""
 % --- the PDF edition (_ext/latex_edition.py) ---
 \usepackage{caption}
 \captionsetup[figure]{labelformat=empty}
-\setcounter{secnumdepth}{-1}
+\setcounter{secnumdepth}{-2}
 \newfontfamily\cjkfont{WenQuanYi Micro Hei}
 """
 FONTS = r"""

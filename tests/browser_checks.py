@@ -193,9 +193,12 @@ def check_buttons(page, page_path: str, site_dir: Path, origin: str, repo: str, 
       download: Array.from(document.querySelectorAll('a.btn-download-source-button')).map(a => a.href),
     })""")
     is_notebook = source.startswith("notebooks/")
+    # an executed page outside the chapters (book/distributed.ipynb): Colab opens it, the download serves it
+    is_page_notebook = not is_notebook and (site_dir / "_sources" / f"{source}.ipynb").is_file()
     name = source.rsplit("/", 1)[-1]
-    if is_notebook:
-        want = f"{colab_url.rstrip('/')}/github/{repo}/blob/{branch}/student/{name}.ipynb"
+    if is_notebook or is_page_notebook:
+        path = f"student/{name}.ipynb" if is_notebook else f"{source}.ipynb"
+        want = f"{colab_url.rstrip('/')}/github/{repo}/blob/{branch}/{path}"
         colab = [u for u in buttons["colab"] if "colab" in u]
         if colab != [want]:
             problems.append(f"Colab button(s) {colab}, expected [{want!r}]")
@@ -203,7 +206,8 @@ def check_buttons(page, page_path: str, site_dir: Path, origin: str, repo: str, 
         problems.append(f"launch buttons on a page that is not a notebook: {buttons['colab']}")
     if not buttons["download"]:
         problems.append("no download (source file) button")
-    expected = f"_static/student/{name}.ipynb" if is_notebook else f"_sources/{source}.md"
+    expected = (f"_static/student/{name}.ipynb" if is_notebook else
+                f"_sources/{source}.ipynb" if is_page_notebook else f"_sources/{source}.md")
     for url in buttons["download"]:
         rel = unquote(urlsplit(url).path).lstrip("/")
         if not url.startswith(origin + "/") or rel != expected:

@@ -18,7 +18,16 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def _page(rel: str) -> str:
-    return (ROOT / rel).read_text()
+    """A page's text; for a notebook page, its cells' sources and its outputs' text."""
+    text = (ROOT / rel).read_text()
+    if not rel.endswith(".ipynb"):
+        return text
+    parts = []
+    for cell in json.loads(text)["cells"]:
+        parts.append("".join(cell["source"]))
+        for out in cell.get("outputs", []):
+            parts.append("".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", "")))
+    return "\n".join(parts)
 
 
 def _record(name: str) -> dict:
@@ -271,7 +280,7 @@ def test_benchmarks_readme_is_filled_in():
 
 # ------------------------------------------------------------------ the pages a student reads
 
-STUDENT_PAGES = ["book/intro.md", "book/paper.md", "book/notation.md", "book/distributed.md", "book/errata.md",
+STUDENT_PAGES = ["book/intro.md", "book/paper.md", "book/notation.md", "book/distributed.ipynb", "book/errata.md",
                  *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book" / "errata").glob("*.md"))]
 MACHINERY = re.compile(r"nbval|pytest|\bCI\b|cell tag|course machine|recorded run|\bseed \d|write-up \d|(?<![\d,.{}])\b00[0-4]\b"
                        r"|TMLIB_|tools/|tests?/|\btest_\w+|\btarget\b.*\bmet\b|the lock\b|tmlib\.course\.quiz", re.I)
