@@ -292,3 +292,26 @@ def test_student_pages_do_not_talk_about_the_machinery(rel):
     text = re.sub(r"```\{raw\} html.*?```", "", text, flags=re.S)  # the quiz widget's generated HTML
     hits = sorted({m.group(0) for m in MACHINERY.finditer(text)})
     assert not hits, f"{rel} talks about the course's machinery: {hits}"
+
+
+# ------------------------------------------------------------------ one source for each figure the pages quote
+
+
+def test_one_figure_for_the_benchmarks_time_and_the_disk():
+    """The benchmarks' time comes from run_all_cpu.json; the disk needed is one figure (the environment, 2.2 GB
+    with PyTorch's CPU build, measured with du on the course machine, plus the repository and the data)."""
+    elapsed = _record("run_all_cpu.json")["elapsed_s"]
+    for rel in ("README.md", "book/instructors.md"):
+        _assert_in(_page(rel), f"about {round(elapsed / 60)} minutes", f"{elapsed:,.0f} s", where=rel)
+    for rel in ("README.md", "book/intro.md", "book/instructors.md"):
+        text = _page(rel)
+        _assert_in(text, "2.5 GB", "2.2 GB", where=rel)
+        assert "about 2 GB" not in text and "under 10 minutes" not in text, rel
+
+
+def test_readme_contents_list_every_page():
+    contents = _page("README.md").split("## Contents", 1)[1].split("\n## ", 1)[0]
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        assert re.search(rf"^\s*{int(nb.name[:2])}\. ", contents, re.M), f"README's contents lack chapter {nb.name}"
+    for title in ("Try the translator", "Scaling out", "errata", "references", "measured", "instructors"):
+        assert title in contents, f"README's contents lack {title!r}"
