@@ -1,11 +1,11 @@
 """Data parallelism shown on the CPU in seconds: two processes on one machine (gloo over 127.0.0.1) train the
 ``tiny`` model on the reversing task, and three checks compare them with one process.
 
-* :func:`same_update`: the two processes' gradients and parameters against one process that trains on the
+* :func:`check_same_update`: the two processes' gradients and parameters against one process that trains on the
   combined batch of each step (float64);
-* :func:`exact_resume`: a two-process run killed in the middle of a step and resumed in new processes against a
+* :func:`check_exact_resume`: a two-process run killed in the middle of a step and resumed in new processes against a
   run that never stopped (bit for bit);
-* :func:`speedup`: target tokens per second of one and of two single-threaded processes, in alternating launches.
+* :func:`measure_speedup`: target tokens per second of one and of two single-threaded processes, in alternating launches.
 
 The book's page on scaling out runs them (``book/distributed.ipynb``); ``tests/test_distributed.py`` checks the
 same claims with its own reference. Each launch starts fresh processes (``torch.multiprocessing.spawn``, a free
@@ -26,12 +26,12 @@ import torch
 from tmlib.data.batching import BatchIterator
 from tmlib.data.toy import reverse_pairs
 from tmlib.model.transformer import make_model
-from tmlib.training import distributed as D
+import tmlib.training.distributed as D
 from tmlib.training.config import TrainConfig
 from tmlib.training.recipe import make_optimizer, make_scheduler, translation_loss
 from tmlib.training.trainer import Trainer
 
-__all__ = ["launch", "ring_all_reduce", "same_update", "exact_resume", "speedup"]
+__all__ = ["launch_processes", "ring_all_reduce", "check_same_update", "check_exact_resume", "measure_speedup"]
 
 VOCAB = 20  # ids 0-3 special, 4-19 the reversing task's symbols
 
@@ -50,7 +50,7 @@ def _entry(rank, world_size, port, fn, args):
         fn(rank, *args)
 
 
-def launch(fn, *args, world_size: int = 2, time_limit_s: float = 120.0, expect_exit: bool = False) -> None:
+def launch_processes(fn, *args, world_size: int = 2, time_limit_s: float = 120.0, expect_exit: bool = False) -> None:
     """Run ``fn(rank, *args)`` in ``world_size`` new CPU processes joined by a gloo group on 127.0.0.1.
 
     ``fn`` must be importable (a module-level function). Past ``time_limit_s`` the processes are killed and a
@@ -191,7 +191,7 @@ def _max_abs(a, b) -> float:
     return max(float((x - y).abs().max()) for x, y in zip(a, b))
 
 
-def same_update(steps: int = 6, accumulate: int = 2) -> dict:
+def check_same_update(steps: int = 6, accumulate: int = 2) -> dict:
     """Two processes × ``accumulate`` batches per step against one process on the combined batches, float64.
 
     Returns:
@@ -201,7 +201,7 @@ def same_update(steps: int = 6, accumulate: int = 2) -> dict:
         ``grad_max`` (the largest gradient component, for scale).
     """
     with tempfile.TemporaryDirectory() as tmp:
-        launch(_same_update_worker, tmp, steps, accumulate)
+        launch_processes(_same_update_worker, tmp, steps, accumulate)
         r0, r1 = (torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in (0, 1))
     grads, losses, params = _one_process(steps, 2 * accumulate)
     return {"grad_diff": [_max_abs(a, b) for a, b in zip(r0["grads"], grads)],
@@ -251,7 +251,7 @@ def _resume_worker(rank, root, steps):
     torch.save({**_result(again), "resumed_at": resumed_at}, root / f"resumed{rank}.pt")
 
 
-def exact_resume(steps: int = 16, checkpoint_every: int = 5, die_in_step: int = 8) -> dict:
+def check_exact_resume(steps: int = 16, checkpoint_every: int = 5, die_in_step: int = 8) -> dict:
     """A two-process run (dropout 0.1, so each process's random state matters) killed in step ``die_in_step``
     after a checkpoint every ``checkpoint_every`` steps, resumed in new processes, against one that never stopped.
 
@@ -260,8 +260,8 @@ def exact_resume(steps: int = 16, checkpoint_every: int = 5, die_in_step: int = 
         ``identical`` (per rank: losses and every parameter bit for bit equal) and ``steps``.
     """
     with tempfile.TemporaryDirectory() as tmp:
-        launch(_full_and_killed_worker, tmp, steps, checkpoint_every, die_in_step, expect_exit=True)
-        launch(_resume_worker, tmp, steps)
+        launch_processes(_full_and_killed_worker, tmp, steps, checkpoint_every, die_in_step, expect_exit=True)
+        launch_processes(_resume_worker, tmp, steps)
         full = [torch.load(Path(tmp) / f"full{r}.pt", weights_only=False) for r in (0, 1)]
         resumed = [torch.load(Path(tmp) / f"resumed{r}.pt", weights_only=False) for r in (0, 1)]
     identical = [f["loss"] == r["loss"] and all(torch.equal(a, b) for a, b in zip(f["params"], r["params"]))
@@ -291,7 +291,7 @@ def _timing_worker(rank, out, steps, warmup, max_tokens):
         Path(out).write_text(f"{tokens / (timed[-1][0] - t0)}")
 
 
-def speedup(steps: int = 40, warmup: int = 5, max_tokens: int = 1024, rounds: int = 2) -> dict:
+def measure_speedup(steps: int = 40, warmup: int = 5, max_tokens: int = 1024, rounds: int = 2) -> dict:
     """Target tokens per second of one process and of two processes (one thread each, ``max_tokens`` padded
     tokens per process and step), timed over ``steps`` steps after ``warmup``, in ``rounds`` alternating rounds
     (1, 2, 2, 1, ...). Returns ``one``/``two`` (tokens/s per launch), ``speedup`` (ratio of the medians) and
@@ -300,7 +300,7 @@ def speedup(steps: int = 40, warmup: int = 5, max_tokens: int = 1024, rounds: in
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rate"
         for n in [n for r in range(rounds) for n in ((1, 2) if r % 2 == 0 else (2, 1))]:
-            launch(_timing_worker, str(out), steps, warmup, max_tokens, world_size=n)
+            launch_processes(_timing_worker, str(out), steps, warmup, max_tokens, world_size=n)
             (one if n == 1 else two).append(float(out.read_text()))
     load.append(os.getloadavg()[0])
     return {"one": one, "two": two, "speedup": statistics.median(two) / statistics.median(one), "load": load}
