@@ -36,6 +36,10 @@ PREAMBLE = r"""
 \usepackage{caption}
 \captionsetup[figure]{labelformat=empty}
 \setcounter{secnumdepth}{-2}
+% the errata's and appendices' wide tables: a smaller font, so that their columns fit the page
+\usepackage{etoolbox}
+\AtBeginEnvironment{tabulary}{\footnotesize}
+\AtBeginEnvironment{longtable}{\footnotesize}
 \newfontfamily\cjkfont{WenQuanYi Micro Hei}
 """
 FONTS = r"""
