@@ -383,7 +383,7 @@ def check_bertviz(page, html: str) -> tuple[int, list[str]]:
 FIT_SELECTOR = 'mjx-container[display="true"], pre, div[id^="bertviz-"]'
 
 FIT_JS = """
-(selector) => {
+([selector, equationsMustFit]) => {
   const column = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
   const col = column.getBoundingClientRect();
   const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
@@ -413,6 +413,10 @@ FIT_JS = """
         break;
       }
     }
+    // 4. on a desktop, a display equation fits without scrolling (assets/js/math-fit.js sets it smaller)
+    if (equationsMustFit && el.matches('mjx-container') && el.scrollWidth > el.clientWidth + 1)
+      found.push({how: 'equation ' + (el.scrollWidth - el.clientWidth) + ' px wider than the column even when set smaller',
+                  px: el.scrollWidth - el.clientWidth});
     const widest = Math.max(0, el.scrollWidth - r.width);
     if (found.length || widest > 0)
       out.push({index, what: describe(el), problems: found.map(f => f.how),
@@ -423,16 +427,19 @@ FIT_JS = """
 """
 
 
-def check_fit(page) -> tuple[list[str], dict | None, dict | None]:
+def check_fit(page, equations_must_fit: bool = False) -> tuple[list[str], dict | None, dict | None]:
     """No display equation, code block or attention view is cut off or wider than the page's column: each fits,
-    or scrolls sideways inside it (see ``FIT_JS`` for the three ways of not fitting).
+    or scrolls sideways inside it (see ``FIT_JS`` for the ways of not fitting). With ``equations_must_fit`` (a
+    desktop's width), display equations must fit without scrolling: a scroll bar that the system hides until one
+    scrolls (a Mac's) makes an equation that scrolls look cut off.
 
     Returns:
         (problems, the worst clipped element or None, the widest scrolling element or None); each element is a
         dict with ``index`` (among ``FIT_SELECTOR``'s matches), ``what``, ``problems``, ``px`` (how much is cut
         off or sticks out) and ``scrollPx`` (how far it scrolls).
     """
-    found = page.evaluate(FIT_JS, FIT_SELECTOR)
+    page.wait_for_timeout(100)  # math-fit.js runs right after MathJax's first typeset
+    found = page.evaluate(FIT_JS, [FIT_SELECTOR, equations_must_fit])
     bad = [f for f in found if f["problems"]]
     problems = [f"{f['what']}: {'; '.join(f['problems'])}" for f in bad]
     worst = max(bad, key=lambda f: f["px"]) if bad else None

@@ -13,7 +13,8 @@ that every page links to. Every request that is not to 127.0.0.1/localhost is bl
 * every same-site link resolves, anchors included;
 * bertviz views (if any) have drawn, show the right tokens and react to the layer select and to the heads;
 * no display equation, code block or attention view is cut off or wider than the column, at 1280 px and at a
-  phone's 390 px (it fits, or scrolls sideways inside the column; screenshots of the worst case of each page in
+  phone's 390 px (it fits, or scrolls sideways inside the column with a visible scrollbar; at 1280 px display
+  equations must fit, set smaller where needed; screenshots of the worst case of each page in
   `_build/browser/fit/`);
 * the Colab button of a chapter opens its student notebook (``student/``) in the repository named in
   `_config.yml`, and the download button serves that notebook from the build (other pages: their source file);
@@ -274,9 +275,10 @@ def test_page(rel, browser, site):
 
 
 def _fit(page, rel: str, width: str) -> tuple[list[str], dict]:
-    """check_fit on an open page; screenshots its worst clipped element, or else its widest scrolling one, into
-    ``_build/browser/fit/PAGE__WIDTH.png``. Returns (problems, the report's entry)."""
-    problems, worst, widest = check_fit(page)
+    """check_fit on an open page (at 1280 px display equations must fit without scrolling); screenshots its worst
+    clipped element, or else its widest scrolling one, into ``_build/browser/fit/PAGE__WIDTH.png``. Returns
+    (problems, the report's entry)."""
+    problems, worst, widest = check_fit(page, equations_must_fit=width == "1280")
     shown = worst or (widest if widest and widest["scrollPx"] > 0 else None)
     entry = {"clipped": len(problems), "worst": worst, "widest_scrolling": widest}
     if shown:
@@ -408,6 +410,7 @@ FIT_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>fit</title
 <pre id="spill" style="width: 300px; overflow: visible; white-space: pre">a line that is far wider than its box .......................................</pre>
 <pre id="scrolls" style="overflow-x: auto; width: 380px; white-space: pre">a line that scrolls inside its own box ...........................................</pre>
 <pre id="fits">short</pre>
+<div class="math"><mjx-container display="true" id="eq" style="display: block; overflow-x: auto; width: 380px; white-space: nowrap">x = a wide equation that does not fit its column, even set smaller ..........................</mjx-container></div>
 </article></main></body></html>"""
 
 
@@ -418,7 +421,9 @@ def test_fit_check_reports_what_is_cut_off(browser, tmp_path):
     with serve(tmp_path) as origin:
         visit = PageVisit(browser, f"{origin}/fit.html")
         try:
-            problems, worst, widest = check_fit(visit.open())
+            page = visit.open()
+            problems, worst, widest = check_fit(page)
+            strict, _, _ = check_fit(page, equations_must_fit=True)
         finally:
             visit.close()
     joined = "\n".join(problems)
@@ -426,6 +431,8 @@ def test_fit_check_reports_what_is_cut_off(browser, tmp_path):
     assert "pre#spill" in joined and "does not scroll" in joined, problems
     assert "pre#scrolls" not in joined and "pre#fits" not in joined, problems
     assert worst["what"].startswith("pre#cut") and widest["scrollPx"] > 0
+    assert "mjx-container#eq" not in joined, "an equation that scrolls passes on a phone"
+    assert any("mjx-container#eq" in p and "wider than the column even when set smaller" in p for p in strict), strict
 
 
 def test_checks_report_a_broken_page(browser, tmp_path):
