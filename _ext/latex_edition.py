@@ -38,8 +38,12 @@ PREAMBLE = r"""
 \setcounter{secnumdepth}{-2}
 % the errata's and appendices' wide tables: a smaller font, so that their columns fit the page
 \usepackage{etoolbox}
-\AtBeginEnvironment{tabulary}{\footnotesize}
-\AtBeginEnvironment{longtable}{\footnotesize}
+\AtBeginEnvironment{tabulary}{\footnotesize\tmbreakablecommas}
+\AtBeginEnvironment{longtable}{\footnotesize\tmbreakablecommas}
+% in those tables a line may break after a comma of inline maths (a matrix written as nested lists)
+\AtBeginDocument{\Umathcharnumdef\tmcomma=\Umathcodenum`\,\relax}
+\begingroup\lccode`\~=`\,\lowercase{\endgroup\def~{\tmcomma\penalty0\relax}}
+\newcommand{\tmbreakablecommas}{\mathcode`\,="8000\relax}
 \newfontfamily\cjkfont{WenQuanYi Micro Hei}
 """
 FONTS = r"""

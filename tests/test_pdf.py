@@ -37,7 +37,7 @@ INSTALL = ("sudo apt-get install --no-install-recommends latexmk texlive-latex-r
            "librsvg2-bin poppler-utils")
 #: Markup that must never reach a page: MyST roles and fences, TeX that was not typeset, directive options.
 RAW = ["{ref}", "{cite}", "{doc}", "{numref}", "{eq}", "{glue", "{exercise}", "{solution", "```", "$$", "\\begin{",
-       ":label:", ":class: dropdown", "(notation)=", "{{"]
+       ":label:", ":class: dropdown", "(notation)=", "{{", "\\text{"]
 #: What a widget's text form looks like when no stand-in replaced it.
 REPR = re.compile(r"<IPython\.core\.display\.\w+ object>|<[\w.]+ (object )?at 0x[0-9a-f]+>|Quiz '[\w-]+':")
 
