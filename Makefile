@@ -146,3 +146,32 @@ assignments: venv
 grade: assignments
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-submitted-notebooks"; exit 2; }
 	$(BIN)/python tools/assignments.py grade "$(SUBMISSIONS)" --assignments _build/assignments $(GRADE_FLAGS)
+
+## The one-shot GPU run (issue 27; benchmarks/README.md, "The GPU run"). Prepare here, then send the tree to the
+## GPU machine with .whl and .gpu carried beside it.
+## gpu-wheels: wheels for Python 3.12 / manylinux x86_64 of what tmlib needs and the GPU image lacks, into .whl/
+GPU_PLATFORMS := $(foreach p,manylinux2014_x86_64 manylinux_2_17_x86_64 manylinux_2_28_x86_64,--platform $(p))
+.PHONY: gpu-wheels gpu-data gpu-prepare gpu-check gpu-size
+gpu-wheels: venv
+	rm -rf .whl && mkdir -p .whl
+	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		$(GPU_PLATFORMS) -d .whl -r tools/gpu_requirements.txt
+	ls .whl
+
+## gpu-data: a copy of the six Multi30k files at .gpu/data/multi30k (ignored by git; carried to the GPU machine)
+gpu-data: venv
+	mkdir -p .gpu/data/multi30k
+	$(BIN)/python -c "import shutil, sys; from tmlib.data import check_multi30k; \
+		[shutil.copy(f, '.gpu/data/multi30k/') for f in check_multi30k(splits=('train', 'val', 'test'))]"
+	ls -l .gpu/data/multi30k
+
+## gpu-prepare: both, then the size of what the GPU call sends (limit 64 MiB)
+gpu-prepare: gpu-wheels gpu-data gpu-size
+
+gpu-size:
+	@$(BIN)/python tools/gpu_check.py --travel-size .whl .gpu
+
+## gpu-check: on the GPU machine (python3 there has torch): every part, under nine minutes (GPU_CHECK_ARGS="--bundle $$OUT")
+GPU_PYTHON ?= python3
+gpu-check:
+	$(GPU_PYTHON) tools/gpu_check.py --device cuda $(GPU_CHECK_ARGS)
