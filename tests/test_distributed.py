@@ -498,3 +498,27 @@ def test_cli_under_torchrun_with_two_processes(tmp_path):
     assert single.returncode == 2
     lines = single.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the checkpoint was written by a run on 2 process(es)")
+
+
+# ------------------------------------------------------------------ the ring all-reduce of the scaling-out page
+
+
+def test_ring_all_reduce_simulation():
+    """Every process ends with the column sums; after the reduce-scatter process r holds the full sum of chunk
+    (r + 1) mod N; each step sends N chunks (one per process), 2 (N - 1) steps in all."""
+    from tmlib.training import ring_all_reduce
+
+    for n in (2, 3, 4):
+        rng = np.random.default_rng(n)
+        vectors = rng.integers(-9, 10, (n, 2 * n)).astype(float)
+        states = ring_all_reduce(vectors)
+        assert [p for p, _ in states] == ["start"] + ["reduce-scatter"] * (n - 1) + ["all-gather"] * (n - 1)
+        np.testing.assert_array_equal(states[0][1], vectors)
+        np.testing.assert_array_equal(states[-1][1], np.tile(vectors.sum(axis=0), (n, 1)))
+        scattered = states[n - 1][1]
+        for r in range(n):
+            k = (r + 1) % n
+            np.testing.assert_array_equal(scattered[r, 2 * k:2 * k + 2], vectors[:, 2 * k:2 * k + 2].sum(axis=0))
+    for bad in (np.ones(4), np.ones((1, 4)), np.ones((3, 4))):
+        with pytest.raises(ValueError, match="divisible"):
+            ring_all_reduce(bad)
