@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -190,9 +191,15 @@ def cgroup_support() -> tuple[str, object]:
                 probe = _make(kind, where, f"tm-grade-probe-{os.getpid()}", 64 * 2**20, 16)
             except OSError:
                 continue
+            try:  # a process must be able to enter it (a cgroup v2 with processes of its own refuses children)
+                subprocess.run(["true"], preexec_fn=probe.enter, check=True, timeout=30)
+                entered = True
+            except (OSError, subprocess.SubprocessError):
+                entered = False
             probe.remove()
-            result = (kind, where)
-            break
+            if entered:
+                result = (kind, where)
+                break
     _SUPPORT["result"] = result
     return result
 
