@@ -34,7 +34,8 @@ from tmlib.analysis.flops import (
     model_flops, peak_flops, training_flops_from_hardware, transformer_flops
 )
 from tmlib.analysis.heads import STATISTICS, attention_statistics, head_statistics
-from tmlib.analysis.machine import CPU_FLAGS_OF_INTEREST, cpu_flags, cpu_model, describe_machine, machine_info
+from tmlib.analysis.machine import (CPU_FLAGS_OF_INTEREST, cpu_class, cpu_flags, cpu_model, cpu_native_bf16,
+                                    describe_machine, machine_info)
 from tmlib.analysis.permutation import (
     js_distance, override_head_attention, permutation_effects, permute_rows, total_variation
 )
@@ -45,7 +46,8 @@ __all__ = [
     "PEAK_FLOPS", "PowerLawFit", "RESULTS_URL", "STATISTICS", "ablate_heads", "ablation_experiments",
     "ablation_table", "all_heads", "attention_flops", "attention_matrix_bytes", "attention_module",
     "attention_statistics", "bertviz_inputs", "bertviz_view", "capture_attention", "complexity_per_layer",
-    "complexity_table", "cpu_flags", "cpu_model", "decoder_cache_bytes", "describe_machine", "feed_forward_flops",
+    "complexity_table", "cpu_class", "cpu_flags", "cpu_model", "cpu_native_bf16", "decoder_cache_bytes",
+    "describe_machine", "feed_forward_flops",
     "ffn_activation_bytes", "ffn_parameter_count", "fit_power_law", "flops_per_token", "gpu_peak_flops",
     "greedy_bleu", "head_statistics", "js_distance", "kv_cache_bytes", "layer_flops", "load_result",
     "machine_info", "maximum_path_length", "merge_attention", "mfu", "mha_parameter_count", "model_flops",
