@@ -53,9 +53,9 @@ venv-instructor: $(VENV)/.installed-instructor
 venv-student: $(VENV)/.installed-student
 
 ## lab: the chapters in Jupyter Lab, to work through them yourself (student/ holds them with the exercises left to
-## do); on first use it creates .venv with the student layer only
+## do); on first use it creates .venv with the student layer only (LAB_ARGS="--no-browser --port 8890" for options)
 lab: venv-student
-	$(BIN)/jupyter lab
+	$(BIN)/jupyter lab $(LAB_ARGS)
 
 ## book: train the chapter 9 model in the terminal (progress bar, resumable), then execute the notebooks
 ## (jupyter-cache) and build the HTML site into _build/html
