@@ -44,13 +44,20 @@ def otter_test_file(ex) -> str:
     return "\n".join(lines) + "\n"
 
 
-# What the hidden tests import, from tmlib's own dependencies and the extras the chapters install.
+# What the hidden tests import: tmlib's own dependencies and the extras chapters 1 to 10 install.
 GRADING_EXTRAS = ("torch", "train", "viz")
 
 
+LOCK = Path("requirements") / "instructor.txt"  # the layer that grades (pyproject's `instructor` extra)
+
+
 def lock_python(root: Path) -> str:
-    """The Python version the course's lock is made for (its header says "Python 3.11"), else this one's."""
-    m = re.search(r"Python (\d+\.\d+)", (root / "requirements.txt").read_text(encoding="utf-8")[:400])
+    """The Python version the course's locks are made for (pyproject's ``[tool.uv] environments``: ``>= '3.11'``),
+    else this one's."""
+    import tomllib
+
+    envs = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8")).get("tool", {}).get("uv", {})
+    m = re.search(r"python_full_version >= '(\d+\.\d+)", " ".join(envs.get("environments", [])))
     return m.group(1) if m else f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
@@ -75,25 +82,27 @@ def source_commit(root: Path) -> str | None:
 
 def grader_requirements(root: Path, commit: str | None) -> str:
     """The Gradescope environment: tmlib's dependencies and the chapters' extras at the versions of the course's
-    lock (``requirements.txt``), PyTorch's CPU wheels, and tmlib itself at ``commit`` (the commit the assignments
-    were built from), so that the hidden tests run against the library they were written for."""
+    lock (``requirements/instructor.txt``; PyTorch at ``requirements/torch.txt``'s version, CPU wheels), and the
+    course's distribution itself at ``commit`` (the commit the assignments were built from), so that the hidden
+    tests run against the library they were written for."""
     import tomllib
 
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     wanted = [*project["dependencies"], *(r for e in GRADING_EXTRAS for r in project["optional-dependencies"][e])]
     names = {re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in wanted} | {"pandas"}
     pins = {}
-    for line in (root / "requirements.txt").read_text(encoding="utf-8").splitlines():
-        if "==" in line and not line.startswith("#"):
-            name, version = line.split("==", 1)
-            pins[name.strip().lower().replace("_", "-")] = version.strip()
+    for lock in (root / LOCK, root / "requirements" / "torch.txt"):
+        for line in lock.read_text(encoding="utf-8").splitlines():
+            m = re.match(r"^([A-Za-z0-9_.-]+)==([^ ;\\]+)", line)
+            if m:
+                pins[m[1].lower().replace("_", "-")] = m[2]
     config = (root / "_config.yml").read_text(encoding="utf-8")
     url = re.search(r"^\s*url:\s*(https://github\.com/\S+?)/?\s*$", config, re.M).group(1)
     lines = ["# The grading environment, from the course's lock (Python "
              f"{lock_python(root)}; Gradescope builds it from this file)",
              "--extra-index-url https://download.pytorch.org/whl/cpu",
              *(f"{name}=={pins[name]}" if name in pins else name for name in sorted(names)),
-             f"tmlib @ git+{url}" + (f"@{commit}" if commit else "")]
+             f"{project['name']} @ git+{url}" + (f"@{commit}" if commit else "")]
     return "\n".join(lines) + "\n"
 
 
