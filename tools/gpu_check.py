@@ -115,8 +115,8 @@ def part_commands(args) -> dict:
     return {
         1: [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", f"--junitxml={out}/cuda_tests_{dev}.xml",
             "-k", TEST_SELECTION, *(f"tests/{f}.py" for f in (TEST_FILES_QUICK if args.quick else TEST_FILES))],
-        2: [*train, "train", *common],
-        3: [*train, "fp16", *common],
+        2: [*train, "train", *common, *(["--minutes", str(args.train_minutes)] if args.train_minutes else [])],
+        3: [*train, "fp16", *common, *(["--minutes", str(args.fp16_minutes)] if args.fp16_minutes else [])],
         4: [py, str(ROOT / "benchmarks" / "mfu.py"), "--device", dev, "--out-dir", out, *quick, *threads],
         5: [py, str(ROOT / "benchmarks" / "run_all.py"), "--device", dev, "--short", "--keep-going", "--out-dir", out,
             *quick, *threads],
@@ -318,6 +318,9 @@ def main(argv=None) -> int:
     p.add_argument("--work-dir", default=str(ROOT / "runs" / "gpu_check"), help="run folders and logs")
     p.add_argument("--bundle", default=None, help="folder for gpu_results.tar.gz (e.g. $OUT on the GPU machine)")
     p.add_argument("--parts", type=int, nargs="+", default=None, help="run only these parts")
+    p.add_argument("--train-minutes", type=float, default=None,
+                   help="part 2's training budget (default 4; shorter where less GPU time is left)")
+    p.add_argument("--fp16-minutes", type=float, default=None, help="part 3's training budget (default 1)")
     p.add_argument("--deadline", type=float, default=DEADLINE_S, help=f"seconds (default {DEADLINE_S})")
     p.add_argument("--budget-scale", type=float, default=1.0, help="multiply every budget (a slow rehearsal)")
     p.add_argument("--no-install", action="store_true", help="do not pip-install .whl/ and tmlib")
