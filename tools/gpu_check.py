@@ -44,7 +44,7 @@ LIMIT_S = 540  # the issue's nine minutes
 DEADLINE_S = 530  # the parts stop here; bundling needs seconds
 SETUP_BUDGET_S = 15  # wheel install, tmlib install, data check
 STAGES = ((2,), (1, 3, 6), (5,), (4,))  # the last stage also gets whatever time the others left
-BUDGETS_S = {1: 75, 2: 285, 3: 85, 4: 90, 5: 55, 6: 40}
+BUDGETS_S = {1: 110, 2: 285, 3: 85, 4: 75, 5: 55, 6: 40}  # part 1: its first run needed more than 56 s
 TEST_FILES = ("test_cuda", "test_attention", "test_model", "test_batching", "test_benchmarking", "test_benchmarks",
               "test_distributed", "test_training", "test_utils")
 TEST_SELECTION = "cuda or gpu or nccl"
