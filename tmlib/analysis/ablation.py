@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from tmlib.analysis.capture import ATTENTION_KINDS, Head, _check_head, all_heads, attention_module
+from tmlib.analysis.capture import ATTENTION_KINDS, Head, check_head, all_heads, attention_module
 
 __all__ = ["ablate_heads", "nll_per_token", "greedy_bleu", "ablation_experiments", "ablation_table"]
 
@@ -41,7 +41,7 @@ def ablate_heads(model, heads: Iterable):
 
     Source: Michel et al. (2019, "Are Sixteen Heads Really Better than One?"), §2.
     """
-    chosen = [_check_head(model, h) for h in heads]
+    chosen = [check_head(model, h) for h in heads]
     per_module: dict = {}
     for h in chosen:
         module = attention_module(model, h.kind, h.layer)

@@ -40,7 +40,7 @@ class Head(NamedTuple):
 # Locating heads
 # --------------------------------------------------------------------------------------------------
 
-def _check_kind(kind) -> str:
+def check_kind(kind) -> str:
     """``kind`` if it is one of :data:`ATTENTION_KINDS`, else ValueError."""
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"attention kind must be one of {ATTENTION_KINDS}, got {kind!r}")
@@ -58,7 +58,7 @@ def attention_module(model, kind: str, layer: int):
     Raises:
         ValueError: unknown kind, or a layer index outside the stack.
     """
-    _check_kind(kind)
+    check_kind(kind)
     layers = model.encoder.layers if kind == "encoder self" else model.decoder.layers
     if isinstance(layer, bool) or not isinstance(layer, Integral) or not 0 <= layer < len(layers):
         raise ValueError(f"layer must be an integer in [0, {len(layers)}) for {kind!r} attention, got {layer!r}")
@@ -83,12 +83,12 @@ def all_heads(model, kinds: Sequence[str] = ATTENTION_KINDS) -> list[Head]:
     """
     heads = []
     for kind in kinds:
-        n_layers = len(model.encoder.layers if _check_kind(kind) == "encoder self" else model.decoder.layers)
+        n_layers = len(model.encoder.layers if check_kind(kind) == "encoder self" else model.decoder.layers)
         heads += [Head(kind, layer, h) for layer in range(n_layers) for h in range(model.n_heads)]
     return heads
 
 
-def _check_head(model, head) -> Head:
+def check_head(model, head) -> Head:
     """``head`` as a :class:`Head` of ``model``; TypeError unless a 3-tuple, ValueError for an index out of range."""
     if not (isinstance(head, tuple) and len(head) == 3):
         raise TypeError(f"a head is a (kind, layer, head) tuple such as Head('cross', 1, 0), got {head!r}")
@@ -124,7 +124,7 @@ class AttentionCapture:
 
     def masks(self, kind: str) -> tuple[Tensor, Tensor, bool]:
         """``(query_mask, key_mask, causal)`` of ``kind``: bool ``(batch, n_q)``, bool ``(batch, n_k)``, bool."""
-        _check_kind(kind)
+        check_kind(kind)
         if kind == "encoder self":
             return self.src_mask, self.src_mask, False
         if kind == "decoder self":
@@ -196,7 +196,7 @@ def capture_attention(model, src: Tensor, tgt_in: Tensor) -> AttentionCapture:
     return AttentionCapture(weights, src != model.pad_id, tgt_in != model.pad_id, logits)
 
 
-def _as_pair(batch) -> tuple[Tensor, Tensor]:
+def as_pair(batch) -> tuple[Tensor, Tensor]:
     """``(src, tgt_in)`` of a :class:`tmlib.data.Batch` or of a ``(src, tgt_in)`` pair."""
     if hasattr(batch, "src") and hasattr(batch, "tgt_in"):
         return batch.src, batch.tgt_in

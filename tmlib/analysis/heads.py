@@ -13,7 +13,7 @@ from typing import Iterable
 import torch
 from torch import Tensor
 
-from tmlib.analysis.capture import ATTENTION_KINDS, _as_pair, _check_kind, capture_attention
+from tmlib.analysis.capture import ATTENTION_KINDS, as_pair, check_kind, capture_attention
 
 __all__ = ["STATISTICS", "attention_statistics", "head_statistics"]
 
@@ -35,7 +35,7 @@ def _check_contiguous(mask: Tensor, name: str) -> Tensor:
 
 def _checked_lengths(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind: str) -> tuple[Tensor, Tensor]:
     """The real lengths ``(batch,)`` of queries and keys, after checking the inputs of :func:`attention_statistics`."""
-    _check_kind(kind)
+    check_kind(kind)
     if not isinstance(weights, Tensor) or not weights.is_floating_point() or weights.dim() != 4:
         raise ValueError(f"weights must be a float tensor (batch, n_heads, n_q, n_k), got "
                          f"{getattr(weights, 'dtype', type(weights).__name__)} of shape "
@@ -173,7 +173,7 @@ def head_statistics(model, batches: Iterable) -> "pd.DataFrame":
 
     totals: dict = {}
     for batch in batches:
-        src, tgt_in = _as_pair(batch)
+        src, tgt_in = as_pair(batch)
         cap = capture_attention(model, src, tgt_in)
         for kind in ATTENTION_KINDS:
             qm, km, _ = cap.masks(kind)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from tmlib.analysis.capture import (
-    AttentionCapture, _as_pair, _check_head, all_heads, attention_module, capture_attention
+    AttentionCapture, as_pair, check_head, all_heads, attention_module, capture_attention
 )
 
 __all__ = ["total_variation", "js_distance", "permute_rows", "override_head_attention", "permutation_effects"]
@@ -127,7 +127,7 @@ def override_head_attention(model, src: Tensor, tgt_in: Tensor, head, new_weight
 
     Source: Jain & Wallace (2019), §4.2 (attention weights replaced, everything else kept).
     """
-    head = _check_head(model, head)
+    head = check_head(model, head)
     cap = capture_attention(model, src, tgt_in) if capture is None else capture
     if cap.src_mask.shape != src.shape or cap.tgt_mask.shape != tgt_in.shape:
         raise ValueError(f"capture was recorded on src {tuple(cap.src_mask.shape)} / tgt_in "
@@ -144,7 +144,7 @@ def override_head_attention(model, src: Tensor, tgt_in: Tensor, head, new_weight
                          f"{tuple(getattr(replaced, 'shape', ()))}")
     module = attention_module(model, head.kind, head.layer)
     cols = slice(head.head * module.d_k, (head.head + 1) * module.d_k)  # the head's slice of Concat(head_1, …)
-    kv = head.head // (module.n_heads // module.n_kv_heads)  # its value head (differs only with grouped queries)
+    kv = head.head // (module.n_heads // getattr(module, "n_kv_heads", module.n_heads))  # its value head (GQA)
     store: dict = {}
 
     def keep_values(_lin, _args, output):  # w_v projects the values of all heads
@@ -193,7 +193,7 @@ def permutation_effects(model, batches: Iterable, heads=None, seed: int = 0) -> 
     """
     import pandas as pd
 
-    heads = all_heads(model) if heads is None else [_check_head(model, h) for h in heads]
+    heads = all_heads(model) if heads is None else [check_head(model, h) for h in heads]
     sums = {h: np.zeros(4) for h in heads}
     n_q = {h: 0 for h in heads}
     n_t = 0
@@ -201,7 +201,7 @@ def permutation_effects(model, batches: Iterable, heads=None, seed: int = 0) -> 
     model.eval()
     try:
         for batch in batches:
-            src, tgt_in = _as_pair(batch)
+            src, tgt_in = as_pair(batch)
             base = capture_attention(model, src, tgt_in)
             with torch.no_grad():
                 p_base = torch.softmax(model(src, tgt_in).float(), dim=-1)  # (batch, tgt_len, vocab): normal forward

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tmlib.data.batch import Batch, _check_ids, _collate_flat, _flatten, _gather
+from tmlib.data.batch import Batch, check_ids, collate_flat, flatten_ids, gather_rows
 from tmlib.validation import check_indices, check_int, check_int_array, check_token_id
 
 __all__ = ["encode_pairs", "filter_by_length", "token_batches", "length_batches", "TokenBudgetBatches",
@@ -307,9 +307,9 @@ class BatchIterator(TokenBudgetBatches):
         examples = self._non_empty(examples, "example")
         super().__init__(max_tokens, shuffle=shuffle, seed=seed, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
                          chunk_size=chunk_size, vocab_size=vocab_size)
-        src_flat, src_len = _flatten([s for s, _ in examples])
-        tgt_flat, tgt_len = _flatten([t for _, t in examples])
-        _check_ids(src_flat, src_len, tgt_flat, self.vocab_size, where=" in BatchIterator's examples")
+        src_flat, src_len = flatten_ids([s for s, _ in examples])
+        tgt_flat, tgt_len = flatten_ids([t for _, t in examples])
+        check_ids(src_flat, src_len, tgt_flat, self.vocab_size, where=" in BatchIterator's examples")
         dtype = np.int32 if max(src_flat.max(initial=0), tgt_flat.max(initial=0)) < 2**31 else np.int64
         self.src_flat, self.tgt_flat = src_flat.astype(dtype), tgt_flat.astype(dtype)
         self.src_offsets = np.concatenate([[0], np.cumsum(src_len)]).astype(np.int64)
@@ -343,9 +343,9 @@ class BatchIterator(TokenBudgetBatches):
             ValueError: ``idx`` is empty, or an index is out of range.
         """
         idx = check_indices(idx, self.num_examples, "collate_indices", "example")
-        src_flat, src_len = _gather(self.src_flat, self.src_offsets, idx)
-        tgt_flat, tgt_len = _gather(self.tgt_flat, self.tgt_offsets, idx)
-        return _collate_flat(src_flat, src_len, tgt_flat, tgt_len, self.pad_id, self.bos_id, self.eos_id)
+        src_flat, src_len = gather_rows(self.src_flat, self.src_offsets, idx)
+        tgt_flat, tgt_len = gather_rows(self.tgt_flat, self.tgt_offsets, idx)
+        return collate_flat(src_flat, src_len, tgt_flat, tgt_len, self.pad_id, self.bos_id, self.eos_id)
 
     def n_tokens_of(self, idx: Sequence[int]) -> int:
         """The labels of the batch of examples ``idx``, i.e. ``collate_indices(idx).n_tokens`` (target tokens

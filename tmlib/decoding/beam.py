@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tmlib.decoding.greedy import _check_src, _eval_mode, _next_log_probs, default_max_lengths
-from tmlib.validation import check_float, check_int, check_token_id
+from tmlib.decoding.greedy import check_decoding_args, eval_mode, next_log_probs
+from tmlib.validation import check_float, check_int
 
 __all__ = ["beam_search", "length_penalty_gnmt"]
 
@@ -86,9 +86,7 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4
     """
     check_int(beam_size, "beam_size", minimum=1)
     check_float(length_penalty, "length_penalty (alpha)", minimum=0.0)
-    src = _check_src(src)
-    bos_id, eos_id = check_token_id(bos_id, "bos_id"), check_token_id(eos_id, "eos_id")
-    limits = default_max_lengths(model, src, max_len)
+    src, limits = check_decoding_args(model, src, bos_id, eos_id, max_len)
     batch, beam, alpha = src.shape[0], int(beam_size), float(length_penalty)
     device = src.device
     neg_inf = float("-inf")
@@ -96,7 +94,7 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4
     lp_limit = length_penalty_gnmt(limit.double(), alpha)  # (batch,) the largest penalty a hypothesis can get
     first_row = torch.arange(batch, device=device)[:, None] * beam  # (batch, 1)
 
-    with _eval_mode(model):
+    with eval_mode(model):
         memory = model.encode(src).repeat_interleave(beam, dim=0)  # (batch * beam, src_len, d_model)
         src_rows = src.repeat_interleave(beam, dim=0)  # (batch * beam, src_len)
         cache = model.new_cache() if use_cache else None
@@ -109,7 +107,7 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4
 
         for step in range(max(limits)):
             length = step + 1  # generated tokens after this step
-            log_probs = _next_log_probs(model, alive.view(batch * beam, -1), memory, src_rows, cache)
+            log_probs = next_log_probs(model, alive.view(batch * beam, -1), memory, src_rows, cache)
             vocab = log_probs.shape[-1]
             if vocab < 2:
                 raise ValueError(f"beam search needs a vocabulary of at least 2 tokens, got {vocab}")

@@ -63,10 +63,10 @@ def _check_expressible(c: ModelConfig) -> None:
         (c.positions != "sinusoidal", f"positions={c.positions!r}: Marian adds sinusoids to the embeddings"),
         (c.n_kv_heads not in (None, c.n_heads), f"n_kv_heads={c.n_kv_heads}: Marian has no grouped key/value heads"),
         (not c.bias, "bias=False: Marian's linear layers have biases"),
-        (c.target_vocab_size != c.vocab_size, f"tgt_vocab_size={c.tgt_vocab_size}: this conversion needs one "
-                                              f"shared vocabulary"),
-        (not c.tied, "tie_embeddings=False: this conversion needs one matrix for both embeddings and the "
-                     "pre-softmax layer"),
+        ((c.tgt_vocab_size or c.vocab_size) != c.vocab_size,
+         f"tgt_vocab_size={c.tgt_vocab_size}: this conversion needs one shared vocabulary"),
+        (c.tie_embeddings is False,
+         "tie_embeddings=False: this conversion needs one matrix for both embeddings and the pre-softmax layer"),
         (c.pad_id is None, "pad_id=None: Marian needs a padding id"),
     ]
     for bad, message in problems:

@@ -52,7 +52,7 @@ class EncoderGraph(nn.Module):
     def forward(self, src: torch.Tensor) -> torch.Tensor:
         m = self.model
         x = m.positional(m.src_embed(src))  # (1, src_len, d_model)
-        return m.encoder(x, key_padding_mask=None)  # (1, src_len, d_model)
+        return m.encoder(x)  # (1, src_len, d_model)
 
 
 class DecoderGraph(nn.Module):

@@ -106,21 +106,10 @@ class ModelConfig:
             raise ValueError(f"bias must be True or False, got {self.bias!r}")
         check_float(self.dropout, "dropout", minimum=0.0, maximum=1.0, max_inclusive=False)
         if self.pad_id is not None:
-            check_token_id(self.pad_id, "pad_id", min(self.vocab_size, self.target_vocab_size))
-        if self.tie_embeddings and self.target_vocab_size != self.vocab_size:
+            check_token_id(self.pad_id, "pad_id", min(self.vocab_size, self.tgt_vocab_size or self.vocab_size))
+        if self.tie_embeddings and (self.tgt_vocab_size or self.vocab_size) != self.vocab_size:
             raise ValueError(f"tie_embeddings=True needs one shared vocabulary, got vocab_size={self.vocab_size} "
                              f"and tgt_vocab_size={self.tgt_vocab_size}")
-
-    @property
-    def target_vocab_size(self) -> int:
-        """The target vocabulary size (``tgt_vocab_size``, or ``vocab_size`` when that is None)."""
-        return self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
-
-    @property
-    def tied(self) -> bool:
-        """Whether the embeddings and the pre-softmax layer share one matrix (``tie_embeddings``, or, when that
-        is None, whether the two vocabularies are the same)."""
-        return self.vocab_size == self.target_vocab_size if self.tie_embeddings is None else self.tie_embeddings
 
     def to_dict(self) -> dict:
         """The fields as a plain dict (stored in checkpoints and ``config.json``)."""
