@@ -41,8 +41,16 @@ def test_start_shows_the_rest_of_the_source_from_that_line():
     assert repr(listing).lstrip().startswith("return")
 
 
+def test_end_stops_before_the_line_that_contains_it():
+    listing = repr(show_source(numpy_ref.softmax, start="def softmax", end="return"))
+    assert listing.startswith("def softmax") and "return" not in listing
+    assert listing.rstrip().splitlines()[-1] in inspect.getsource(numpy_ref.softmax)
+
+
 def test_bad_objects_and_starts_are_refused():
     with pytest.raises(TypeError, match="no Python source"):
         show_source(len)
     with pytest.raises(ValueError, match="does not occur"):
         show_source(numpy_ref.softmax, start="no such text anywhere")
+    with pytest.raises(ValueError, match="does not occur"):
+        show_source(numpy_ref.softmax, end="no such text anywhere")

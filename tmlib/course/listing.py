@@ -35,14 +35,14 @@ class Listing:
         return highlight(self.code, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
 
 
-def show_source(obj, *, start: str | None = None, full_docstrings: bool = False) -> Listing:
+def show_source(obj, *, start: str | None = None, end: str | None = None, full_docstrings: bool = False) -> Listing:
     """The source of ``obj`` (a class, function, method or module), highlighted, each docstring folded to its first
-    line and ``…`` (``full_docstrings=True``: as written). ``start``: show from the first line containing it (one
-    method of a long class).
+    line and ``…`` (``full_docstrings=True``: as written). ``start``: show from the first line containing it;
+    ``end``: stop before the next line containing it (some methods of a long class).
 
     Raises:
         TypeError: ``obj`` has no Python source (a built-in, for example).
-        ValueError: ``start`` does not occur in the source.
+        ValueError: ``start`` or ``end`` does not occur in the source (``end`` after ``start``).
     """
     try:
         source = inspect.getsource(obj)
@@ -54,6 +54,12 @@ def show_source(obj, *, start: str | None = None, full_docstrings: bool = False)
         if not hits:
             raise ValueError(f"{start!r} does not occur in the source of {obj!r}")
         source = "".join(lines[hits[0]:])
+    if end is not None:
+        lines = source.splitlines(keepends=True)
+        hits = [i for i, line in enumerate(lines) if end in line and i > 0]
+        if not hits:
+            raise ValueError(f"{end!r} does not occur in the source of {obj!r} after its first line")
+        source = "".join(lines[:hits[0]])
     source = textwrap.dedent(source).rstrip("\n")
     return Listing(source if full_docstrings else fold_docstrings(source))
 

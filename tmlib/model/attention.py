@@ -134,13 +134,10 @@ class MultiHeadAttention(nn.Module):
                 static_kv: bool = False, is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
         """Project, split into heads, attend (equation 1), concatenate, project with W^O (§3.2.2).
 
-        → ``(batch, n_q, d_model)``, and the weights ``(batch, n_heads, n_q, n_k)`` if ``need_weights`` (:func:`attend`;
-        else :func:`attend_fused`, and None). query ``(batch, n_q, d_model)``, key and value ``(batch, n_k, d_model)``; ``attn_mask`` bool ``(n_q, n_k)``,
-        ``(batch, n_q, n_k)`` or ``(batch, n_heads, n_q, n_k)``, True = may attend; ``real_keys`` bool ``(batch,
-        n_k)``, True = real token (``~`` PyTorch's key_padding_mask); ``is_causal``: the queries are the last ``n_q``
-        of ``n_k`` positions (§3.2.3); ``cache``: a :class:`~tmlib.model.kv_cache.KVCache` the new keys join
-        (``static_kv``: the memory, projected on the first call only). Raises TypeError or ValueError for inputs
-        that are not tensors, a mask that is not boolean, shapes that disagree (named), ``is_causal`` with n_q > n_k.
+        query ``(batch, n_q, d_model)``, key and value ``(batch, n_k, d_model)``; ``attn_mask`` bool ``(n_q, n_k)``,
+        ``(batch, n_q, n_k)`` or ``(batch, n_heads, n_q, n_k)``, True = may attend; ``real_keys`` bool ``(batch, n_k)``,
+        True = real token; ``cache``: a KVCache the new keys join (``static_kv``: projected once) → ``(batch, n_q,
+        d_model)``, weights ``(batch, n_heads, n_q, n_k)`` or None. Raises TypeError, ValueError (shapes named).
         """
         attn_mask, real_keys = check_multi_head_args(self, query, key, value, attn_mask, real_keys, cache,
                                                      static_kv, is_causal)

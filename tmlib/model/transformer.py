@@ -43,17 +43,12 @@ def xavier_init_(model: nn.Module, embeddings: tuple = ()) -> None:
 
 
 class Transformer(nn.Module):
-    """The encoder-decoder of Figure 1 (§3), built from one :class:`~tmlib.model.config.ModelConfig`: embeddings ×
-    √d_model (§3.4) plus positions (§3.5), the encoder and decoder stacks (§3.1), the generator (§3.4).
+    """The encoder-decoder of Figure 1 (§3) from one :class:`~tmlib.model.config.ModelConfig`: embeddings × √d_model
+    (§3.4) plus positions (§3.5), the encoder and decoder stacks (§3.1), the generator (§3.4).
 
-    forward: ``src`` ``(batch, src_len)``, ``tgt`` ``(batch, tgt_len)`` long → logits ``(batch, tgt_len,
-    tgt_vocab_size)``, position t predicting token t + 1. Source keys equal to ``pad_id`` are masked (target padding
-    needs no mask: the causal mask keeps real positions from seeing later pads). With ``tie_embeddings`` one matrix
-    serves both embeddings and the generator. Initialised as the Annotated Transformer (:func:`xavier_init_`).
-
-    Raises:
-        TypeError, ValueError: at the boundary (``forward``, ``encode``, ``decode``), as
-            :func:`~tmlib.model.checks.check_model_inputs`; a ``config`` that is not a ``ModelConfig``.
+    forward: ``src`` ``(batch, src_len)``, ``tgt`` ``(batch, tgt_len)`` → logits ``(batch, tgt_len, tgt_vocab_size)``,
+    position t predicting token t + 1; source pads are masked. Initialised as the Annotated Transformer. Raises
+    TypeError or ValueError at the boundary (:func:`~tmlib.model.checks.check_model_inputs`).
     """
 
     def __init__(self, config: ModelConfig):
