@@ -88,8 +88,11 @@ def main(argv=None) -> int:
     train_machine = trained.machine or {}
     amp = trained.config.amp  # the precision the run trained in, on the machine that trained it
     trained_on_gpu = bool(train_machine.get("gpu")) and trained.config.device != "cpu"
-    precision = {"off": None, "bf16": "bfloat16", "fp16": "float16"}.get(
-        amp, "bfloat16" if trained_on_gpu or train_machine.get("cpu_native_bf16") else None)
+    if trained.precision:  # what the run chose (amp="auto" on a CPU: by timing both types at its start)
+        precision = trained.precision["dtype"]
+    else:  # an older checkpoint: auto meant bf16 on a GPU or wherever oneDNN said bf16 was supported
+        precision = {"off": None, "bf16": "bfloat16", "fp16": "float16"}.get(
+            amp, "bfloat16" if trained_on_gpu or train_machine.get("cpu_native_bf16") else None)
     result = {
         "device": device.type,
         "machine": train_machine,

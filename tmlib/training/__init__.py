@@ -23,7 +23,8 @@ from tmlib.training.outcome import (
     describe_checkpoint, describe_divergence, describe_interruption, describe_out_of_memory, is_out_of_memory
 )
 from tmlib.training.plan import StepPlan
-from tmlib.training.precision import MixedPrecision, cpu_has_native_bf16, machine_settings, resolve_precision
+from tmlib.training.precision import (BF16_MIN_SPEEDUP, MixedPrecision, describe_precision, machine_settings,
+                                      resolve_precision, time_precisions)
 from tmlib.training.progress import Diverged, History, ProgressBar, Throughput
 from tmlib.training.recipe import (
     ADAM_BETAS, ADAM_EPS, NoamSchedule, make_ema, make_optimizer, make_scheduler, step_loss, translation_loss
@@ -33,17 +34,17 @@ from tmlib.training.strategy import DataParallel, SingleProcess, current_strateg
 from tmlib.training.trainer import Trainer, translation_forward
 
 __all__ = [
-    "ADAM_BETAS", "ADAM_EPS", "Budget", "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "CheckpointError",
+    "ADAM_BETAS", "ADAM_EPS", "BF16_MIN_SPEEDUP", "Budget", "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "CheckpointError",
     "CheckpointSchedule", "Clock", "ConfigError", "DataParallel", "DeferredInterrupt", "DistEnv", "Diverged",
     "History", "Interrupted", "MixedPrecision", "NoamSchedule", "ProgressBar", "RECOMMENDED", "RUNTIME_FIELDS",
     "RUN_DIR_ENV", "RUN_MARKER", "RunFolderError", "SMOKE", "SingleProcess", "StepPlan", "Throughput",
     "TrainConfig", "TrainedModel", "Trainer", "TranslationData", "WorldSizeMismatch", "agree", "all_reduce_sum",
     "assert_same", "backend_for", "broadcast_from_rank0", "check_run_folder", "check_world_size", "control_group",
-    "cpu_has_native_bf16", "current_strategy", "default_run", "describe_checkpoint", "describe_divergence",
+    "current_strategy", "default_run", "describe_checkpoint", "describe_precision", "describe_divergence",
     "describe_interruption", "describe_out_of_memory", "evaluate_loss", "find_nonfinite", "gather_to_rank0",
     "get_rng_state", "hold_run_folder", "is_distributed", "is_out_of_memory", "is_run_folder", "load_checkpoint",
     "load_or_train", "load_trained", "local_device", "machine_settings", "make_ema", "make_optimizer",
     "make_scheduler", "process_group", "rank", "resolve_precision", "resume_config", "run_training",
     "save_checkpoint", "set_rng_state", "sigterm_interrupts", "step_loss", "torchrun_env", "translation_forward",
-    "translation_loss", "world_size", "wrap_model"
+    "time_precisions", "translation_loss", "world_size", "wrap_model"
 ]
