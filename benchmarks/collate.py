@@ -67,7 +67,7 @@ def median_us(fn, number: int, repeats: int) -> float:
 
 def main(argv=None) -> int:
     from tmlib.data import BatchIterator, collate
-    from tmlib.analysis import describe_machine, machine_info
+    from tmlib.machine import describe_machine, machine_info
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tokens", type=int, nargs="+", default=[2000, 25000], help="padded tokens per batch")

@@ -235,36 +235,33 @@ class TokenBudgetBatches:
     def __iter__(self):
         return self.epoch(0)
 
-    def loader(self, epoch: int = 0, start: int = 0, *, num_workers: int = 0, pin_memory: bool = False,
-               prefetch_factor: int | None = None):
-        """The batches of :meth:`epoch`, in the same order, through a ``torch.utils.data.DataLoader``.
-
-        The loader's dataset holds the epoch's precomputed index lists (``batch_size=None``: no re-batching,
-        no sampling), so worker processes only collate and the order is exactly that of :meth:`epoch`.
+    def loader(self, epoch: int = 0, start: int = 0, *, index_lists: list[list[int]] | None = None,
+               num_workers: int = 0, pin_memory: bool = False, prefetch_factor: int | None = None):
+        """The batches of :meth:`epoch` (or of ``index_lists``), in that order, through a ``DataLoader`` whose
+        workers only collate (``batch_size=None``: no re-batching, no sampling). It has its own random generator:
+        iterating it leaves torch's global one (dropout) untouched.
 
         Args:
-            epoch, start: as in :meth:`epoch`.
+            epoch, start: as in :meth:`epoch`; index_lists: the batches to collate instead.
             num_workers: worker processes building batches ahead (0: in this process).
-            pin_memory: return batches in pinned memory (``Batch.pin_memory``), for
-                ``batch.to("cuda", non_blocking=True)``; only useful with a GPU (torch warns without one).
+            pin_memory: batches in pinned memory, for ``batch.to("cuda", non_blocking=True)`` (with a GPU).
             prefetch_factor: batches each worker builds ahead (needs ``num_workers`` >= 1; torch's default 2).
-
-        Returns:
-            ``torch.utils.data.DataLoader`` yielding :class:`~tmlib.data.batch.Batch` (``len`` = batches left).
 
         Raises:
             TypeError: an argument that is not an integer.
             ValueError: bad ``epoch``/``start``/``num_workers``/``prefetch_factor``.
         """
+        import torch
         from torch.utils.data import DataLoader
 
         num_workers = check_int(num_workers, "num_workers", minimum=0)
         prefetch_factor = check_int(prefetch_factor, "prefetch_factor", minimum=1, allow_none=True)
         if prefetch_factor is not None and num_workers == 0:
             raise ValueError(f"prefetch_factor={prefetch_factor} needs num_workers >= 1 (got 0)")
-        dataset = _EpochBatches(self, self._remaining(epoch, start))
+        dataset = _EpochBatches(self, self._remaining(epoch, start) if index_lists is None else index_lists)
         return DataLoader(dataset, batch_size=None, shuffle=False, num_workers=num_workers,
-                          pin_memory=bool(pin_memory), prefetch_factor=prefetch_factor)
+                          pin_memory=bool(pin_memory), prefetch_factor=prefetch_factor,
+                          generator=torch.Generator().manual_seed(0))
 
 
 class _EpochBatches:
