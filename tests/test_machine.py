@@ -50,3 +50,15 @@ def test_describe_machine_names_capped_kernels():
             "torch_version": "2.13.0", "torch_threads": 2, "gpu": None}
     assert ("(avx2 avx512f avx512_bf16; native bf16: yes; oneDNN capped at AVX512_CORE_VNNI; PyTorch kernels avx2)"
             in machine.describe_machine(info))
+
+
+def test_cpu_class_names_the_kind_of_cpu_and_imitations():
+    amd = {"cpu_flags": ["avx2", "avx512f", "avx512_bf16"], "cpu_native_bf16": True}
+    assert machine.cpu_class(amd) == "native bf16"
+    assert machine.cpu_class({**amd, "onednn_max_cpu_isa": "AVX512_CORE_VNNI"}) == "AVX-512 without bf16 (imitated)"
+    assert machine.cpu_class({**amd, "onednn_max_cpu_isa": "AVX2", "aten_cpu_capability_env": "avx2"}) == \
+        "AVX2 only (imitated)"
+    assert machine.cpu_class({"cpu_flags": ["avx2", "avx512f", "avx512_vnni"], "cpu_native_bf16": False}) == \
+        "AVX-512 without bf16"
+    assert machine.cpu_class({"cpu_flags": ["avx2", "fma"], "cpu_native_bf16": False}) == "AVX2 only"
+    assert machine.cpu_class({"cpu_flags": ["asimd", "bf16"], "cpu_native_bf16": True}) == "native bf16"

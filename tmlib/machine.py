@@ -15,7 +15,8 @@ import platform
 import re
 import subprocess
 
-__all__ = ["CPU_FLAGS_OF_INTEREST", "cpu_flags", "cpu_model", "cpu_native_bf16", "machine_info", "describe_machine"]
+__all__ = ["CPU_FLAGS_OF_INTEREST", "cpu_class", "cpu_flags", "cpu_model", "cpu_native_bf16", "machine_info",
+           "describe_machine"]
 
 #: Instruction-set flags (Linux ``/proc/cpuinfo`` names; ``bf16`` and ``asimd`` are Arm's) that change PyTorch's
 #: CPU speed.
@@ -119,6 +120,20 @@ def machine_info() -> dict:
         info["gpu"] = {"name": props.name, "capability": f"{props.major}.{props.minor}",
                        "memory_gib": round(props.total_memory / 2**30, 1), "count": torch.cuda.device_count()}
     return info
+
+
+def cpu_class(info: dict) -> str:
+    """The kind of CPU that decides the speed of training, from a :func:`machine_info` record: ``"native bf16"``
+    (AVX512-BF16, AMX or Arm's BF16), ``"AVX-512 without bf16"``, ``"AVX2 only"`` or ``"other"``; with
+    ``" (imitated)"`` where ``ONEDNN_MAX_CPU_ISA``/``ATEN_CPU_CAPABILITY`` capped the kernels of a larger CPU."""
+    flags, native = set(info.get("cpu_flags") or []), bool(info.get("cpu_native_bf16"))
+    onednn = (info.get("onednn_max_cpu_isa") or "").upper()
+    aten = (info.get("aten_cpu_capability_env") or "").lower()
+    avx512 = "avx512f" in flags and aten not in ("avx2", "default") and not onednn.startswith(("AVX2", "SSE", "AVX_"))
+    native = native and (not onednn or "BF16" in onednn or "AMX" in onednn or onednn in ("ALL", "DEFAULT"))
+    kind = ("native bf16" if native else "AVX-512 without bf16" if avx512 else "AVX2 only" if "avx2" in flags
+            else "other")
+    return kind + (" (imitated)" if onednn or aten else "")
 
 
 def describe_machine(info: dict | None = None) -> str:
