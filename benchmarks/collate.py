@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def loop_collate(examples, pad_id=0, bos_id=1, eos_id=2):
-    """The row-at-a-time collate that tmlib used before (baseline)."""
+    """The row-at-a-time collate that tmlib used before: the baseline here, and the reference of
+    tests/test_batching.py."""
     from tmlib.data import Batch
 
     b = len(examples)

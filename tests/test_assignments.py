@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import copy
 import csv
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 import assignments as A  # noqa: E402
 import grading  # noqa: E402
 import student_edition as S  # noqa: E402

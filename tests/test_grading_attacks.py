@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import os
 import socket
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +21,6 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 import assignments as A  # noqa: E402
 import grading  # noqa: E402
 

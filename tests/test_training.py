@@ -208,29 +208,37 @@ def test_full_disk_gives_a_clear_error_and_keeps_the_old_checkpoint(tmp_path, mo
 
 
 
-def _trainer(tmp_path, name, **cfg):
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                               reason="needs a CUDA GPU (none on this machine)"))]
+
+
+def _trainer(tmp_path, name, device="cpu", **cfg):
     torch.manual_seed(0)
     model = make_model("tiny", 20, dropout=0.1)  # dropout on: resume must restore torch's RNG
     cfg = {"amp": "off", "log_every": 3, **cfg}
-    config = T.TrainConfig(model=model.config, warmup_steps=5, lr_factor=2.0, max_tokens=96, seed=0, device="cpu",
+    config = T.TrainConfig(model=model.config, warmup_steps=5, lr_factor=2.0, max_tokens=96, seed=0, device=device,
                            progress=False, checkpoint_minutes=None, grad_clip=1.0, threads=1, **cfg)
     train = BatchIterator(toy_examples(), max_tokens=96, seed=0)
     val = BatchIterator(toy_examples(30, seed=1), max_tokens=96, shuffle=False)
     return T.Trainer(model, train, val, config, checkpoint_path=tmp_path / name / "checkpoint.pt")
 
 
-def test_resume_is_exact(tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_resume_is_exact(tmp_path, device):
+    """Also on a GPU: the checkpoint is read on the CPU and restored onto the device, RNG states included."""
+    if device == "cuda":
+        torch.backends.cudnn.deterministic = True
     n_total, k = 40, 13
-    full = _trainer(tmp_path, "full", max_steps=n_total)
+    full = _trainer(tmp_path, "full", device, max_steps=n_total)
     n_per_epoch = len(full.train_batches)
     assert n_per_epoch < k < n_total - n_per_epoch  # crosses epoch boundaries before and after the cut
     full.fit()
 
-    first = _trainer(tmp_path, "cut", max_steps=k)
+    first = _trainer(tmp_path, "cut", device, max_steps=k)
     first.fit()  # "interrupted" after k steps: the checkpoint is all that survives
     assert first.step == k
     torch.manual_seed(123), random.seed(5), np.random.seed(7)  # a new process would have other RNG states
-    second = _trainer(tmp_path, "cut", max_steps=n_total)
+    second = _trainer(tmp_path, "cut", device, max_steps=n_total)
     for p in second.model.parameters():  # and other weights
         torch.nn.init.normal_(p)
     assert second.resume()
