@@ -155,24 +155,12 @@ def pad_batch(rows: Sequence[Sequence[int]], pad_id: int = 0) -> Tensor:
 
 @torch.no_grad()
 def capture_attention(model, src: Tensor, tgt_in: Tensor) -> AttentionCapture:
-    """Run ``model(src, tgt_in)`` in evaluation mode and record every attention weight.
-
-    Uses the model's own recording switch (:meth:`~tmlib.model.transformer.Transformer.keep_attention`): each layer then
-    computes attention with the explicit softmax instead of PyTorch's fused kernel, which gives the same result up
-    to floating-point rounding (``tests/test_interpret.py`` compares the logits).  The layers' recording flags and
-    the model's train/eval mode are restored afterwards, also when the forward pass raises.
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer` with ``pad_id`` set.
-        src: long ``(batch, src_len)`` source ids, right-padded with ``model.pad_id``.
-        tgt_in: long ``(batch, tgt_len)`` decoder inputs ``<bos> y_1 … y_m`` right-padded with ``model.pad_id``.
-
-    Returns:
-        :class:`AttentionCapture` (tensors on the model's device, detached).  Every layer's attention is the
-        softmax(QKᵀ/√d_k) of paper §3.2.1, one distribution over the keys per query and head.
+    """Every attention weight of ``model(src, tgt_in)`` in eval mode (right-padded with ``model.pad_id``), through the
+    layers' recording switch (the explicit softmax: the fused kernel's result up to rounding); flags and mode restored
+    afterwards. → :class:`AttentionCapture`, detached, on the model's device.
 
     Raises:
-        ValueError: ``model.pad_id`` is None (the masks need it), or what ``model.forward`` raises for bad inputs.
+        ValueError: ``model.pad_id`` is None, or what ``model.forward`` raises.
     """
     if getattr(model, "pad_id", None) is None:
         raise ValueError("capture_attention needs model.pad_id to tell real tokens from padding")
@@ -205,26 +193,10 @@ def as_pair(batch) -> tuple[Tensor, Tensor]:
 
 
 def translate_and_capture(model, tokenizer, source: str, target: str | None = None) -> dict:
-    """Encode one sentence pair (or translate greedily) and capture every attention weight of it.
-
-    The source is encoded as in training (no ``<bos>``/``<eos>``); the decoder is fed ``<bos> y_1 … y_m`` where y
-    is ``target`` or, when ``target`` is None, the model's own greedy translation
-    (:func:`tmlib.decoding.greedy_decode`), so each decoder query is the position that predicts the next token.
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer`.
-        tokenizer: its :class:`tmlib.data.BPETokenizer`.
-        source: a German sentence.
-        target: an English sentence, or None for the greedy translation.
-
-    Returns:
-        dict: ``src`` long ``(1, src_len)``, ``tgt_in`` long ``(1, tgt_len)`` (on the model's device), ``capture``
-        (:class:`AttentionCapture`), ``src_pieces`` (``src_len`` strings), ``tgt_in_pieces`` (``<bos> y_1 … y_m``),
-        ``produced_pieces`` (``y_1 … y_m <eos>``: what each decoder position predicts), ``translation`` (text).
-
-    Raises:
-        ValueError: the source is empty after tokenization.
-    """
+    """One sentence pair's attention: ``source`` encoded as in training, the decoder fed ``<bos> y_1 … y_m`` with y the
+    ``target`` or, when None, the greedy translation. → dict of ``src``, ``tgt_in``, ``capture``, ``src_pieces``,
+    ``tgt_in_pieces``, ``produced_pieces`` (what each decoder position predicts) and ``translation``. ValueError: an
+    empty source."""
     from tmlib.decoding.greedy import greedy_decode
 
     src_ids = tokenizer.encode(source)

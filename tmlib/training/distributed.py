@@ -33,8 +33,8 @@ import torch
 import torch.distributed as dist
 
 __all__ = ["DistEnv", "WorldSizeMismatch", "check_world_size", "torchrun_env", "local_device", "process_device",
-           "backend_for", "process_group", "is_distributed", "rank", "world_size", "control_group", "all_reduce_sum", "agree", "gather_to_rank0",
-           "broadcast_from_rank0", "assert_same", "wrap_model"]
+           "backend_for", "process_group", "is_distributed", "rank", "world_size", "control_group", "all_reduce_sum",
+           "agree", "gather_to_rank0", "broadcast_from_rank0", "assert_same", "wrap_model"]
 
 
 class WorldSizeMismatch(ValueError):
