@@ -12,7 +12,7 @@
 Usage::
 
     python tools/readability.py                    # tmlib's units and subpackages
-    python tools/readability.py --anchors DIR      # also the anchors' files in DIR (see ANCHOR_UNITS)
+    python tools/readability.py --anchors DIR      # also the anchors' files in DIR (see UNITS)
     python tools/readability.py --json out.json
 """
 from __future__ import annotations
@@ -26,26 +26,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The units of issue 25's table: (label, file relative to the repository, qualified name).
-TMLIB_UNITS = [
-    ("attend (equation 1)", "tmlib/model/attention.py", "attend"),
-    ("multi-head attention", "tmlib/model/attention.py", "MultiHeadAttention"),
-    ("EncoderLayer", "tmlib/model/layers.py", "EncoderLayer"),
-    ("DecoderLayer", "tmlib/model/layers.py", "DecoderLayer"),
-    ("Transformer", "tmlib/model/transformer.py", "Transformer"),
-    ("greedy decoding", "tmlib/decoding/greedy.py", "greedy_decode"),
-]
-
-#: The same units in the anchors: (label, file name in the anchors' folder, qualified name).
-ANCHOR_UNITS = [
-    ("attend (equation 1)", "annotated.py", "attention"),
-    ("multi-head attention", "annotated.py", "MultiHeadedAttention"),
-    ("multi-head attention", "nanogpt_model.py", "CausalSelfAttention"),
-    ("EncoderLayer", "annotated.py", "EncoderLayer"),
-    ("DecoderLayer", "annotated.py", "DecoderLayer"),
-    ("Transformer", "annotated.py", "EncoderDecoder"),
-    ("greedy decoding", "annotated.py", "greedy_decode"),
-]
+#: The units of issue 25's table: label, (file, qualified name) in tmlib, and the same unit in the anchors (files
+#: in the anchors' folder: the Annotated Transformer's ``the_annotated_transformer.py`` as ``annotated.py``,
+#: nanoGPT's ``model.py`` as ``nanogpt_model.py``).
+UNITS = {
+    "attend (equation 1)": (("tmlib/model/attention.py", "attend"), [("annotated.py", "attention")]),
+    "multi-head attention": (("tmlib/model/attention.py", "MultiHeadAttention"),
+                             [("annotated.py", "MultiHeadedAttention"), ("nanogpt_model.py", "CausalSelfAttention")]),
+    "EncoderLayer": (("tmlib/model/layers.py", "EncoderLayer"), [("annotated.py", "EncoderLayer")]),
+    "DecoderLayer": (("tmlib/model/layers.py", "DecoderLayer"), [("annotated.py", "DecoderLayer")]),
+    "Transformer": (("tmlib/model/transformer.py", "Transformer"), [("annotated.py", "EncoderDecoder")]),
+    "greedy decoding": (("tmlib/decoding/greedy.py", "greedy_decode"), [("annotated.py", "greedy_decode")]),
+}
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
@@ -132,7 +124,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--anchors", type=Path, help="folder with annotated.py, nanogpt_model.py, nanogpt_train.py")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
-    result = {"units": {label: header_to_computation(args.root / f, q) for label, f, q in TMLIB_UNITS},
+    result = {"units": {label: header_to_computation(args.root / f, q) for label, ((f, q), _) in UNITS.items()},
               "ratios": ratios(args.root)}
     print("header to first computation (lines):")
     for label, n in result["units"].items():
@@ -142,7 +134,7 @@ def main(argv=None) -> dict:
         print(f"  {group:14s} {r['ratio']:5.2f}  ({r['docstring']} / {r['code']})")
     if args.anchors:
         result["anchors"] = {f"{label} ({f})": header_to_computation(args.anchors / f, q)
-                             for label, f, q in ANCHOR_UNITS}
+                             for label, (_, anchors) in UNITS.items() for f, q in anchors}
         result["anchor_ratios"] = {p.name: file_ratio(p) for p in sorted(args.anchors.glob("*.py"))}
         print("anchors:")
         for label, n in result["anchors"].items():

@@ -111,21 +111,17 @@ class ModelConfig:
             raise ValueError(f"tie_embeddings=True needs one shared vocabulary, got vocab_size={self.vocab_size} "
                              f"and tgt_vocab_size={self.tgt_vocab_size}")
 
-    def to_dict(self) -> dict:
-        """The fields as a plain dict (stored in checkpoints and ``config.json``)."""
-        return dataclasses.asdict(self)
-
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
-        """Inverse of :meth:`to_dict`.
-
-        Raises:
-            ValueError: an unknown field (e.g. a typo, or a checkpoint from a newer version of tmlib).
-        """
+        """Inverse of :meth:`to_dict`; ValueError for an unknown field (a typo, a checkpoint of a newer tmlib)."""
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"unknown ModelConfig field(s) {sorted(unknown)}")
         return cls(**d)
+
+    def to_dict(self) -> dict:
+        """The fields as a plain dict (stored in checkpoints and ``config.json``)."""
+        return dataclasses.asdict(self)
 
 
 #: The named configurations. ``base`` and ``big`` are the paper's (Table 3; big uses P_drop 0.3 as for

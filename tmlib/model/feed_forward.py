@@ -64,10 +64,7 @@ class SwiGLUFeedForward(nn.Module):
 
     The arguments of :class:`PositionwiseFeedForward`, in its order; no biases by default (Shazeer, Llama). With the
     same d_ff it has 3/2 the weights (:func:`swiglu_hidden_size`). Names as Meta's Llama: ``w1`` (gate), ``w3`` (up),
-    ``w2`` (down); Hugging Face's ``gate_proj``, ``up_proj``, ``down_proj``.
-
-    Raises:
-        TypeError, ValueError: sizes that are not positive integers, ``dropout`` outside [0, 1).
+    ``w2`` (down); Hugging Face's ``gate_proj``, ``up_proj``, ``down_proj``. Raises as :class:`PositionwiseFeedForward`.
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, bias: bool = False, device=None, dtype=None):
