@@ -18,7 +18,7 @@ endif
 JB := PYTHONPATH="$(CURDIR)/_ext$${PYTHONPATH:+:$$PYTHONPATH}" $(BIN)/jupyter-book
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test venv unit nbval site-strict site-html browser lock clean execute benchmarks web-model vendor-web
+.PHONY: book test venv unit nbval site-strict site-html browser pdf pdf-check lock clean execute benchmarks web-model vendor-web
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,8 +39,9 @@ book: venv
 	echo "Built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
 ## test: unit tests (the CI workflows linted too), nbval over every notebook (training notebooks in smoke mode,
-## TMLIB_SMOKE=1), a strict site build from the stored outputs, and that site opened offline in headless Chromium
-test: unit nbval site-strict site-html browser
+## TMLIB_SMOKE=1), a strict site build from the stored outputs, that site opened offline in headless Chromium, and
+## the PDF edition built and read back
+test: unit nbval site-strict site-html browser pdf-check
 	@echo "All checks passed."
 
 ## site-html: the checks of the built HTML (vendored scripts, citations, quizzes, figure and exercise numbers, the
@@ -50,11 +51,28 @@ site-html: site-strict
 		tests/test_student_notebooks.py tests/test_chapters.py -k "built or site or quiz"
 
 unit: venv
-	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py --ignore=tests/test_translator_browser.py
+	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py --ignore=tests/test_translator_browser.py \
+		--ignore=tests/test_pdf.py
 
+# the executed pages outside the chapters (book/distributed.ipynb) are replayed with the chapters
+PAGE_NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 nbval: venv
 	TMLIB_SMOKE=1 $(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=1800 \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS)
+		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(NOTEBOOKS) $(PAGE_NOTEBOOKS)
+
+## pdf: the PDF edition, _build/pdf/_build/latex/attention-executable.pdf, with Jupyter Book's LaTeX builder (XeLaTeX)
+## from the committed outputs; _ext/latex_edition.py gives the browser-only parts a static stand-in. Needs (Debian):
+## latexmk texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended texlive-xetex fonts-freefont-otf
+## fonts-dejavu-core fonts-wqy-microhei librsvg2-bin (and poppler-utils for its test)
+pdf: venv
+	mkdir -p _build
+	sed 's/^  execute_notebooks: cache$$/  execute_notebooks: "off"/' _config.yml > _build/_config_pdf.yml
+	grep -q 'execute_notebooks: "off"' _build/_config_pdf.yml
+	$(JB) build . --config _build/_config_pdf.yml --path-output _build/pdf --builder pdflatex --keep-going
+
+## pdf-check: build the PDF and read it back (pages, table of contents, no raw markup, no missing characters)
+pdf-check: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_pdf.py
 
 site-strict: venv
 	mkdir -p _build
@@ -86,7 +104,8 @@ vendor-web:
 		> assets/vendor/onnxruntime-web/ort-wasm-simd-threaded.wasm.gz
 	cp tools/web/node_modules/@huggingface/tokenizers/dist/tokenizers.min.mjs assets/vendor/tokenizers/
 
-## benchmarks: run every benchmark of chapter 11 (CPU, 2 threads; kv_cache 1 thread; < 10 min on 2 cores) into benchmarks/results/
+## benchmarks: run every benchmark of chapter 11 (CPU, 2 threads; kv_cache 1 thread; about 18 min on 2 cores, see
+## benchmarks/results/run_all_cpu.json's elapsed_s) into benchmarks/results/
 ## (BENCH_ARGS="--device cuda" on a GPU; "--quick --out-dir /tmp/bench" for a smoke run of seconds)
 benchmarks: venv
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
@@ -127,3 +146,32 @@ assignments: venv
 grade: assignments
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-submitted-notebooks"; exit 2; }
 	$(BIN)/python tools/assignments.py grade "$(SUBMISSIONS)" --assignments _build/assignments $(GRADE_FLAGS)
+
+## The one-shot GPU run (issue 27; benchmarks/README.md, "The GPU run"). Prepare here, then send the tree to the
+## GPU machine with .whl and .gpu carried beside it.
+## gpu-wheels: wheels for Python 3.12 / manylinux x86_64 of what tmlib needs and the GPU image lacks, into .whl/
+GPU_PLATFORMS := $(foreach p,manylinux2014_x86_64 manylinux_2_17_x86_64 manylinux_2_28_x86_64,--platform $(p))
+.PHONY: gpu-wheels gpu-data gpu-prepare gpu-check gpu-size
+gpu-wheels: venv
+	rm -rf .whl && mkdir -p .whl
+	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		$(GPU_PLATFORMS) -d .whl -r tools/gpu_requirements.txt
+	ls .whl
+
+## gpu-data: a copy of the six Multi30k files at .gpu/data/multi30k (ignored by git; carried to the GPU machine)
+gpu-data: venv
+	mkdir -p .gpu/data/multi30k
+	$(BIN)/python -c "import shutil, sys; from tmlib.data import check_multi30k; \
+		[shutil.copy(f, '.gpu/data/multi30k/') for f in check_multi30k(splits=('train', 'val', 'test'))]"
+	ls -l .gpu/data/multi30k
+
+## gpu-prepare: both, then the size of what the GPU call sends (limit 64 MiB)
+gpu-prepare: gpu-wheels gpu-data gpu-size
+
+gpu-size:
+	@$(BIN)/python tools/gpu_check.py --travel-size .whl .gpu
+
+## gpu-check: on the GPU machine (python3 there has torch): every part, under nine minutes (GPU_CHECK_ARGS="--bundle $$OUT")
+GPU_PYTHON ?= python3
+gpu-check:
+	$(GPU_PYTHON) tools/gpu_check.py --device cuda $(GPU_CHECK_ARGS)

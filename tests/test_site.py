@@ -56,7 +56,8 @@ def test_every_cited_key_is_in_the_bibliography():
     keys = set(re.findall(r"@\w+\{([^,\s]+),", bib))
     assert len(keys) == len(re.findall(r"@\w+\{", bib)), "duplicate or malformed BibTeX keys"
     cited = set()
-    for page in list((ROOT / "book").glob("*.md")) + list((ROOT / "notebooks").glob("*.ipynb")):
+    pages = [*(ROOT / "book").glob("*.md"), *(ROOT / "book").glob("*.ipynb"), *(ROOT / "notebooks").glob("*.ipynb")]
+    for page in pages:
         for group in re.findall(r"\{cite(?::[tp])?\}`([^`]+)`", page.read_text()):
             cited.update(k.strip() for k in group.split(","))
     assert cited, "no citations found"
@@ -89,7 +90,8 @@ def test_built_pages_use_vendored_javascript(html_dir):
             assert text.index("vendor/d3/d3.min.js") < text.index("js/require-shim.js")
 
 
-EXTENSIONS = ("offline_outputs", "inline_scripts", "translator_model", "student_buttons", "exercise_numbers")
+EXTENSIONS = ("offline_outputs", "inline_scripts", "translator_model", "student_buttons", "exercise_numbers",
+              "latex_edition")
 
 
 def test_config_enables_the_site_extension():

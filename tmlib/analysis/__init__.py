@@ -18,8 +18,8 @@ The description of the machine a number was measured on is :mod:`tmlib.machine` 
 from tmlib.analysis.ablation import ablate_heads, ablation_experiments, ablation_table, greedy_bleu, nll_per_token
 from tmlib.analysis.alignment import merge_attention, word_alignment, word_labels, word_spans
 from tmlib.analysis.benchmarking import (
-    PowerLawFit, RESULTS_URL, decoder_cache_bytes, fit_power_law, kv_cache_bytes, load_result, peak_memory_bytes,
-    tensor_bytes, time_call
+    GPU_RESULTS, PowerLawFit, RESULTS_URL, decoder_cache_bytes, fit_power_law, kv_cache_bytes, load_result,
+    peak_memory_bytes, tensor_bytes, time_call
 )
 from tmlib.analysis.capture import (
     ATTENTION_KINDS, AttentionCapture, Head, all_heads, attention_module, capture_attention, pad_batch,
@@ -41,7 +41,7 @@ from tmlib.analysis.permutation import (
 from tmlib.analysis.views import bertviz_inputs, bertviz_view
 
 __all__ = [
-    "ATTENTION_KINDS", "AttentionCapture", "Head", "LAYER_TYPES", "PAPER_TABLE_1",
+    "ATTENTION_KINDS", "AttentionCapture", "GPU_RESULTS", "Head", "LAYER_TYPES", "PAPER_TABLE_1",
     "PEAK_FLOPS", "PowerLawFit", "RESULTS_URL", "STATISTICS", "ablate_heads", "ablation_experiments",
     "ablation_table", "all_heads", "attention_flops", "attention_matrix_bytes", "attention_module",
     "attention_statistics", "bertviz_inputs", "bertviz_view", "capture_attention", "complexity_per_layer",

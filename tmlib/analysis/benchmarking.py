@@ -29,11 +29,13 @@ import numpy as np
 from tmlib.validation import check_float, check_int
 
 __all__ = ["PowerLawFit", "fit_power_law", "time_call", "peak_memory_bytes", "tensor_bytes",
-           "decoder_cache_bytes", "kv_cache_bytes", "RESULTS_URL", "load_result"]
+           "decoder_cache_bytes", "kv_cache_bytes", "RESULTS_URL", "GPU_RESULTS", "load_result"]
 
 #: Where the committed benchmark results live online (used when the repository is not checked out, e.g. Colab).
 RESULTS_URL = ("https://raw.githubusercontent.com/attention-executable/attention-executable/main/"
                "benchmarks/results/{name}")
+#: The sub-folder of ``benchmarks/results`` that holds the records of the one-shot GPU run (``tools/gpu_check.py``).
+GPU_RESULTS = "gpu"
 
 
 # --------------------------------------------------------------------------- power-law fit
@@ -246,23 +248,26 @@ def kv_cache_bytes(n_layers: int, d_model: int, n_tokens: int, src_len: int = 0,
 
 def load_result(name: str, device: str = "cpu", folder=None) -> dict:
     """A benchmark record ``<name>_<device>.json`` (``benchmarks/README.md``): from ``folder``, else the checkout's
-    ``benchmarks/results``, else downloaded from :data:`RESULTS_URL` (Colab). FileNotFoundError: neither."""
+    ``benchmarks/results`` and its :data:`GPU_RESULTS` sub-folder (the GPU run's records, ``tools/gpu_check.py``),
+    else downloaded from :data:`RESULTS_URL` (Colab), from the same two places. FileNotFoundError: neither."""
     filename = f"{name}_{device}.json"
     candidates = [Path(folder)] if folder is not None else [Path(__file__).resolve().parents[2] / "benchmarks" /
                                                             "results"]
     for base in candidates:
-        path = base / filename
-        if path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))
+        for path in (base / filename, base / GPU_RESULTS / filename):
+            if path.is_file():
+                return json.loads(path.read_text(encoding="utf-8"))
     if folder is None:
         import urllib.error
         import urllib.request
 
-        url = RESULTS_URL.format(name=filename)
-        try:
-            with urllib.request.urlopen(url, timeout=30) as response:
-                return json.loads(response.read().decode("utf-8"))
-        except (urllib.error.URLError, OSError, ValueError) as err:
-            raise FileNotFoundError(f"{filename} is not in {candidates[0]} and could not be downloaded from "
-                                    f"{url}: {err}; run python benchmarks/run_all.py") from None
+        for url in (RESULTS_URL.format(name=filename), RESULTS_URL.format(name=f"{GPU_RESULTS}/{filename}")):
+            try:
+                with urllib.request.urlopen(url, timeout=30) as response:
+                    return json.loads(response.read().decode("utf-8"))
+            except (urllib.error.URLError, OSError, ValueError) as err:
+                error = err
+        raise FileNotFoundError(f"{filename} is not in {candidates[0]} (nor its {GPU_RESULTS}/) and could not be "
+                                f"downloaded from {RESULTS_URL.format(name='')}: {error}; run python "
+                                "benchmarks/run_all.py") from None
     raise FileNotFoundError(f"{filename} is not in {folder}; run python benchmarks/run_all.py --out-dir {folder}")
