@@ -179,6 +179,8 @@ class MultiHeadAttention(nn.Module):
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"
 
+    cross_attention = True  # may attend over another sequence's cached keys (static_kv)
+
     @classmethod
     def from_per_head_weights(cls, w_q, w_k, w_v, w_o, dtype=None, device=None) -> "MultiHeadAttention":
         """A bias-free module from the lecture's per-head matrices ``w_q``, ``w_k``, ``w_v`` ``(h, d_model, d_k)``

@@ -101,7 +101,7 @@ def check_multi_head_args(mha, query, key, value, attn_mask, real_keys, cache, s
     """
     _check_input(mha, query, "query", None)
     batch, n_q, _ = query.shape
-    if static_kv and hasattr(mha, "positions"):  # ModernAttention: self-attention only
+    if static_kv and not mha.cross_attention:  # ModernAttention: self-attention only
         raise ValueError(f"positions={mha.positions!r} and n_kv_heads={mha.n_kv_heads} are options of self-attention; "
                          "cross-attention (static_kv) relates two sequences: use MultiHeadAttention")
     cached = 0 if cache is None else len(cache)

@@ -32,6 +32,8 @@ class ModernAttention(MultiHeadAttention):
             an odd ``d_k`` with RoPE.
     """
 
+    cross_attention = False  # positions and grouped heads belong to self-attention
+
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, device=None,
                  dtype=None, *, n_kv_heads: int | None = None, positions: str | None = None, max_len: int = 512,
                  rope_base: float = 10000.0) -> None:
