@@ -137,7 +137,7 @@ def browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("Playwright for Python is not installed (it is in requirements.txt: run `make venv`)")
+        _missing("Playwright for Python is not installed (it is in the dev lock, requirements/dev.txt: run `make venv`)")
     chromium = _chromium()
     if chromium is None:
         _missing(f"Chromium not found: install it with `{INSTALL}` to run the browser test")

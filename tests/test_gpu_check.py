@@ -68,7 +68,7 @@ def test_what_the_gpu_machine_lacks_travels_as_wheels():
     imported = set().union(*map(_imports, sources)) - set(sys.stdlib_module_names) - local
     assert imported - set(g.GPU_IMAGE_MODULES) - set(g.WHEEL_MODULES) == set(g.NOT_NEEDED_ON_GPU)
     # the wheels are pinned as in the course's lock file (the versions CI tests)
-    lock = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "requirements.txt").read_text(), re.M))
+    lock = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "requirements" / "dev.txt").read_text(), re.M))
     lock = {k.lower().replace("_", "-"): v for k, v in lock.items()}
     pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "tools" / "gpu_requirements.txt").read_text(), re.M)
     assert len(pins) == len(g.WHEEL_MODULES)

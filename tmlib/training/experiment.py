@@ -9,8 +9,8 @@ objects, training into a run folder, and loading a trained model back.
 * :func:`load_trained` / :func:`load_or_train`: a :class:`TrainedModel` (model, tokenizer, history, config, ...)
   from a run folder, training it first if needed (the UvA tutorials' "load the checkpoint if present,
   otherwise train").
-* :func:`default_run`: the run folder and configuration that chapters 9 and 10 share, so that ``make book``
-  trains once.
+* :func:`default_run`: the run folder and configuration that chapters 9, 10 and 13 share, so that ``make book``
+  trains once (where: :mod:`tmlib.training.locations`).
 
 Under ``torchrun`` (``python -m tmlib.train`` initialises the process group, see :mod:`tmlib.training.distributed`),
 :func:`run_training` trains the tokenizer on rank 0 only and sends it to the other processes, and only rank 0
@@ -79,27 +79,25 @@ RUN_DIR_ENV = "TMLIB_RUN_DIR"
 
 
 def default_run(smoke: bool | None = None, root: str | os.PathLike | None = None) -> tuple[Path, TrainConfig]:
-    """The run folder and configuration that chapters 9 and 10 share (so ``make book`` trains once).
+    """The run folder and configuration that chapters 9, 10 and 13 share (so ``make book`` trains once).
 
     Args:
         smoke: ``True`` for the CI smoke run; default: :func:`tmlib.utils.smoke_mode` (``TMLIB_SMOKE=1``).
-        root: the folder that holds ``runs/`` (default: the repository root when called from ``notebooks/``,
-            else the current folder).
+        root: the folder that holds ``runs/``; default: :func:`tmlib.training.locations.runs_root` (the course's
+            checkout, whatever the current folder; Colab's mounted Drive; else the user data folder).
 
     Returns:
-        ``(run_dir, config)``: ``$TMLIB_RUN_DIR`` or ``<root>/runs/multi30k`` with :data:`RECOMMENDED`, or
-        ``<root>/runs/smoke-multi30k`` with :data:`SMOKE`.
+        ``(run_dir, config)``: ``$TMLIB_RUN_DIR`` or ``<runs>/multi30k`` with :data:`RECOMMENDED`, or
+        ``<runs>/smoke-multi30k`` with :data:`SMOKE`.
     """
+    from tmlib.training.locations import runs_root
     from tmlib.utils import smoke_mode
 
     smoke = smoke_mode() if smoke is None else smoke
-    if root is None:
-        cwd = Path.cwd()
-        root = cwd.parent if cwd.name == "notebooks" else cwd
-    root = Path(root)
+    runs = Path(root) / "runs" if root is not None else runs_root()
     if smoke:
-        return root / "runs" / "smoke-multi30k", SMOKE
-    return Path(os.environ.get(RUN_DIR_ENV) or root / "runs" / "multi30k"), RECOMMENDED
+        return runs / "smoke-multi30k", SMOKE
+    return Path(os.environ.get(RUN_DIR_ENV) or runs / "multi30k"), RECOMMENDED
 
 
 @dataclass
