@@ -18,7 +18,7 @@ endif
 ifneq ($(TMLIB_DATA_DIR),)
 export TMLIB_DATA_DIR := $(abspath $(TMLIB_DATA_DIR))
 endif
-# jupyter-book, with the site's own Sphinx extension (_ext/site_html.py) importable from any config file location.
+# jupyter-book, with the site's own Sphinx extensions (_ext/*.py) importable from any config file location.
 JB := PYTHONPATH="$(CURDIR)/_ext$${PYTHONPATH:+:$$PYTHONPATH}" $(BIN)/jupyter-book
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 

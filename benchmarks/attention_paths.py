@@ -80,6 +80,9 @@ def use(model, cls: type) -> None:
     """Make every attention module of ``model`` an instance of ``cls`` (the parameters stay where they are)."""
     for module in model.modules():
         if hasattr(module, "w_q") and hasattr(module, "w_o"):
+            for name, value in (("n_kv_heads", module.n_heads), ("positions", None), ("rotary", None), ("alibi", None)):
+                if not hasattr(module, name):  # what the old class reads and today's paper module no longer holds
+                    setattr(module, name, value)
             module.__class__ = cls
 
 

@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def loop_collate(examples, pad_id=0, bos_id=1, eos_id=2):
-    """The row-at-a-time collate that tmlib used before (baseline)."""
+    """The row-at-a-time collate that tmlib used before: the baseline here, and the reference of
+    tests/test_batching.py."""
     from tmlib.data import Batch
 
     b = len(examples)
@@ -67,7 +68,7 @@ def median_us(fn, number: int, repeats: int) -> float:
 
 def main(argv=None) -> int:
     from tmlib.data import BatchIterator, collate
-    from tmlib.analysis import describe_machine, machine_info
+    from tmlib.machine import describe_machine, machine_info
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tokens", type=int, nargs="+", default=[2000, 25000], help="padded tokens per batch")

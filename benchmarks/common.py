@@ -1,7 +1,7 @@
 """Shared plumbing of the benchmark scripts: the record every JSON result starts with, and writing it.
 
 Every result file holds ``benchmark`` (what is measured), ``device``, ``machine``
-(:func:`tmlib.analysis.machine.machine_info`: CPU model, cores, instruction sets, native bf16, GPU, torch version,
+(:func:`tmlib.machine.machine_info`: CPU model, cores, instruction sets, native bf16, GPU, torch version,
 date), ``command`` (the exact command line), ``settings`` (every option), ``note``, ``elapsed_s`` (the
 script's own run time) and ``results``.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from tmlib.analysis import machine_info
+from tmlib.machine import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

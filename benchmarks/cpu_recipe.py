@@ -36,7 +36,7 @@ import torch
 from tmlib.data import BatchIterator, encode_pairs, filter_by_length, load_multi30k, train_tokenizer
 from tmlib.decoding import translate_corpus
 from tmlib.training import RECOMMENDED
-from tmlib.analysis import machine_info
+from tmlib.machine import machine_info
 from tmlib.decoding import bleu_scores
 from tmlib.model import PRESETS, make_model
 from tmlib.training import Trainer

@@ -61,7 +61,7 @@ def run(name: str, launcher: list[str], extra: list[str], steps: int, out: Path)
 
 
 def main(argv=None) -> int:
-    from tmlib.analysis import describe_machine, machine_info
+    from tmlib.machine import describe_machine, machine_info
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=60)

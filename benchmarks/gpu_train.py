@@ -100,7 +100,7 @@ def prepare(config, quick: bool, tokenizer=None) -> TranslationData:
 
 
 def _summary(history: dict) -> dict:
-    """Steps, epochs, losses and rates of a training history (:class:`tmlib.training.progress.History`)."""
+    """Steps, epochs, losses and rates of a training history (:data:`tmlib.training.trainer.STEP_FIELDS`)."""
     loss, n = history["loss"], len(history["loss"])
     tenth = max(1, n // 10)
     rates = [r for r in history["tokens_per_s"] if math.isfinite(r)]

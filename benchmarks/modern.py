@@ -25,7 +25,7 @@ Usage (from the repository root; the recorded run held the exclusive CPU lock)::
     flock -x /tmp/tm-cpu.lock .venv/bin/python benchmarks/modern.py
     python benchmarks/modern.py --steps 20 --only baseline llama --out /tmp/modern.json   # a quick try
 
-Writes ``benchmarks/results/modern_cpu.json`` (with :func:`tmlib.analysis.machine.machine_info`).
+Writes ``benchmarks/results/modern_cpu.json`` (with :func:`tmlib.machine.machine_info`).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ import torch
 
 from tmlib.model import swiglu_hidden_size
 from tmlib.data import SentenceBatches, caption_corpus, lm_forward, loss_by_position
-from tmlib.analysis import machine_info
+from tmlib.machine import machine_info
 from tmlib.model import ModelConfig, count_parameters
 from tmlib.training import TrainConfig, Trainer
 from tmlib.utils import seed_everything

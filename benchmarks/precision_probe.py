@@ -42,7 +42,7 @@ def measure(threads: int, windows: int, steps: int, quick: bool) -> dict:
 
     import torch
 
-    from tmlib.analysis import machine_info
+    from tmlib.machine import machine_info
     from tmlib.data import BatchIterator, encode_pairs, filter_by_length, load_multi30k, train_tokenizer
     from tmlib.model import make_model
     from tmlib.training import RECOMMENDED, MixedPrecision, Trainer

@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     out_dir = Path(args.out_dir) if args.out_dir else HERE / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    from tmlib.analysis import describe_machine, machine_info
+    from tmlib.machine import describe_machine, machine_info
 
     print(describe_machine(), flush=True)
     parts = []

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tmlib.analysis import transformer_flops
-from tmlib.analysis import machine_info
+from tmlib.machine import machine_info
 from tmlib.model import PRESETS, make_model
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -10,7 +10,7 @@ test_2016_flickr with greedy decoding and with beam search (beam 4, α = 0.6, pa
 ``benchmarks/results/translate_<device>.json``: device name, torch version, preset, parameter count,
 minutes trained, steps, epochs, target tokens/s, validation loss, and for each decoder the cased BLEU,
 lowercased BLEU (13a) and chrF of sacreBLEU, with signatures and decoding time, and the machine that trained
-(``tmlib.analysis.machine.machine_info()``, stored in the checkpoint) and the one that decoded.
+(``tmlib.machine.machine_info()``, stored in the checkpoint) and the one that decoded.
 
 Without ``--train`` it scores the checkpoint already in ``--out`` (e.g. one written by
 ``python -m tmlib.train``). ``--name`` changes the result file's name (``translate_<name>.json``), e.g.
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     from tmlib.data import load_multi30k
     from tmlib.decoding import translate_corpus
     from tmlib.training import load_trained
-    from tmlib.analysis import machine_info
+    from tmlib.machine import machine_info
     from tmlib.decoding import bleu_scores
     from tmlib.model import count_parameters
     from tmlib.train import main as train_main

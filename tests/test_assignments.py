@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import csv
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-sys.path.insert(0, str(ROOT / "tests"))
 import assignments as A  # noqa: E402
 import exercise_mistakes as M  # noqa: E402
 import grading  # noqa: E402

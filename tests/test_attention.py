@@ -120,7 +120,7 @@ def test_matches_nn_multiheadattention(device, dtype, cross, masks, need_weights
     mem = torch.randn(batch, n_k, d_model, generator=g, dtype=dtype).to(device) if cross else x
     attn_mask = causal_mask(n_q, n_k, device=device) if "causal" in masks else None  # True = may attend
     kpm = padding([n_k, n_k - 2, 3], n_k, device) if "padding" in masks else None  # True = real token
-    out, w = ours(x, mem, mem, attn_mask=attn_mask, key_padding_mask=kpm, need_weights=need_weights)
+    out, w = ours(x, mem, mem, attn_mask=attn_mask, real_keys=kpm, need_weights=need_weights)
     # nn.MultiheadAttention: True = *blocked* for both masks, so pass the complements.
     ref_out, ref_w = ref(x, mem, mem,
                          attn_mask=None if attn_mask is None else ~attn_mask,
@@ -225,7 +225,7 @@ def test_masked_weights_are_exactly_zero_and_rows_sum_to_one():
     mha = MultiHeadAttention(8, 2).double().eval()
     x = torch.randn(2, 5, 8, dtype=torch.float64)
     kpm = padding([5, 3], 5, "cpu")
-    _, w = mha(x, x, x, attn_mask=causal_mask(5), key_padding_mask=kpm, need_weights=True)
+    _, w = mha(x, x, x, attn_mask=causal_mask(5), real_keys=kpm, need_weights=True)
     allowed = causal_mask(5)[None, None] & kpm[:, None, None, :]  # (batch, 1, n_q, n_k)
     assert torch.all(w.masked_select(~allowed.expand_as(w)) == 0.0)
     assert torch.all(w.masked_select(allowed.expand_as(w)) > 0.0)
@@ -329,7 +329,7 @@ def test_static_kv_projects_memory_once_and_ignores_later_keys():
     y = torch.randn(2, 4, 8, dtype=torch.float64)  # decoder queries
     mem = torch.randn(2, 5, 8, dtype=torch.float64)  # encoder memory
     kpm = padding([5, 3], 5, "cpu")
-    full, _ = mha(y, mem, mem, key_padding_mask=kpm)
+    full, _ = mha(y, mem, mem, real_keys=kpm)
     calls = {"k": 0, "v": 0}
     hooks = [mha.w_k.register_forward_hook(lambda *a: calls.__setitem__("k", calls["k"] + 1)),
              mha.w_v.register_forward_hook(lambda *a: calls.__setitem__("v", calls["v"] + 1))]
@@ -338,7 +338,7 @@ def test_static_kv_projects_memory_once_and_ignores_later_keys():
     for t in range(4):
         wrong = torch.full_like(mem, 100.0)  # would change everything if it were used
         key = mem if t == 0 else (wrong if t % 2 else None)
-        out, _ = mha(y[:, t:t + 1], key, key, key_padding_mask=kpm, cache=cache, static_kv=True)
+        out, _ = mha(y[:, t:t + 1], key, key, real_keys=kpm, cache=cache, static_kv=True)
         outs.append(out)
         assert len(cache) == 5
     for h in hooks:
@@ -387,10 +387,10 @@ def test_bad_inputs_raise_with_named_shapes():
         mha(x, x, x, attn_mask=torch.ones(1, 3, 3, dtype=torch.bool))  # batch 1 is not broadcast silently
     with pytest.raises(TypeError, match=r"attn_mask must be a boolean tensor.*torch.float32"):
         mha(x, x, x, attn_mask=torch.zeros(3, 3))
-    with pytest.raises(TypeError, match=r"key_padding_mask must be a boolean tensor.*torch.int64"):
-        mha(x, x, x, key_padding_mask=torch.ones(2, 3, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"key_padding_mask has shape \(2, 4\), expected \(batch, n_k\) = \(2, 3\)"):
-        mha(x, x, x, key_padding_mask=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"real_keys must be a boolean tensor.*torch.int64"):
+        mha(x, x, x, real_keys=torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"real_keys has shape \(2, 4\), expected \(batch, n_k\) = \(2, 3\)"):
+        mha(x, x, x, real_keys=torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"key has batch size 1 \(shape \(1, 3, 8\)\) but query has batch 2"):
         mha(x, x[:1], x[:1])
     with pytest.raises(ValueError, match=r"query has shape \(2, 3, 6\): its last size must be d_model=8"):
@@ -436,13 +436,13 @@ def test_cuda_float32_and_bf16_autocast():
     gpu.load_state_dict({k: v.float() for k, v in cpu.state_dict().items()})
     x = torch.randn(4, 32, 64, dtype=torch.float64)
     kpm = padding([32, 20, 9, 1], 32, "cpu")
-    ref, _ = cpu(x, x, x, attn_mask=causal_mask(32), key_padding_mask=kpm)
+    ref, _ = cpu(x, x, x, attn_mask=causal_mask(32), real_keys=kpm)
     xg, kpmg = x.float().cuda(), kpm.cuda()
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
         for need_weights in (False, True):
-            out, _ = gpu(xg, xg, xg, attn_mask=causal_mask(32, device="cuda"), key_padding_mask=kpmg,
+            out, _ = gpu(xg, xg, xg, attn_mask=causal_mask(32, device="cuda"), real_keys=kpmg,
                          need_weights=need_weights)
             assert out.device.type == "cuda" and out.dtype == torch.float32
             assert max_diff(out, ref) <= 1e-5
@@ -450,7 +450,7 @@ def test_cuda_float32_and_bf16_autocast():
         torch.backends.cuda.matmul.allow_tf32 = prev
     with torch.autocast("cuda", dtype=torch.bfloat16):
         for need_weights in (False, True):
-            out, _ = gpu(xg, xg, xg, attn_mask=causal_mask(32, device="cuda"), key_padding_mask=kpmg,
+            out, _ = gpu(xg, xg, xg, attn_mask=causal_mask(32, device="cuda"), real_keys=kpmg,
                          need_weights=need_weights)
             assert out.dtype == torch.bfloat16
             assert not torch.isnan(out).any()
@@ -467,14 +467,14 @@ def test_is_causal_equals_explicit_causal_mask(dtype, need_weights, padded):
     mha = MultiHeadAttention(16, 4, dtype=dtype).eval()
     x = torch.randn(3, 7, 16, dtype=dtype)
     kpm = padding([7, 5, 2], 7, "cpu") if padded else None
-    flag, w_flag = mha(x, x, x, is_causal=True, key_padding_mask=kpm, need_weights=need_weights)
-    mask, w_mask = mha(x, x, x, attn_mask=causal_mask(7), key_padding_mask=kpm, need_weights=need_weights)
+    flag, w_flag = mha(x, x, x, is_causal=True, real_keys=kpm, need_weights=need_weights)
+    mask, w_mask = mha(x, x, x, attn_mask=causal_mask(7), real_keys=kpm, need_weights=need_weights)
     tol = TOLS[dtype][1]
     assert max_diff(flag, mask) <= tol
     if need_weights:
         assert max_diff(w_flag, w_mask) <= tol and torch.triu(w_flag, diagonal=1).abs().max() == 0
     # is_causal and a mask combine by "and"
-    both, _ = mha(x, x, x, attn_mask=causal_mask(7), is_causal=True, key_padding_mask=kpm)
+    both, _ = mha(x, x, x, attn_mask=causal_mask(7), is_causal=True, real_keys=kpm)
     assert max_diff(both, mask) <= tol
 
 
@@ -517,5 +517,5 @@ def test_torch_causal_flag_and_no_mask_are_what_reaches_the_kernel(monkeypatch):
     mha(x[:, :4], x[:, :4], x[:, :4], is_causal=True, cache=cache)
     mha(x[:, 4:], x[:, 4:], x[:, 4:], is_causal=True, cache=cache)
     assert calls[-2] == (True, True, 4, 4) and calls[-1] == (True, False, 1, 5)  # one query: no mask at all
-    mha(x, x, x, is_causal=True, key_padding_mask=padding([5, 3], 5, "cpu"))
+    mha(x, x, x, is_causal=True, real_keys=padding([5, 3], 5, "cpu"))
     assert calls[-1][:2] == (False, False)  # padding: an explicit mask is needed

@@ -8,26 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from collate import loop_collate as reference_collate  # noqa: E402  (benchmarks/collate.py's baseline)
 from tmlib import data as B  # noqa: E402
-
-
-def reference_collate(examples, pad_id=0, bos_id=1, eos_id=2):
-    """The straightforward implementation (one row at a time; tmlib.data's collate before NumPy packing)."""
-    b = len(examples)
-    s_len = max(len(s) for s, _ in examples)
-    t_len = max(len(t) for _, t in examples) + 1
-    src = torch.full((b, max(s_len, 1)), pad_id, dtype=torch.int64)
-    tgt_in = torch.full((b, t_len), pad_id, dtype=torch.int64)
-    tgt_out = torch.full((b, t_len), pad_id, dtype=torch.int64)
-    n_tokens = 0
-    for i, (s, t) in enumerate(examples):
-        src[i, : len(s)] = torch.as_tensor(s, dtype=torch.int64)
-        tgt_in[i, 0] = bos_id
-        tgt_in[i, 1 : len(t) + 1] = torch.as_tensor(t, dtype=torch.int64)
-        tgt_out[i, : len(t)] = torch.as_tensor(t, dtype=torch.int64)
-        tgt_out[i, len(t)] = eos_id
-        n_tokens += len(t) + 1
-    return B.Batch(src, tgt_in, tgt_out, n_tokens)
 
 
 def reference_length_batches(lengths, batch_tokens):

@@ -6,13 +6,11 @@ score matrix while the fused one does not, the KV cache holds exactly the formul
 writes its JSON with the machine record.
 """
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import attention_cost  # noqa: E402
 import kv_cache  # noqa: E402
@@ -22,11 +20,15 @@ import throughput  # noqa: E402
 ARGS = ["--threads", "1", "--quick"]
 
 
-def _load(path):
+def _load(path, script):
+    """The record a script wrote with ``ARGS``: its header says what ran, where and with which arguments."""
+    from tmlib.machine import machine_info
+
     record = json.loads(Path(path).read_text())
-    for key in ("benchmark", "device", "machine", "command", "settings", "results"):
-        assert key in record, key
-    assert record["machine"]["cpu_model"] and record["machine"]["torch_version"]
+    assert record["device"] == "cpu" and record["note"] == ""
+    assert record["command"] == f"python benchmarks/{script}.py " + " ".join([*ARGS, "--out-dir", str(path.parent)])
+    assert record["machine"]["cpu_model"] == machine_info()["cpu_model"]
+    assert record["results"] and 0 <= record["elapsed_s"] < 600
     return record
 
 
@@ -57,7 +59,7 @@ def test_every_sdpa_backend_on_cuda_agrees_or_reports_why():
 
 def test_attention_cost_script(tmp_path):
     attention_cost.main([*ARGS, "--out-dir", str(tmp_path)])
-    rec = _load(tmp_path / "attention_cost_cpu.json")
+    rec = _load(tmp_path / "attention_cost_cpu.json", "attention_cost")
     rows = {(r["method"], r["pass"], r["n"]): r for r in rec["results"]["rows"]}
     explicit = rows[("explicit", "forward", 256)]
     fused = rows[("sdpa", "forward", 256)]
@@ -69,7 +71,7 @@ def test_attention_cost_script(tmp_path):
 
 def test_table1_script(tmp_path):
     table1.main([*ARGS, "--out-dir", str(tmp_path)])
-    rec = _load(tmp_path / "table1_cpu.json")
+    rec = _load(tmp_path / "table1_cpu.json", "table1")
     layers = {r["layer"] for r in rec["results"]["grid"]}
     assert layers == set(table1.LAYERS)
     assert {r["method"] for r in rec["results"]["sequential"]} == {
@@ -86,7 +88,7 @@ def test_table1_layers_compute_shapes():
 
 def test_kv_cache_script(tmp_path):
     kv_cache.main([*ARGS, "--out-dir", str(tmp_path)])
-    rec = _load(tmp_path / "kv_cache_cpu.json")
+    rec = _load(tmp_path / "kv_cache_cpu.json", "kv_cache")
     assert all(row["same_tokens"] for row in rec["results"]["timing"])
     assert all(m["equal"] for m in rec["results"]["memory"])
     assert rec["settings"]["model"]["parameters"] > 0
@@ -101,17 +103,32 @@ def test_kv_cache_defaults_to_one_thread():
 
 
 def test_throughput_variants(tmp_path):
+    import statistics
+
+    from tmlib.model import count_parameters, make_model
+
     out = tmp_path / "tp.json"
     throughput.main(["--presets", "tiny", "--threads", "1", "--repeats", "1", "--warmup", "1", "--steps", "1",
                      "--variants", "bf16", "explicit_attention", "--out", str(out)])
     rec = json.loads(out.read_text())
     res = rec["results"][0]
-    # the format of the original throughput.py is kept
-    for key in ("tokens_per_s", "ratio_tmlib_over_nn", "windows_tokens_per_s", "parameters", "batch", "config"):
-        assert key in res
+    # the format of the original throughput.py is kept, and every figure is what its windows say
+    tokens, windows = res["tokens_per_s"], res["windows_tokens_per_s"]
+    for name in ("tmlib", "nn"):
+        assert len(windows[name]) == 1 and tokens[name] == statistics.median(windows[name]) > 0
+    assert res["ratio_tmlib_over_nn"] == tokens["tmlib"] / tokens["nn"]
+    assert res["parameters"]["tmlib"] == count_parameters(make_model("tiny", res["config"]["vocab_size"]))
+    assert res["config"]["d_model"] == 32 and res["batch"]["sentences"] >= 1
+    assert 1 <= res["batch"]["mean_target_tokens"] <= res["batch"]["sentences"] * (res["batch"]["max_tgt_len"] + 1)
     assert set(res["variants"]) == {"bf16", "explicit_attention"}
-    assert res["variants"]["bf16"]["ratio_over_eager_fp32"] > 0
-    assert res["flops_per_token"] > 0 and rec["machine"]["cpu_model"]
+    for name, entry in res["variants"].items():
+        assert entry["ratio_over_eager_fp32"] == entry["tokens_per_s"] / tokens["tmlib"], name
+        assert entry["median_paired_ratio"] == entry["windows_tokens_per_s"][0] / windows["tmlib"][0], name
+    forward = res["forward_flops_per_batch"]["total"]
+    assert res["flops_per_token"] == 3 * forward / res["batch"]["mean_target_tokens"]
+    assert res["model_flops_per_s"]["tmlib"] == tokens["tmlib"] * res["flops_per_token"]
+    assert rec["machine"]["cpu_model"] and rec["threads"] == 1 and rec["settings"]["variants"] == ["bf16",
+                                                                                                   "explicit_attention"]
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.compile imports torch.jit internals

@@ -336,12 +336,7 @@ def _visit_fixture(browser, folder: Path, name: str, html: str, params_html: str
 
 
 def _offline(html: str) -> str:
-    import sys
-    sys.path.insert(0, str(ROOT / "_ext"))
-    try:
-        from site_html import strip_remote_loaders
-    finally:
-        sys.path.pop(0)
+    from offline_outputs import strip_remote_loaders
     out, n = strip_remote_loaders(html)
     assert n == 2, f"expected bertviz's two RequireJS loader tags in the fixture, removed {n}"
     return out
@@ -355,7 +350,7 @@ def test_bertviz_fixture_parameters():
 
 
 def test_bertviz_check_passes_on_drawn_views(browser, fixture_site):
-    """As the site serves them (loader tags removed by _ext/site_html.py): both views draw, offline."""
+    """As the site serves them (loader tags removed by _ext/offline_outputs.py): both views draw, offline."""
     n_views, problems, visit = _visit_fixture(browser, fixture_site, "views.html", _offline(BERTVIZ_FIXTURE.read_text()))
     assert n_views == 2
     assert not problems, problems

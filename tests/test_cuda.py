@@ -2,7 +2,8 @@
 
 Every test here needs a CUDA device and skips without one (the course's CI has none); they run wherever a GPU
 is present, e.g. `pytest tests/test_cuda.py` on a GPU machine. The CPU equivalents of each behaviour are tested
-in test_training.py and test_decoding.py.
+in test_training.py and test_decoding.py; exact resume is test_training.py's ``test_resume_is_exact``, run on each
+device.
 """
 import dataclasses
 
@@ -16,13 +17,9 @@ from tmlib.training import load_checkpoint  # noqa: E402
 from tmlib.decoding import beam_search, greedy_decode  # noqa: E402
 from tmlib.model import make_model  # noqa: E402
 from tmlib.training import TrainConfig, Trainer, resolve_precision  # noqa: E402
+from toy_data import toy_examples  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
-
-
-def _examples(n=120, seed=0):
-    rng = np.random.default_rng(seed)
-    return [(s, s[::-1]) for s in (rng.integers(4, 20, rng.integers(2, 9)).tolist() for _ in range(n))]
 
 
 def _trainer(tmp_path, name, device="cuda", **cfg):
@@ -31,8 +28,8 @@ def _trainer(tmp_path, name, device="cuda", **cfg):
     config = TrainConfig(model=model.config, warmup_steps=5, lr_factor=2.0, max_tokens=96, device=device,
                          progress=False, checkpoint_minutes=None, grad_clip=1.0, log_every=2,
                          **{"amp": "off", **cfg})
-    train = BatchIterator(_examples(), max_tokens=96, seed=0)
-    val = BatchIterator(_examples(30, seed=1), max_tokens=96, shuffle=False)
+    train = BatchIterator(toy_examples(), max_tokens=96, seed=0)
+    val = BatchIterator(toy_examples(30, seed=1), max_tokens=96, shuffle=False)
     return Trainer(model, train, val, config, checkpoint_path=tmp_path / name / "checkpoint.pt")
 
 
@@ -58,20 +55,6 @@ def test_mixed_precision_on_cuda(tmp_path, amp):
     t.fit()
     assert np.isfinite(t.history["loss"]).all()
     assert resolve_precision("auto", torch.device("cuda")) in (torch.bfloat16, torch.float16)
-
-
-def test_resume_on_cuda_is_exact(tmp_path):
-    torch.backends.cudnn.deterministic = True
-    full = _trainer(tmp_path, "full", max_steps=16)
-    full.fit()
-    cut = _trainer(tmp_path, "cut", max_steps=7)
-    cut.fit()
-    again = _trainer(tmp_path, "cut", max_steps=16)
-    assert again.resume()  # read on the CPU, restored onto the GPU (RNG states included)
-    again.fit()
-    assert again.history["loss"] == full.history["loss"]
-    for a, b in zip(full.model.parameters(), again.model.parameters()):
-        assert torch.equal(a, b)
 
 
 def test_a_gpu_checkpoint_continues_on_the_cpu(tmp_path):

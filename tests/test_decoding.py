@@ -201,7 +201,7 @@ def test_bad_inputs():
         greedy_decode(toy, torch.tensor([[3]]), 1.5, EOS)
     with pytest.raises(TypeError, match="eos_id.*'2'"):
         beam_search(toy, torch.tensor([[3]]), BOS, "2")
-    with pytest.raises(ValueError, match=r"\(batch, src_len\).*\(3,\)"):
+    with pytest.raises(ValueError, match=r"\(batch, seq_len\).*\(3,\)"):
         greedy_decode(toy, torch.tensor([3, 4, 5]), BOS, EOS)
     with pytest.raises(TypeError, match="list"):
         greedy_decode(toy, [[3, 4]], BOS, EOS)

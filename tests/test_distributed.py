@@ -1,5 +1,4 @@
-"""Data-parallel training (tmlib.training.distributed, the DataParallel strategy of tmlib.training.strategy as the
-trainer uses it, and tmlib.train).
+"""Data-parallel training (tmlib.training.distributed, the trainer's data-parallel branch, and tmlib.train).
 
 Two CPU processes talk over gloo on 127.0.0.1 (``torch.multiprocessing.spawn``, a free port, a time limit, the
 processes killed if they overrun). The claims checked:
@@ -31,7 +30,7 @@ from tmlib.data import BatchIterator  # noqa: E402
 from tmlib.model import make_model  # noqa: E402
 from toy_data import toy_examples  # noqa: E402
 from tmlib.training import make_optimizer, make_scheduler, translation_loss  # noqa: E402
-from tmlib.training import DataParallel, SingleProcess, TrainConfig, Trainer  # noqa: E402
+from tmlib.training import TrainConfig, Trainer  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
                                 reason="this torch build has no torch.distributed with gloo")
@@ -119,29 +118,24 @@ K_STEPS, ACCUMULATE = 6, 2
 def _equivalence_worker(rank, out_dir, device):
     trainer = _trainer(None, float64=True, dropout=0.0, max_steps=K_STEPS, accumulate=ACCUMULATE, device=device)
     grads, tokens, shares, losses = [], [], [], []
-    strategy = trainer.strategy
-    assert isinstance(strategy, DataParallel) and strategy.world_size == 2 and strategy.is_main == (rank == 0)
-    real_step, real_share = trainer.train_step, strategy.share
+    assert trainer.ddp is not None and trainer.world_size == 2 and trainer.rank == rank
+    real_step = trainer.train_step
 
     def train_step(micro, step_tokens):  # record the gradients (all-reduced by DDP) and the step's global token count
         loss = real_step(micro, step_tokens)
         losses.append(loss.item())  # float64 (the history keeps float32)
         grads.append([p.grad.detach().cpu().clone() for p in trainer.model.parameters()])
         tokens.append(step_tokens)
+        shares.append([b.src.cpu() for b in micro])  # which batches this rank trained on
         return loss
 
-    def share(group):  # record which batches this rank trains on
-        mine = real_share(group)
-        shares.append(([list(b) for b in group], [list(b) for b in mine]))
-        return mine
-
-    real_no_sync, no_sync_entries = strategy.ddp.no_sync, []
+    real_no_sync, no_sync_entries = trainer.ddp.no_sync, []
 
     def no_sync():  # count the micro-batches whose gradients are not all-reduced
         no_sync_entries.append(1)
         return real_no_sync()
 
-    trainer.train_step, strategy.share, strategy.ddp.no_sync = train_step, share, no_sync
+    trainer.train_step, trainer.ddp.no_sync = train_step, no_sync
     trainer.fit()
     result = _result(trainer)
     result.update(grads=grads, tokens=tokens, shares=shares, step_losses=losses, no_sync=len(no_sync_entries),
@@ -188,12 +182,19 @@ def _check_equivalence(tmp_path, device):
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1))
     model, losses, grads, tokens, ref_epoch = _one_process_on_combined_batches(K_STEPS, 2 * ACCUMULATE, device)
     assert ref_epoch >= 1  # the k steps cross an epoch end (and its left-over batches)
-    # the ranks trained on disjoint shares that make up each step's group of batches
-    assert len(r0["shares"]) == len(r1["shares"]) >= K_STEPS
-    for (group0, mine0), (group1, mine1) in zip(r0["shares"], r1["shares"]):
-        assert group0 == group1 and len(mine0) == len(mine1) == ACCUMULATE
-        assert sorted(map(tuple, mine0 + mine1)) == sorted(map(tuple, group0))
-        assert not {i for b in mine0 for i in b} & {i for b in mine1 for i in b}
+    # rank r trained on batches r·accumulate … (r+1)·accumulate − 1 of each step's group (from the epoch's order)
+    assert len(r0["shares"]) == len(r1["shares"]) == K_STEPS
+    train, _ = _batches()
+    per_step, epoch, pos = 2 * ACCUMULATE, 0, 0
+    for k in range(K_STEPS):
+        if pos + per_step > len(train.batches(epoch)):
+            epoch, pos = epoch + 1, 0
+        group = train.batches(epoch)[pos:pos + per_step]
+        pos += per_step
+        for r, result in enumerate((r0, r1)):
+            expected = [train.collate_indices(idx).src for idx in group[r * ACCUMULATE:(r + 1) * ACCUMULATE]]
+            assert len(result["shares"][k]) == ACCUMULATE
+            assert all(torch.equal(a, b) for a, b in zip(result["shares"][k], expected))
     # gradients are all-reduced once per step: no_sync on all micro-batches but the last
     assert r0["no_sync"] == r1["no_sync"] == K_STEPS * (ACCUMULATE - 1)
     # both ranks hold the same parameters (DDP), and the same losses (all-reduced)
@@ -440,14 +441,7 @@ def test_single_process_helpers_are_no_ops():
     assert D.all_reduce_sum(t) is t and torch.equal(t, torch.ones(2))
     model = torch.nn.Linear(2, 2)
     assert D.wrap_model(model, torch.device("cpu")) is model
-    single = SingleProcess()  # the strategy of one process: every collective is the identity
-    assert (single.rank, single.world_size, single.is_main) == (0, 1, True)
-    assert single.wrap(model, torch.device("cpu")) is model and single.backward_loss(t) is t and single.sum(t) is t
-    assert single.share([[1], [2]]) == [[1], [2]] and single.share_evaluation([[1], [2]]) == [[1], [2]]
-    assert single.total(7) == 7 and single.agree((True, False), (True,)) == (True, False, True)
-    assert single.gather("x") == ["x"] and single.broadcast(5) == 5
-    with pytest.raises(RuntimeError, match="DataParallel needs an initialised process group"):
-        DataParallel()
+    assert D.process_device("cpu") == torch.device("cpu")
     with D.process_group("cpu", D.DistEnv()) as env:
         assert env == D.DistEnv() and not torch.distributed.is_initialized()
 

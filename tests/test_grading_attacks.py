@@ -28,7 +28,6 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 import assignments as A  # noqa: E402
 import grading  # noqa: E402
 

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 import grading  # noqa: E402
 from grading import driver, gradebook as G, judge as J, sandbox as S, spec as P, values as V  # noqa: E402
 

@@ -9,11 +9,31 @@ from tmlib import ref as numpy_ref
 
 
 def test_listing_is_the_live_source():
-    listing = show_source(numpy_ref.softmax)
+    listing = show_source(numpy_ref.softmax, full_docstrings=True)
     assert isinstance(listing, Listing)
     assert repr(listing) == inspect.getsource(numpy_ref.softmax).rstrip("\n")
     html = listing._repr_html_()
     assert "def" in html and "<style" not in html  # inline colours, no style sheet per output
+
+
+def test_docstrings_are_folded_to_their_first_line():
+    source = inspect.getsource(numpy_ref.softmax).rstrip("\n")
+    doc = numpy_ref.softmax.__doc__
+    assert doc.count("\n") >= 2  # a docstring of several lines, or the test proves nothing
+    folded = repr(show_source(numpy_ref.softmax))
+    first = doc.strip().splitlines()[0].strip()
+    assert f'"""{first} …"""' in folded  # its first line, on one line
+    assert doc.strip().splitlines()[-1].strip() not in folded  # the rest is gone
+    # the code is unchanged: the source minus the docstring's lines, plus the one folded line
+    assert folded.count("\n") == source.count("\n") - (len(doc.splitlines()) - 1)
+    code = [line for line in source.splitlines() if line.strip() and line.strip() not in doc]
+    assert all(line in folded for line in code if '"""' not in line)
+    assert repr(show_source(fold_me)) == 'def fold_me():\n    """One line stays as it is."""\n    return 1'
+
+
+def fold_me():
+    """One line stays as it is."""
+    return 1
 
 
 def test_start_shows_the_rest_of_the_source_from_that_line():
@@ -21,8 +41,16 @@ def test_start_shows_the_rest_of_the_source_from_that_line():
     assert repr(listing).lstrip().startswith("return")
 
 
+def test_end_stops_before_the_line_that_contains_it():
+    listing = repr(show_source(numpy_ref.softmax, start="def softmax", end="return"))
+    assert listing.startswith("def softmax") and "return" not in listing
+    assert listing.rstrip().splitlines()[-1] in inspect.getsource(numpy_ref.softmax)
+
+
 def test_bad_objects_and_starts_are_refused():
     with pytest.raises(TypeError, match="no Python source"):
         show_source(len)
     with pytest.raises(ValueError, match="does not occur"):
         show_source(numpy_ref.softmax, start="no such text anywhere")
+    with pytest.raises(ValueError, match="does not occur"):
+        show_source(numpy_ref.softmax, end="no such text anywhere")

@@ -1,7 +1,7 @@
-"""tmlib.analysis.machine: the machine description stored with every measured figure."""
+"""tmlib.machine: the machine description stored with every measured figure."""
 import json
 
-from tmlib.analysis import machine
+from tmlib import machine
 
 
 def test_machine_info_is_json_and_complete():

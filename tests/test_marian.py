@@ -6,15 +6,12 @@ logits, greedy and beam outputs, cross-attention weights, a save/load round trip
 Tolerance: float32, ``atol=1e-5`` on logits and attention weights.
 """
 import dataclasses
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 pytest.importorskip("transformers")
 
-sys.path.insert(0, str(Path(__file__).parent))
 from toy_data import toy_examples  # noqa: E402
 
 from tmlib.data.tokenizer import train_tokenizer  # noqa: E402

@@ -446,30 +446,21 @@ def test_import_ref_and_course_do_not_import_torch():
 
 # --------------------------------------------------------------------------- source masks and host syncs
 
-def test_source_mask_none_when_no_padding_and_explicit_masks():
+def test_real_tokens_none_when_no_padding():
     model = small_model()
     src, tgt = padded_batch()
     full = src.clone()
     full[full == 0] = 5  # no padding
-    assert model.source_mask(full) is None  # CPU: read for free, no mask needed
-    torch.testing.assert_close(model.source_mask(src), src != 0, atol=0, rtol=0)
+    assert model.real_tokens(full) is None  # CPU: read for free, no mask needed
+    torch.testing.assert_close(model.real_tokens(src), src != 0, atol=0, rtol=0)
     with torch.no_grad():
-        auto = model(full, tgt)
-        explicit_none = model(full, tgt, src_key_padding_mask=None)  # the caller says: no padding
-        all_true = model(full, tgt, src_key_padding_mask=torch.ones_like(full, dtype=torch.bool))
-        padded_auto = model(src, tgt)
-        padded_given = model(src, tgt, src_key_padding_mask=src != 0)
-        padded_ignored = model(src, tgt, src_key_padding_mask=None)  # wrong claim: pads are attended to
-    torch.testing.assert_close(explicit_none, auto, atol=1e-12, rtol=0)
-    torch.testing.assert_close(all_true, auto, atol=1e-12, rtol=0)
-    torch.testing.assert_close(padded_given, padded_auto, atol=1e-12, rtol=0)
-    assert (padded_ignored - padded_auto).abs().max() > 1e-6  # the mask matters (the check can fail)
-    with pytest.raises(TypeError, match="src_key_padding_mask must be a bool tensor"):
-        model(src, tgt, src_key_padding_mask=(src != 0).long())
-    with pytest.raises(ValueError, match=r"src_key_padding_mask has shape \(3, 8\), expected"):
-        model(src, tgt, src_key_padding_mask=torch.ones(3, 8, dtype=torch.bool))
-    with pytest.raises(ValueError, match="src_key_padding_mask must be a bool tensor, None or 'auto'"):
-        model(src, tgt, src_key_padding_mask="yes")
+        x = model.positional(model.src_embed(full))  # (3, 9, 16)
+        all_true = model.encoder(x, torch.ones_like(full, dtype=torch.bool))
+        torch.testing.assert_close(model.encoder(x, None), all_true, atol=1e-12, rtol=0)
+        padded = model.positional(model.src_embed(src))
+        ignored = model.encoder(padded, None)  # a wrong claim of no padding: pads are attended to
+        masked = model.encoder(padded, src != 0)
+    assert (ignored - masked)[src != 0].abs().max() > 1e-6  # the mask matters (the check can fail)
 
 
 @pytest.mark.parametrize("options", [{}, dict(norm_first=True, norm="rms", ffn="swiglu", positions="rope", n_kv_heads=1,

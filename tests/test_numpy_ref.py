@@ -1,4 +1,5 @@
-"""Unit tests of tmlib.ref (the NumPy references): the lecture's worked examples, properties, and bad input.
+"""Unit tests of tmlib.ref (the NumPy references): the feed-forward and learning-rate examples, properties, and bad
+input (the attention examples are checked once, in tests/test_part1_attention.py).
 
 Expected values are closed forms written independently of the code under test (e.g.
 softmax of [1/√2, 0, 1/√2] is e^{1/√2}/(2e^{1/√2}+1) ...), plus the rounded decimals the
@@ -13,61 +14,9 @@ import pytest
 from tmlib.course import examples as E
 from tmlib import ref as R
 
-S2 = np.sqrt(2.0)
-
 
 # ---------------------------------------------------------------- worked examples
-def test_attention_example_1_closed_form():
-    ex = E.ATTENTION_EXAMPLE_1
-    out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
-    a = np.exp(1 / S2)  # e^{score} for a score of 1/√2
-    b = np.exp(2 / S2)
-    expected_w = np.array([
-        [a, 1, a] / (2 * a + 1),
-        [a, a, 1] / (2 * a + 1),
-        [b, a, a] / (b + 2 * a),
-    ])
-    np.testing.assert_allclose(w, expected_w, rtol=0, atol=1e-15)
-    np.testing.assert_allclose(out, expected_w @ np.array([[0, 2], [1, 1], [2, 0]]), atol=1e-15)
-    np.testing.assert_allclose(
-        out.round(4), [[1.0, 1.0], [0.7967, 1.2033], [0.7448, 1.2552]], atol=0
-    )
-    np.testing.assert_allclose(w.round(4), [[0.4011, 0.1978, 0.4011],
-                                            [0.4011, 0.4011, 0.1978],
-                                            [0.5035, 0.2483, 0.2483]], atol=0)
-
-
-def test_attention_example_2():
-    ex = E.ATTENTION_EXAMPLE_2
-    out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
-    np.testing.assert_allclose(w, [[0.5, 0.5]], atol=1e-15)
-    np.testing.assert_allclose(out, [[3.0, 2.0]], atol=1e-15)
-
-
-def test_attention_example_3():
-    ex = E.ATTENTION_EXAMPLE_3
-    out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
-    np.testing.assert_allclose(w, [[0.25] * 4], atol=1e-15)
-    np.testing.assert_allclose(out, [[5.0]], atol=1e-15)
-
-
-def test_multi_head_example_2_matches_manual_heads():
-    m = E.MHA_EXAMPLE_2
-    out, w = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)
-    assert out.shape == (3, 4) and w.shape == (2, 3, 3)
-    # Head 1 by hand: projections, scores/√2, softmax, weighted values.
-    q1, k1, v1 = m.q @ m.w_q[0], m.k @ m.w_k[0], m.v @ m.w_v[0]
-    np.testing.assert_array_equal(q1, [[2, 2], [1, 2], [3, 1]])
-    np.testing.assert_array_equal(k1, [[3, 1], [2, 2], [1, 2]])
-    np.testing.assert_array_equal(v1, [[1, 1], [1, 3], [3, 3]])
-    s1 = q1 @ k1.T / S2
-    e1 = np.exp(s1 - s1.max(axis=1, keepdims=True))
-    np.testing.assert_allclose(w[0], e1 / e1.sum(axis=1, keepdims=True), atol=1e-15)
-    np.testing.assert_allclose(out.round(4), [[2.3790, 4.2438, 3.2706, 3.3522],
-                                              [3.0291, 4.9482, 4.0361, 3.9412],
-                                              [2.1292, 3.4835, 2.5114, 3.1013]], atol=0)
-
-
+# (the lecture's attention examples, every intermediate and the printed numbers: tests/test_part1_attention.py)
 def test_multi_head_accepts_list_of_heads():
     m = E.MHA_EXAMPLE_2
     a, wa = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)

@@ -7,9 +7,6 @@ comparison can fail (another model's graphs are caught).
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -21,7 +18,6 @@ from tmlib.export import (DECODER_FILE, ENCODER_FILE, OnnxTranslator, compare_wi
                           torch_greedy_with_attention)
 from tmlib.model import make_model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 #: float32 on the CPU, one thread: the same operations in another order (fused kernel vs the formula).
 LOGIT_TOL = 1e-4
 ATTENTION_TOL = 1e-5
@@ -123,14 +119,10 @@ def test_missing_graph_is_named(tmp_path):
 
 
 def test_site_ships_model_or_says_how_to_build_it(exported, tmp_path):
-    """_ext/site_html.py copies a complete export into _static/translator/, else writes a model.json message."""
+    """_ext/translator_model.py copies a complete export into _static/translator/, else writes a model.json message."""
     import json
 
-    sys.path.insert(0, str(ROOT / "_ext"))
-    try:
-        from site_html import MISSING_MODEL_MESSAGE, WEB_MODEL_FILES, ship_web_model
-    finally:
-        sys.path.pop(0)
+    from translator_model import MISSING_MODEL_MESSAGE, WEB_MODEL_FILES, ship_web_model
     _, folder, _ = exported
     assert not ship_web_model(folder, tmp_path / "a")  # no model.json / tokenizer.json in the bare export
     assert json.loads((tmp_path / "a/translator/model.json").read_text()) == {"missing": True,

@@ -3,10 +3,10 @@ the two- and three-head examples, head splitting, and the cost arithmetic of tml
 
 Expected values are written independently of the code under test: integer matrices typed
 from the hand computation, softmax rows as explicit exponentials with ``math.exp``, matrix
-products as Python loops, byte counts as hand multiplications.  tests/test_numpy_ref.py
-already checks the final weights/outputs of tmlib.ref on these examples; this file checks
-the intermediates, the lecture's printed numbers (which are correct roundings and which are
-not: see book/errata/01.md and 02.md), and tmlib.analysis.costs.
+products as Python loops, byte counts as hand multiplications. This file is where the lecture's attention examples
+are checked (tmlib.ref's weights and outputs, every intermediate, the four-decimal values the notebooks print, and
+the lecture's printed numbers: which are correct roundings and which are not, see book/errata/01.md and 02.md), and
+tmlib.analysis.costs.
 """
 import math
 
@@ -73,6 +73,10 @@ def test_example_1_intermediates_closed_form():
     # the loop version agrees too
     _, _, w_loop, out_loop = attention_by_hand(ex.q, ex.k, ex.v)
     np.testing.assert_allclose(out, out_loop, atol=1e-14)
+    # the four decimals chapter 1 prints
+    np.testing.assert_allclose(out.round(4), [[1.0, 1.0], [0.7967, 1.2033], [0.7448, 1.2552]], atol=0)
+    np.testing.assert_allclose(w.round(4), [[0.4011, 0.1978, 0.4011], [0.4011, 0.4011, 0.1978],
+                                            [0.5035, 0.2483, 0.2483]], atol=0)
 
 
 def test_example_1_lecture_exponentials_are_of_rounded_scores():
@@ -127,6 +131,7 @@ def test_examples_2_and_3_intermediates(ex, key, scale, weight, output):
     np.testing.assert_allclose(p["output"], out, atol=1e-14)
     r_out, r_w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
     np.testing.assert_allclose(r_out, output, atol=1e-14)
+    np.testing.assert_allclose(r_w, [[weight] * n], atol=1e-15)
 
 
 # ------------------------------------------------------------------ two-head example
@@ -181,8 +186,11 @@ def test_mha_head_outputs_vs_lecture():
 def test_mha_final_output_by_loops():
     concat = [r1 + r2 for r1, r2 in zip(head_by_hand(0)[6], head_by_hand(1)[6])]
     final = np.array(matmul_by_hand(concat, M.w_o))
-    out, _ = R.multi_head_attention(M.q, M.k, M.v, M.w_q, M.w_k, M.w_v, M.w_o)
+    out, w = R.multi_head_attention(M.q, M.k, M.v, M.w_q, M.w_k, M.w_v, M.w_o)
+    assert out.shape == (3, 4) and w.shape == (2, 3, 3)
     np.testing.assert_allclose(out, final, atol=1e-13)
+    np.testing.assert_allclose(out.round(4), [[2.3790, 4.2438, 3.2706, 3.3522], [3.0291, 4.9482, 4.0361, 3.9412],
+                                              [2.1292, 3.4835, 2.5114, 3.1013]], atol=0)  # chapter 2's four decimals
     # W^O's columns add up concat columns: out[:, 0] = c0 + c2, out[:, 1] = c1 + c3, ...
     c = np.array(concat)
     np.testing.assert_allclose(final, np.stack([c[:, 0] + c[:, 2], c[:, 1] + c[:, 3],

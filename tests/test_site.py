@@ -90,25 +90,20 @@ def test_built_pages_use_vendored_javascript(html_dir):
             assert text.index("vendor/d3/d3.min.js") < text.index("js/require-shim.js")
 
 
-def _site_html():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("site_html", ROOT / "_ext" / "site_html.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+EXTENSIONS = ("offline_outputs", "inline_scripts", "translator_model", "student_buttons", "exercise_numbers",
+              "latex_edition")
 
 
 def test_config_enables_the_site_extension():
     sphinx = _config()["sphinx"]
-    assert sphinx["local_extensions"] == {"site_html": "_ext", "exercise_numbers": "_ext", "latex_edition": "_ext"}
-    for name in sphinx["local_extensions"]:
-        assert (ROOT / "_ext" / f"{name}.py").is_file()
+    assert sphinx["local_extensions"] == {name: "_ext" for name in EXTENSIONS}
+    assert all((ROOT / "_ext" / f"{name}.py").is_file() for name in EXTENSIONS)
     assert sphinx["config"]["html_context"]["default_mode"] in ("light", "dark", "auto")
     assert _config()["repository"]["path_to_book"] in ("", None), "a path_to_book of '.' puts '/./' in Colab links"
 
 
 def test_remote_requirejs_loaders_are_stripped():
-    strip = _site_html().strip_remote_loaders
+    from offline_outputs import strip_remote_loaders as strip
     bertviz = ('<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js"></script>      \n'
                '<div id="bertviz-0"></div>\n<script type="text/javascript">\nrequirejs(["jquery", "d3"], f);\n</script>')
     out, n = strip(bertviz)
@@ -121,7 +116,7 @@ def test_remote_requirejs_loaders_are_stripped():
 
 def test_inline_scripts_are_deduplicated():
     from types import SimpleNamespace as JS
-    dedupe = _site_html().dedupe_scripts
+    from inline_scripts import dedupe_scripts as dedupe
     a1 = JS(filename=None, priority=500, attributes={"body": "const X = 1;"})
     a2 = JS(filename="", priority=500, attributes={"body": "const X = 1;"})
     b = JS(filename="_static/a.js", priority=500, attributes={})

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import re
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -14,11 +13,10 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 import assignments  # noqa: E402
 import student_notebooks as sn  # noqa: E402
 from test_chapters import _toc_files  # noqa: E402
-from test_site import BUILDS, _site_html  # noqa: E402
+from test_site import BUILDS  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 BOOK = sn.Book()
@@ -181,7 +179,7 @@ def test_exercises_are_numbered_per_chapter():
 
 
 def test_download_and_colab_buttons_point_at_the_student_notebook():
-    site = _site_html()
+    import student_buttons as site
     name = "01_attention_by_hand.ipynb"
     colab = f"https://colab.research.google.com/github/o/r/blob/main/notebooks/{name}"
     buttons = [{"type": "group", "label": "launch-buttons", "buttons": [{"text": "Colab", "url": colab},

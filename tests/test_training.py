@@ -208,29 +208,37 @@ def test_full_disk_gives_a_clear_error_and_keeps_the_old_checkpoint(tmp_path, mo
 
 
 
-def _trainer(tmp_path, name, **cfg):
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                               reason="needs a CUDA GPU (none on this machine)"))]
+
+
+def _trainer(tmp_path, name, device="cpu", **cfg):
     torch.manual_seed(0)
     model = make_model("tiny", 20, dropout=0.1)  # dropout on: resume must restore torch's RNG
     cfg = {"amp": "off", "log_every": 3, **cfg}
-    config = T.TrainConfig(model=model.config, warmup_steps=5, lr_factor=2.0, max_tokens=96, seed=0, device="cpu",
+    config = T.TrainConfig(model=model.config, warmup_steps=5, lr_factor=2.0, max_tokens=96, seed=0, device=device,
                            progress=False, checkpoint_minutes=None, grad_clip=1.0, threads=1, **cfg)
     train = BatchIterator(toy_examples(), max_tokens=96, seed=0)
     val = BatchIterator(toy_examples(30, seed=1), max_tokens=96, shuffle=False)
     return T.Trainer(model, train, val, config, checkpoint_path=tmp_path / name / "checkpoint.pt")
 
 
-def test_resume_is_exact(tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_resume_is_exact(tmp_path, device):
+    """Also on a GPU: the checkpoint is read on the CPU and restored onto the device, RNG states included."""
+    if device == "cuda":
+        torch.backends.cudnn.deterministic = True
     n_total, k = 40, 13
-    full = _trainer(tmp_path, "full", max_steps=n_total)
+    full = _trainer(tmp_path, "full", device, max_steps=n_total)
     n_per_epoch = len(full.train_batches)
     assert n_per_epoch < k < n_total - n_per_epoch  # crosses epoch boundaries before and after the cut
     full.fit()
 
-    first = _trainer(tmp_path, "cut", max_steps=k)
+    first = _trainer(tmp_path, "cut", device, max_steps=k)
     first.fit()  # "interrupted" after k steps: the checkpoint is all that survives
     assert first.step == k
     torch.manual_seed(123), random.seed(5), np.random.seed(7)  # a new process would have other RNG states
-    second = _trainer(tmp_path, "cut", max_steps=n_total)
+    second = _trainer(tmp_path, "cut", device, max_steps=n_total)
     for p in second.model.parameters():  # and other weights
         torch.nn.init.normal_(p)
     assert second.resume()
@@ -332,7 +340,7 @@ def test_amp_auto_on_cpu_takes_bf16_only_where_the_probe_finds_it_faster(float32
 
 @pytest.mark.parametrize("bf16_s, autocast_on", [(0.1, True), (0.9, False)])
 def test_trainer_times_the_model_then_trains_in_the_faster_precision(tmp_path, monkeypatch, bf16_s, autocast_on):
-    import tmlib.training.trainer as trainer_module
+    import tmlib.training.precision as precision_module
 
     calls = []
 
@@ -342,7 +350,7 @@ def test_trainer_times_the_model_then_trains_in_the_faster_precision(tmp_path, m
         calls.append(1)
         return {"float32_s": 0.3, "bf16_s": bf16_s}
 
-    monkeypatch.setattr(trainer_module, "time_precisions", fake_time_precisions)
+    monkeypatch.setattr(precision_module, "time_precisions", fake_time_precisions)
     t = _trainer(tmp_path, f"auto{bf16_s}", amp="auto", max_steps=3)
     assert t.amp.needs_probe and t.amp.dtype is None  # undecided (float32) until fit() has timed the model
     weights = {k: v.clone() for k, v in t.model.state_dict().items()}
@@ -361,7 +369,7 @@ def test_trainer_times_the_model_then_trains_in_the_faster_precision(tmp_path, m
     probe_free.fit()
     assert probe_free.history["loss"] == t.history["loss"]
     # resumed on the same machine, the run keeps its choice without timing again (so that it continues exactly)
-    monkeypatch.setattr(trainer_module, "time_precisions", lambda *a, **k: pytest.fail("timed again on resume"))
+    monkeypatch.setattr(precision_module, "time_precisions", lambda *a, **k: pytest.fail("timed again on resume"))
     again = _trainer(tmp_path, f"auto{bf16_s}", amp="auto", max_steps=5)
     assert again.resume() and not again.amp.needs_probe and again.amp.dtype == t.amp.dtype
     again.fit()
@@ -405,20 +413,34 @@ def test_step_loss_divides_the_summed_loss_by_the_tokens_of_the_step():
     assert math.isclose(float(T.step_loss(logits, tgt, 0, 0.1, 4, 4)), float(total) / 4, rel_tol=1e-12)
 
 
-def test_budget_clock_and_checkpoint_schedule():
+def test_budgets_and_checkpoint_cadence(tmp_path):
+    t = _trainer(tmp_path, "cadence", max_steps=None, max_epochs=2, max_minutes=1.0, checkpoint_every=3)
+    assert not t._spent()
+    t.step, t.epoch, t.elapsed_s = 100, 1, 59.0
+    assert not t._spent()
+    t.epoch = 2
+    assert t._spent()
+    t.epoch, t.elapsed_s = 0, 60.0
+    assert t._spent()
+    t._saved_step = None
+    due = []
+    for s in range(1, 10):
+        t.step = s
+        due += [s] if t._checkpoint_due() else []
+    assert due == [3, 6, 9]
+    t.step, t._saved_step = 6, 6
+    assert not t._checkpoint_due()  # at most once per step
+    by_time = _trainer(tmp_path, "minutes", max_steps=5)
+    by_time.config = dataclasses.replace(by_time.config, checkpoint_minutes=0.5)
+    by_time.step = 1
+    assert not by_time._checkpoint_due()
+    by_time._saved_at -= 31.0  # the last save was 31 s ago
+    assert by_time._checkpoint_due()
+    no_budget = _trainer(tmp_path, "none", max_steps=None, max_epochs=None, max_minutes=None)
     with pytest.raises(ValueError, match="give at least one budget"):
-        T.Budget(None, None, None)
-    budget = T.Budget(max_steps=None, max_epochs=2, max_minutes=1.0)
-    assert budget.total_steps(7) == 14 and T.Budget(5, 2, None).total_steps(7) == 5
-    assert not budget.spent(step=100, epoch=1, elapsed_s=59.0)
-    assert budget.spent(step=100, epoch=2, elapsed_s=0.0) and budget.spent(step=0, epoch=0, elapsed_s=60.0)
-    clock = T.Clock(10.0)
-    assert clock.tick() >= 10.0 and clock.elapsed_s >= 10.0
-    schedule = T.CheckpointSchedule(every_minutes=None, every_steps=3)
-    assert [s for s in range(1, 10) if schedule.due(s)] == [3, 6, 9]
-    schedule.saved(6)
-    assert not schedule.due(6) and schedule.due(9)  # at most once per step
-    assert T.CheckpointSchedule(every_minutes=0.0, every_steps=None).due(1)
+        no_budget.fit()
+    # the progress bar's total: the step budget, or epochs × steps per epoch
+    assert t.steps_in_epoch(0) == len(t.train_batches.batches(0)) // t.batches_per_step
 
 
 def test_without_a_checkpoint_path_nothing_is_saved(tmp_path, monkeypatch):
@@ -519,10 +541,8 @@ def test_gradient_accumulation_equals_one_batch_holding_all_tokens(tmp_path):
 def test_compile_option_trains_the_same(tmp_path, monkeypatch):
     """``compile=True`` runs the model through torch.compile with dynamic shapes (graph capture checked with the
     quick "aot_eager" backend here; the default inductor backend is measured in benchmarks/throughput.py)."""
-    from tmlib.training import Trainer
-
-    monkeypatch.setattr(Trainer, "_compiled", staticmethod(lambda m: torch.compile(m, dynamic=True,
-                                                                                  backend="aot_eager")))
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: real_compile(model, **kw, backend="aot_eager"))
     eager = _trainer(tmp_path, "eager", max_steps=4)
     eager.fit()
     compiled = _trainer(tmp_path, "compiled", max_steps=4, compile=True)

@@ -334,11 +334,11 @@ def main(argv=None) -> int:
     errors are printed by every process (prefixed with its rank), the other messages by rank 0."""
     from tmlib.data.multi30k import DataError
     from tmlib.training import distributed
-    from tmlib.training.budget import sigterm_interrupts
+    from tmlib.training.stops import sigterm_interrupts
     from tmlib.training.config import ConfigError
     from tmlib.training.outcome import (describe_divergence, describe_interruption, describe_out_of_memory,
                                         is_out_of_memory)
-    from tmlib.training.progress import Diverged
+    from tmlib.training.stops import Diverged
 
     try:
         env = distributed.torchrun_env()

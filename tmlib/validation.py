@@ -190,17 +190,14 @@ def check_token_ids(ids, vocab_size: int, name: str = "token ids") -> None:
         raise ValueError(f"{name} contain id {bad}, outside the vocabulary [0, {vocab_size}) of size {vocab_size}")
 
 
-def check_sequence(ids, name: str, max_len: int) -> None:
-    """Check a batch of token ids before a model reads it.
-
-    Args:
-        ids: ``(batch, seq_len)`` integer tensor.
-        name: what to call it in the message (``"src"``, ``"tgt"``, ...).
-        max_len: the longest sequence the model accepts (its positional table).
+def check_sequence(ids, name: str, max_len: int, vocab_size: int | None = None) -> None:
+    """A batch of token ids before a model reads it: an integer tensor ``(batch, seq_len)`` of at most ``max_len``
+    positions, with ids in ``[0, vocab_size)`` when that is given (:func:`check_token_ids`: on the CPU only).
 
     Raises:
         TypeError: not a tensor, or not an integer dtype.
-        ValueError: not 2-D (a 1-D input gets the hint to add a batch dimension), or longer than ``max_len``.
+        ValueError: not 2-D (a 1-D input gets the hint to add a batch dimension), longer than ``max_len``, or an id
+            outside the vocabulary.
     """
     import torch
 
@@ -215,6 +212,8 @@ def check_sequence(ids, name: str, max_len: int) -> None:
         )
     if ids.shape[1] > max_len:
         raise ValueError(f"{name} has length {ids.shape[1]}, more than max_len={max_len}")
+    if vocab_size is not None:
+        check_token_ids(ids, vocab_size, f"{name} ids")
 
 
 def check_indices(idx, n: int, caller: str, what: str = "example") -> np.ndarray:

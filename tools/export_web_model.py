@@ -5,7 +5,7 @@
     python tools/export_web_model.py --run DIR --out DIR --check 1000 --quantize int8
 
 What it writes into ``--out`` (default ``_build/web_model``; the site build copies it to ``_static/translator/``,
-see ``_ext/site_html.py``): ``encoder.onnx``, ``decoder.onnx`` (:func:`tmlib.export.onnx.export_onnx`), the run's
+see ``_ext/translator_model.py``): ``encoder.onnx``, ``decoder.onnx`` (:func:`tmlib.export.onnx.export_onnx`), the run's
 ``tokenizer.json``, and ``model.json``: the special ids, sizes, parameter count, the greedy BLEU on test 2016
 (``--bleu``), the checkpoint's SHA-256 (the browser test checks it compares with the same model), and the check of
 the graphs against PyTorch on the first ``--check`` test sentences (logits, identical greedy outputs,

@@ -246,7 +246,7 @@ def run_stage(stage, args, env, t_start, summary, write, last=False) -> None:
 
 
 def write_tests(xml: Path, args) -> None:
-    from tmlib.analysis import machine_info
+    from tmlib.machine import machine_info
 
     record = {"benchmark": "the CUDA tests (tools/gpu_check.py part 1)", "device": args.device,
               "machine": machine_info(), "selection": {"files": TEST_FILES, "k": TEST_SELECTION},
@@ -355,7 +355,7 @@ def main(argv=None) -> int:
                         for k, v in est.items()},
                "install": None if args.no_install else install(args), "parts": {}}
     os.environ.update(env)
-    from tmlib.analysis import machine_info
+    from tmlib.machine import machine_info
 
     summary["machine"] = machine_info()
     if shutil.which("nvidia-smi"):

@@ -24,12 +24,12 @@ def main() -> int:
     from tmlib.training import CHECKPOINT_NAME, CheckpointError, load_checkpoint
     from tmlib.data import DataError, check_multi30k
     from tmlib.training import default_run, run_training
-    from tmlib.training.budget import sigterm_interrupts
+    from tmlib.training.stops import sigterm_interrupts
     from tmlib.training.config import ConfigError
     from tmlib.training.outcome import describe_divergence, describe_interruption
-    from tmlib.training.progress import Diverged
+    from tmlib.training.stops import Diverged
     from tmlib.training.rundir import RunFolderError
-    from tmlib.analysis import describe_machine
+    from tmlib.machine import describe_machine
     from tmlib.utils import smoke_mode
 
     if smoke_mode():

@@ -11,6 +11,8 @@ It changes nothing else in the notebook.
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import sys
 from pathlib import Path
 
@@ -44,14 +46,19 @@ def refresh(path: Path) -> int:
         if cell.cell_type != "code" or "show_source(" not in cell.source:
             continue
         tree = ast.parse(cell.source)
-        if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
-            raise ValueError(f"{path.name}: a listing cell holds one show_source(...) expression, got:\n{cell.source}")
-        listing = eval(compile(ast.Expression(tree.body[0].value), path.name, "eval"), namespace)
-        output = nbformat.v4.new_output("execute_result", data={"text/plain": repr(listing),
-                                                                "text/html": listing._repr_html_()},
-                                        execution_count=cell.execution_count)
-        if [dict(o) for o in cell.outputs] != [dict(output)]:
-            cell.outputs = [output]
+        last = tree.body[-1]
+        if not (isinstance(last, ast.Expr) and "show_source(" in ast.get_source_segment(cell.source, last)):
+            raise ValueError(f"{path.name}: a listing cell ends with a show_source(...) expression, got:\n{cell.source}")
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):  # statements before the listing (a print, say)
+            exec(compile(ast.Module(tree.body[:-1], type_ignores=[]), path.name, "exec"), namespace)
+        listing = eval(compile(ast.Expression(last.value), path.name, "eval"), namespace)
+        outputs = [nbformat.v4.new_output("stream", name="stdout", text=printed.getvalue())] if printed.getvalue() else []
+        outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(listing),
+                                                                      "text/html": listing._repr_html_()},
+                                              execution_count=cell.execution_count))
+        if [dict(o) for o in cell.outputs] != [dict(o) for o in outputs]:
+            cell.outputs = outputs
             changed += 1
     if changed:
         path.write_text(nbformat.writes(nb) + "\n")

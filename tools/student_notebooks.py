@@ -8,7 +8,7 @@ A chapter notebook under ``notebooks/`` is the source of its page: it holds the 
 tests of the autograded exercises, the quiz answers, MyST markup that only the site understands (``{exercise}``,
 ``{cite}``, ``(label)=``...), the tags and timestamps of its execution. A student who downloads the page's notebook
 or opens it in Colab gets none of that; the site's download and Colab buttons lead to the copy made here
-(``_ext/site_html.py`` points them there), which is:
+(``_ext/student_buttons.py`` points them there), which is:
 
 * the chapter with the exercises as the assignments have them (``tools/assignments.py``, one transformation):
   each solution replaced by its stub, the public checks visible, the hidden tests and solution text removed;

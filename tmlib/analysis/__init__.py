@@ -10,8 +10,9 @@ it runs on which machine (chapter 11, ``benchmarks/``).
 * :mod:`~tmlib.analysis.costs`: parameter counts, memory, the paper's Table 1;
 * :mod:`~tmlib.analysis.flops`: FLOPs (counted once, from one attention and one feed-forward unit), device peaks,
   MFU;
-* :mod:`~tmlib.analysis.benchmarking`: timers, measured peak memory, power-law fits, KV-cache bytes;
-* :mod:`~tmlib.analysis.machine`: the description of the machine a number was measured on.
+* :mod:`~tmlib.analysis.benchmarking`: timers, measured peak memory, power-law fits, KV-cache bytes.
+
+The description of the machine a number was measured on is :mod:`tmlib.machine` (training stores it too).
 """
 
 from tmlib.analysis.ablation import ablate_heads, ablation_experiments, ablation_table, greedy_bleu, nll_per_token
@@ -34,23 +35,20 @@ from tmlib.analysis.flops import (
     model_flops, peak_flops, training_flops_from_hardware, transformer_flops
 )
 from tmlib.analysis.heads import STATISTICS, attention_statistics, head_statistics
-from tmlib.analysis.machine import (CPU_FLAGS_OF_INTEREST, cpu_class, cpu_flags, cpu_model, cpu_native_bf16,
-                                    describe_machine, machine_info)
 from tmlib.analysis.permutation import (
     js_distance, override_head_attention, permutation_effects, permute_rows, total_variation
 )
 from tmlib.analysis.views import bertviz_inputs, bertviz_view
 
 __all__ = [
-    "ATTENTION_KINDS", "AttentionCapture", "CPU_FLAGS_OF_INTEREST", "GPU_RESULTS", "Head", "LAYER_TYPES", "PAPER_TABLE_1",
+    "ATTENTION_KINDS", "AttentionCapture", "GPU_RESULTS", "Head", "LAYER_TYPES", "PAPER_TABLE_1",
     "PEAK_FLOPS", "PowerLawFit", "RESULTS_URL", "STATISTICS", "ablate_heads", "ablation_experiments",
     "ablation_table", "all_heads", "attention_flops", "attention_matrix_bytes", "attention_module",
     "attention_statistics", "bertviz_inputs", "bertviz_view", "capture_attention", "complexity_per_layer",
-    "complexity_table", "cpu_class", "cpu_flags", "cpu_model", "cpu_native_bf16", "decoder_cache_bytes",
-    "describe_machine", "feed_forward_flops",
+    "complexity_table", "decoder_cache_bytes", "feed_forward_flops",
     "ffn_activation_bytes", "ffn_parameter_count", "fit_power_law", "flops_per_token", "gpu_peak_flops",
     "greedy_bleu", "head_statistics", "js_distance", "kv_cache_bytes", "layer_flops", "load_result",
-    "machine_info", "maximum_path_length", "merge_attention", "mfu", "mha_parameter_count", "model_flops",
+    "maximum_path_length", "merge_attention", "mfu", "mha_parameter_count", "model_flops",
     "nll_per_token", "override_head_attention", "pad_batch", "peak_flops", "peak_memory_bytes",
     "permutation_effects", "permute_rows", "sequential_operations", "tensor_bytes", "time_call",
     "total_variation", "training_flops_from_hardware", "training_state_bytes", "transformer_flops",

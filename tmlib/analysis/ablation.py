@@ -13,35 +13,22 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from tmlib.analysis.capture import ATTENTION_KINDS, Head, _check_head, all_heads, attention_module
+from tmlib.analysis.capture import ATTENTION_KINDS, Head, check_head, all_heads, attention_module
 
 __all__ = ["ablate_heads", "nll_per_token", "greedy_bleu", "ablation_experiments", "ablation_table"]
 
 
 @contextlib.contextmanager
 def ablate_heads(model, heads: Iterable):
-    """Switch heads off inside a ``with`` block: their output is replaced by zeros before ``W^O``.
-
-    MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O (paper §3.2.2): head i occupies the input features
-    ``i·d_k … (i+1)·d_k − 1`` of the output projection ``w_o``.  A forward pre-hook on ``w_o`` zeroes those
-    features, which is Michel et al.'s (2019) mask ξ_i = 0: the head contributes nothing, ``w_o``'s bias stays.
-    Works for every forward path (teacher forcing, greedy and beam search with a key/value cache).  The hooks are
-    removed when the block ends, also on an exception; the model's parameters are never modified.
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer`.
-        heads: :class:`Head` or ``(kind, layer, head)`` tuples; repeats are allowed; empty = no change.
-
-    Yields:
-        the list of :class:`Head` switched off.
+    """Inside ``with``, ``heads`` (``(kind, layer, head)`` tuples) are switched off: a pre-hook on ``w_o`` zeroes their
+    features ``i·d_k … (i+1)·d_k − 1`` of Concat(head_1, …, head_h) (§3.2.2), Michel et al.'s (2019) mask ξ_i = 0,
+    on every forward path (cached decoding included); removed on exit, parameters never touched. Yields the heads.
 
     Raises:
-        TypeError: an entry is not a ``(kind, layer, head)`` tuple.
-        ValueError: an unknown kind, or a layer or head index out of range.
-
-    Source: Michel et al. (2019, "Are Sixteen Heads Really Better than One?"), §2.
+        TypeError: an entry that is not a ``(kind, layer, head)`` tuple.
+        ValueError: an unknown kind, a layer or head index out of range.
     """
-    chosen = [_check_head(model, h) for h in heads]
+    chosen = [check_head(model, h) for h in heads]
     per_module: dict = {}
     for h in chosen:
         module = attention_module(model, h.kind, h.layer)
@@ -158,25 +145,10 @@ def ablation_experiments(model, single: bool = True, all_but_one: bool = True, w
 def ablation_table(model, tokenizer, batches, sources: Sequence[str] | None = None,
                    references: Sequence[str] | None = None, experiments=None, bleu_for=("none", "one head"),
                    progress: bool = False) -> "pd.DataFrame":
-    """Validation cross-entropy (and greedy BLEU) with sets of heads switched off.
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer`.
-        tokenizer: its :class:`tmlib.data.BPETokenizer` (for BLEU).
-        batches: a list of :class:`tmlib.data.Batch` (teacher forcing) for the loss, on the model's device.
-        sources, references: texts for greedy BLEU (``None``: no BLEU).
-        experiments: from :func:`ablation_experiments` (default: all of them).
-        bleu_for: the experiment names for which BLEU is computed (BLEU decodes, which costs far more than the loss).
-        progress: print one line per experiment.
-
-    Returns:
-        ``pandas.DataFrame``: ``experiment``, ``kind``, ``layer``, ``head`` (the head concerned, -1 for a whole
-        layer, NaN for none/all), ``n_off``, ``nll`` (nats per token), ``delta_nll`` (vs no ablation), ``bleu``
-        and ``delta_bleu`` (NaN where not computed).
-
-    Raises:
-        ValueError: sources and references of different lengths.
-    """
+    """Validation cross-entropy, and greedy BLEU for the experiments in ``bleu_for``, with sets of heads switched off
+    (:func:`ablation_experiments`): a table of ``experiment``, ``kind``, ``layer``, ``head`` (-1: a whole layer),
+    ``n_off``, ``nll``, ``delta_nll``, ``bleu``, ``delta_bleu``. ValueError: sources and references of different
+    lengths."""
     import pandas as pd
 
     if (sources is None) != (references is None) or (sources is not None and len(sources) != len(references)):

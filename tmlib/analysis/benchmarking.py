@@ -75,30 +75,15 @@ class PowerLawFit:
 
 
 def fit_power_law(n, t, confidence: float = 0.95) -> PowerLawFit:
-    """Fit t ≈ a·n^b by ordinary least squares on (log n, log t) and give a confidence interval for b.
-
-    The model is log t_i = log a + b·log n_i + ε_i.  The slope's standard error is
-    ``s / sqrt(Σ (x_i - x̄)²)`` with ``s² = Σ residual² / (k - 2)`` (k points), and the interval is
-    ``b ± t_{(1+confidence)/2, k-2} · stderr`` (Student's t quantile from :mod:`scipy.stats`).  The interval
-    covers the noise *around the straight line*: pass one value per size (e.g. the median of repeats;
-    repeats of one size are not independent draws) and only the sizes where the power law should hold
-    (the large-n part; small sizes are dominated by fixed overheads).
-
-    Args:
-        n: sizes, 1-D array-like of positive finite numbers, at least 3 values, not all equal.
-        t: measurements (seconds, bytes, ...), 1-D, same length, positive and finite.
-        confidence: level of the interval, in (0, 1); default 0.95.
-
-    Returns:
-        :class:`PowerLawFit` (unpacks as ``exponent, low, high``).
+    """Fit t ≈ a·n^b by least squares on (log n, log t); the slope's interval is b ± t_{(1+c)/2, k−2} · s /
+    √Σ(x_i − x̄)² (Student's t). Pass one value per size (a median of repeats) and only sizes where the law should
+    hold. n, t: 1-D, positive, finite, at least 3 points, not all n equal → :class:`PowerLawFit` (``exponent, low,
+    high``).
 
     Raises:
-        ValueError: lengths differ, fewer than 3 points, non-positive or non-finite values, all ``n``
-            equal, or ``confidence`` outside (0, 1).
+        ValueError: lengths differ, fewer than 3 points, values not positive and finite, all n equal, ``confidence``
+            outside (0, 1).
         TypeError: non-numeric input.
-
-    Source: the standard simple-regression slope interval (e.g. Montgomery & Runger, "Applied Statistics
-    and Probability for Engineers", §11.4).
     """
     from scipy import stats
 
@@ -140,29 +125,13 @@ def _sync(device) -> None:
 
 def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, min_seconds: float = 0.0,
               device=None, clock: Callable[[], float] = time.perf_counter) -> list[float]:
-    """Seconds per call of ``fn()``: ``warmup`` untimed calls, then ``repeats`` timed measurements.
-
-    A measurement times a loop of ``inner`` calls and divides by ``inner``; ``inner`` is 1 unless
-    ``min_seconds`` > 0, in which case it is doubled (during warm-up) until one loop lasts at least
-    ``min_seconds`` (so that microsecond calls are not drowned by the clock's resolution).  On CUDA the
-    device is synchronised before starting and before stopping the clock, since kernels run
-    asynchronously.
-
-    Args:
-        fn: a callable without arguments (a closure over the inputs).
-        repeats: number of timed measurements (int ≥ 1).
-        warmup: untimed calls first (int ≥ 0): allocator, oneDNN/cuBLAS kernel selection, autotuning.
-        min_seconds: smallest duration of one timed loop (≥ 0).
-        device: ``torch.device``/str to synchronise (CUDA), or ``None``.
-        clock: the clock, default :func:`time.perf_counter` (wall); :func:`time.process_time` gives
-            the process's CPU time.
-
-    Returns:
-        list of ``repeats`` floats, seconds per call (report the median).
+    """Seconds per call of ``fn()``: ``warmup`` untimed calls, then ``repeats`` measurements, each a loop of ``inner``
+    calls (doubled during warm-up until a loop lasts ``min_seconds``), synchronising a CUDA ``device`` around the
+    clock (``clock``: wall by default, :func:`time.process_time` for CPU time). Report the median.
 
     Raises:
         TypeError: ``repeats``/``warmup`` not integers, ``min_seconds`` not a number.
-        ValueError: ``repeats`` < 1, ``warmup`` < 0 or ``min_seconds`` < 0.
+        ValueError: ``repeats`` < 1, ``warmup`` or ``min_seconds`` < 0.
     """
     repeats = check_int(repeats, "repeats", minimum=1)
     warmup = check_int(warmup, "warmup", minimum=0)
@@ -193,30 +162,10 @@ def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, min_s
 
 # --------------------------------------------------------------------------- memory
 def peak_memory_bytes(fn: Callable[[], object], device="cpu") -> int:
-    """Peak memory allocated while ``fn()`` runs, above what was allocated before it, in bytes (measured).
-
-    * CPU: runs ``fn`` under ``torch.profiler.profile(profile_memory=True)`` and replays the allocator's
-      events (every allocation and free with its size, in time order); the peak of their running sum is
-      the answer.  Memory that ``fn`` returns and keeps alive counts, memory freed before it returns
-      counts only while it was held.
-    * CUDA: ``torch.cuda.reset_peak_memory_stats``, then ``max_memory_allocated() - memory_allocated()``
-      measured before the call (the caching allocator's bookkeeping, not ``nvidia-smi``'s reserved pool).
-
-    Run ``fn`` once before measuring if its first call allocates caches (oneDNN, cuBLAS workspaces).
-
-    Args:
-        fn: callable without arguments.
-        device: ``"cpu"``, ``"cuda"`` or a ``torch.device``.
-
-    Returns:
-        int, bytes (≥ 0).
-
-    Raises:
-        ValueError: a device type other than cpu or cuda.
-
-    Source: ``torch.profiler`` memory events (PyTorch docs, "Profiling memory consumption"); CUDA:
-    ``torch.cuda.max_memory_allocated``.
-    """
+    """Peak bytes allocated while ``fn()`` runs, above what was allocated before, measured: on the CPU from the
+    profiler's allocation events (``torch.profiler``, ``profile_memory=True``), on CUDA from
+    ``max_memory_allocated()``. Run ``fn`` once first if it builds caches. ValueError: a device other than cpu or
+    cuda."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -282,29 +231,12 @@ def decoder_cache_bytes(cache) -> dict[str, int]:
 
 def kv_cache_bytes(n_layers: int, d_model: int, n_tokens: int, src_len: int = 0, batch: int = 1,
                    bytes_per_element: int = 4) -> dict[str, int]:
-    """The KV cache's size by formula, for an encoder-decoder with ``n_layers`` decoder layers.
-
-    Per decoded token and layer, self-attention keeps one key and one value of width
-    h·d_k = d_model: ``2 · n_layers · d_model · bytes_per_element`` bytes per token.  Cross-attention
-    keeps the projected encoder memory, ``2 · n_layers · src_len · d_model · bytes_per_element``, once
-    per sentence, whatever the output length.
-
-    Args:
-        n_layers: decoder layers (int ≥ 1).
-        d_model: model width (= n_heads · d_k) (int ≥ 1).
-        n_tokens: target positions in the cache (int ≥ 0).
-        src_len: source positions (int ≥ 0; 0 for a decoder-only model).
-        batch: sentences (int ≥ 1).
-        bytes_per_element: 4 for float32, 2 for bf16/fp16.
-
-    Returns:
-        dict with ``"per_token"`` (bytes per target token, whole batch), ``"self_attn"``, ``"cross_attn"``
-        and ``"total"``, in bytes.
+    """The KV cache by formula (§3.2.3): self-attention keeps a key and a value of width d_model per token and layer,
+    2·n_layers·d_model·bytes per token; cross-attention the projected memory, 2·n_layers·src_len·d_model·bytes per
+    sentence → ``{"per_token", "self_attn", "cross_attn", "total"}`` in bytes (whole batch).
 
     Raises:
-        ValueError: a size out of range.  TypeError: a size that is not an integer.
-
-    Source: paper §3.2.3 (the decoder attends to earlier positions, whose keys and values do not change).
+        ValueError: a size out of range. TypeError: a size not an integer.
     """
     # a key and a value of width d_model per layer, for every sentence of the batch
     per_token = (2 * check_int(n_layers, "n_layers", minimum=1) * check_int(d_model, "d_model", minimum=1)
@@ -315,25 +247,9 @@ def kv_cache_bytes(n_layers: int, d_model: int, n_tokens: int, src_len: int = 0,
 
 
 def load_result(name: str, device: str = "cpu", folder=None) -> dict:
-    """Read a benchmark result ``benchmarks/results/<name>_<device>.json`` (see ``benchmarks/README.md``).
-
-    Looks in ``folder`` if given, else in the repository's ``benchmarks/results`` next to this package (a
-    checkout, where tmlib is installed in editable mode), and then in its :data:`GPU_RESULTS` sub-folder, where
-    the GPU run's records are (``tools/gpu_check.py``: ``translate_cuda``, ``fp16_cuda``, ``mfu_cuda``,
-    ``cuda_tests_cuda``, ``gpu_check_cuda``...); if the file is not there and no ``folder`` was given,
-    downloads the committed copy from :data:`RESULTS_URL` (Colab), in the same two places.
-
-    Args:
-        name: the benchmark, e.g. ``"attention_cost"``, ``"table1"``, ``"kv_cache"``, ``"throughput"``, ``"mfu"``.
-        device: ``"cpu"`` or ``"cuda"``.
-        folder: a folder holding the JSON files.
-
-    Returns:
-        the parsed JSON record (dict with ``benchmark``, ``device``, ``machine``, ``command``, ``results``...).
-
-    Raises:
-        FileNotFoundError: the file is neither on disk nor downloadable.
-    """
+    """A benchmark record ``<name>_<device>.json`` (``benchmarks/README.md``): from ``folder``, else the checkout's
+    ``benchmarks/results`` and its :data:`GPU_RESULTS` sub-folder (the GPU run's records, ``tools/gpu_check.py``),
+    else downloaded from :data:`RESULTS_URL` (Colab), from the same two places. FileNotFoundError: neither."""
     filename = f"{name}_{device}.json"
     candidates = [Path(folder)] if folder is not None else [Path(__file__).resolve().parents[2] / "benchmarks" /
                                                             "results"]

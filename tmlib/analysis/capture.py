@@ -40,7 +40,7 @@ class Head(NamedTuple):
 # Locating heads
 # --------------------------------------------------------------------------------------------------
 
-def _check_kind(kind) -> str:
+def check_kind(kind) -> str:
     """``kind`` if it is one of :data:`ATTENTION_KINDS`, else ValueError."""
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"attention kind must be one of {ATTENTION_KINDS}, got {kind!r}")
@@ -58,7 +58,7 @@ def attention_module(model, kind: str, layer: int):
     Raises:
         ValueError: unknown kind, or a layer index outside the stack.
     """
-    _check_kind(kind)
+    check_kind(kind)
     layers = model.encoder.layers if kind == "encoder self" else model.decoder.layers
     if isinstance(layer, bool) or not isinstance(layer, Integral) or not 0 <= layer < len(layers):
         raise ValueError(f"layer must be an integer in [0, {len(layers)}) for {kind!r} attention, got {layer!r}")
@@ -83,12 +83,12 @@ def all_heads(model, kinds: Sequence[str] = ATTENTION_KINDS) -> list[Head]:
     """
     heads = []
     for kind in kinds:
-        n_layers = len(model.encoder.layers if _check_kind(kind) == "encoder self" else model.decoder.layers)
+        n_layers = len(model.encoder.layers if check_kind(kind) == "encoder self" else model.decoder.layers)
         heads += [Head(kind, layer, h) for layer in range(n_layers) for h in range(model.n_heads)]
     return heads
 
 
-def _check_head(model, head) -> Head:
+def check_head(model, head) -> Head:
     """``head`` as a :class:`Head` of ``model``; TypeError unless a 3-tuple, ValueError for an index out of range."""
     if not (isinstance(head, tuple) and len(head) == 3):
         raise TypeError(f"a head is a (kind, layer, head) tuple such as Head('cross', 1, 0), got {head!r}")
@@ -124,7 +124,7 @@ class AttentionCapture:
 
     def masks(self, kind: str) -> tuple[Tensor, Tensor, bool]:
         """``(query_mask, key_mask, causal)`` of ``kind``: bool ``(batch, n_q)``, bool ``(batch, n_k)``, bool."""
-        _check_kind(kind)
+        check_kind(kind)
         if kind == "encoder self":
             return self.src_mask, self.src_mask, False
         if kind == "decoder self":
@@ -155,24 +155,12 @@ def pad_batch(rows: Sequence[Sequence[int]], pad_id: int = 0) -> Tensor:
 
 @torch.no_grad()
 def capture_attention(model, src: Tensor, tgt_in: Tensor) -> AttentionCapture:
-    """Run ``model(src, tgt_in)`` in evaluation mode and record every attention weight.
-
-    Uses the model's own recording switch (:meth:`~tmlib.model.transformer.Transformer.keep_attention`): each layer then
-    computes attention with the explicit softmax instead of PyTorch's fused kernel, which gives the same result up
-    to floating-point rounding (``tests/test_interpret.py`` compares the logits).  The layers' recording flags and
-    the model's train/eval mode are restored afterwards, also when the forward pass raises.
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer` with ``pad_id`` set.
-        src: long ``(batch, src_len)`` source ids, right-padded with ``model.pad_id``.
-        tgt_in: long ``(batch, tgt_len)`` decoder inputs ``<bos> y_1 … y_m`` right-padded with ``model.pad_id``.
-
-    Returns:
-        :class:`AttentionCapture` (tensors on the model's device, detached).  Every layer's attention is the
-        softmax(QKᵀ/√d_k) of paper §3.2.1, one distribution over the keys per query and head.
+    """Every attention weight of ``model(src, tgt_in)`` in eval mode (right-padded with ``model.pad_id``), through the
+    layers' recording switch (the explicit softmax: the fused kernel's result up to rounding); flags and mode restored
+    afterwards. → :class:`AttentionCapture`, detached, on the model's device.
 
     Raises:
-        ValueError: ``model.pad_id`` is None (the masks need it), or what ``model.forward`` raises for bad inputs.
+        ValueError: ``model.pad_id`` is None, or what ``model.forward`` raises.
     """
     if getattr(model, "pad_id", None) is None:
         raise ValueError("capture_attention needs model.pad_id to tell real tokens from padding")
@@ -196,7 +184,7 @@ def capture_attention(model, src: Tensor, tgt_in: Tensor) -> AttentionCapture:
     return AttentionCapture(weights, src != model.pad_id, tgt_in != model.pad_id, logits)
 
 
-def _as_pair(batch) -> tuple[Tensor, Tensor]:
+def as_pair(batch) -> tuple[Tensor, Tensor]:
     """``(src, tgt_in)`` of a :class:`tmlib.data.Batch` or of a ``(src, tgt_in)`` pair."""
     if hasattr(batch, "src") and hasattr(batch, "tgt_in"):
         return batch.src, batch.tgt_in
@@ -205,26 +193,10 @@ def _as_pair(batch) -> tuple[Tensor, Tensor]:
 
 
 def translate_and_capture(model, tokenizer, source: str, target: str | None = None) -> dict:
-    """Encode one sentence pair (or translate greedily) and capture every attention weight of it.
-
-    The source is encoded as in training (no ``<bos>``/``<eos>``); the decoder is fed ``<bos> y_1 … y_m`` where y
-    is ``target`` or, when ``target`` is None, the model's own greedy translation
-    (:func:`tmlib.decoding.greedy_decode`), so each decoder query is the position that predicts the next token.
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer`.
-        tokenizer: its :class:`tmlib.data.BPETokenizer`.
-        source: a German sentence.
-        target: an English sentence, or None for the greedy translation.
-
-    Returns:
-        dict: ``src`` long ``(1, src_len)``, ``tgt_in`` long ``(1, tgt_len)`` (on the model's device), ``capture``
-        (:class:`AttentionCapture`), ``src_pieces`` (``src_len`` strings), ``tgt_in_pieces`` (``<bos> y_1 … y_m``),
-        ``produced_pieces`` (``y_1 … y_m <eos>``: what each decoder position predicts), ``translation`` (text).
-
-    Raises:
-        ValueError: the source is empty after tokenization.
-    """
+    """One sentence pair's attention: ``source`` encoded as in training, the decoder fed ``<bos> y_1 … y_m`` with y the
+    ``target`` or, when None, the greedy translation. → dict of ``src``, ``tgt_in``, ``capture``, ``src_pieces``,
+    ``tgt_in_pieces``, ``produced_pieces`` (what each decoder position predicts) and ``translation``. ValueError: an
+    empty source."""
     from tmlib.decoding.greedy import greedy_decode
 
     src_ids = tokenizer.encode(source)

@@ -15,29 +15,12 @@ __all__ = ["mha_parameter_count", "ffn_parameter_count", "attention_matrix_bytes
 
 def mha_parameter_count(d_model: int, n_heads: int, bias: bool = True, d_k: int | None = None,
                         d_v: int | None = None) -> int:
-    """Number of trainable parameters of one multi-head attention block (paper §3.2.2).
-
-    The block has W^Q, W^K of shape ``(d_model, n_heads * d_k)``, W^V of shape
-    ``(d_model, n_heads * d_v)`` and W^O of shape ``(n_heads * d_v, d_model)``; with
-    ``bias=True`` each projection also has a bias vector (as ``torch.nn.MultiheadAttention``
-    and the slides' ``nn.Linear`` layers).  With the paper's choice d_k = d_v = d_model / h
-    the count is 4·d_model² (+ 4·d_model biases), independent of the number of heads.
-
-    Args:
-        d_model: model width (int ≥ 1).
-        n_heads: number of heads h (int ≥ 1).
-        bias: count the four bias vectors.
-        d_k, d_v: per-head widths; default ``d_model // n_heads`` (then ``d_model`` must be
-            divisible by ``n_heads``).
-
-    Returns:
-        int, the parameter count.
+    """Parameters of one multi-head attention block (§3.2.2): W^Q, W^K ``(d_model, h·d_k)``, W^V ``(d_model, h·d_v)``,
+    W^O ``(h·d_v, d_model)``, plus four biases with ``bias``; 4·d_model² (+ 4·d_model) with d_k = d_v = d_model / h,
+    whatever h.
 
     Raises:
-        TypeError: a size is not an integer.
-        ValueError: a size is < 1, or d_k/d_v are defaulted and d_model is not divisible by n_heads.
-
-    Source: paper §3.2.2 (projection shapes); slides (seed 003) practice problem 1.
+        TypeError: a size not an integer. ValueError: a size < 1, or d_model not divisible by n_heads (default d_k).
     """
     d_model = check_int(d_model, "d_model", minimum=1)
     n_heads = check_int(n_heads, "n_heads", minimum=1)
@@ -69,29 +52,8 @@ def ffn_parameter_count(d_model: int, d_ff: int, bias: bool = True) -> int:
 
 def attention_matrix_bytes(batch: int, n_heads: int, seq_len: int, bytes_per_element: int = 4,
                            n_layers: int = 1, seq_len_k: int | None = None) -> int:
-    """Memory of the attention-weight matrices softmax(QKᵀ/√d_k), in bytes.
-
-    One matrix ``(seq_len, seq_len_k)`` per sequence, head and layer:
-    ``batch · n_heads · seq_len · seq_len_k · bytes_per_element · n_layers``.  This is the
-    O(n²) term of the paper's Table 1; it counts one stored copy of the weights only (a
-    training framework may keep more, e.g. the scores before the softmax and a dropout mask).
-
-    Args:
-        batch: number of sequences (int ≥ 1).
-        n_heads: heads per layer (int ≥ 1).
-        seq_len: number of queries n (int ≥ 1).
-        bytes_per_element: 4 for float32, 2 for float16/bfloat16 (int ≥ 1).
-        n_layers: number of attention layers (int ≥ 1).
-        seq_len_k: number of keys; default ``seq_len`` (self-attention).
-
-    Returns:
-        int, bytes.
-
-    Raises:
-        TypeError: an argument is not an integer.  ValueError: an argument is < 1.
-
-    Source: slides (seed 003) "Memory Requirements in Practice" and practice problem 1.
-    """
+    """Bytes of the stored attention weights, batch · n_heads · seq_len · seq_len_k · bytes · n_layers (Table 1's O(n²)
+    term, one copy; the slides' memory problem). Raises TypeError (not integers) or ValueError (an argument < 1)."""
     batch = check_int(batch, "batch", minimum=1)
     n_heads = check_int(n_heads, "n_heads", minimum=1)
     seq_len = check_int(seq_len, "seq_len", minimum=1)
@@ -103,22 +65,8 @@ def attention_matrix_bytes(batch: int, n_heads: int, seq_len: int, bytes_per_ele
 
 def ffn_activation_bytes(batch: int, seq_len: int, d_ff: int, bytes_per_element: int = 4,
                          n_layers: int = 1) -> int:
-    """Memory of the feed-forward hidden activations ``(batch, seq_len, d_ff)``, in bytes.
-
-    Counts one stored copy of the inner layer max(0, xW₁ + b₁) per layer (paper §3.3), as
-    the slides do; the pre-activation, if also kept, doubles it.
-
-    Args:
-        batch, seq_len, d_ff, bytes_per_element, n_layers: positive integers.
-
-    Returns:
-        int, ``batch · seq_len · d_ff · bytes_per_element · n_layers``.
-
-    Raises:
-        TypeError: an argument is not an integer.  ValueError: an argument is < 1.
-
-    Source: slides (seed 003) "Memory Requirements in Practice" (BERT-base, d_ff 3072).
-    """
+    """Bytes of the feed-forward hidden activations, batch · seq_len · d_ff · bytes · n_layers (§3.3; one copy, as the
+    slides count). Raises TypeError (not integers) or ValueError (an argument < 1)."""
     batch = check_int(batch, "batch", minimum=1)
     seq_len = check_int(seq_len, "seq_len", minimum=1)
     d_ff = check_int(d_ff, "d_ff", minimum=1)
@@ -128,24 +76,8 @@ def ffn_activation_bytes(batch: int, seq_len: int, d_ff: int, bytes_per_element:
 
 
 def training_state_bytes(n_params: int, bytes_per_element: int = 4) -> dict[str, int]:
-    """Memory of parameters, gradients and Adam's two moment estimates, in bytes.
-
-    Adam keeps a first and a second moment per parameter, so its state is twice the
-    parameters; the gradients are as large as the parameters.
-
-    Args:
-        n_params: number of parameters (int ≥ 1).
-        bytes_per_element: 4 for float32 (int ≥ 1).
-
-    Returns:
-        dict with keys ``"parameters"``, ``"gradients"``, ``"adam_states"``, ``"total"`` (bytes).
-
-    Raises:
-        TypeError: an argument is not an integer.  ValueError: an argument is < 1.
-
-    Source: slides (seed 003) "Memory Requirements in Practice" (BERT-base, 110M parameters);
-    Adam: Kingma and Ba (2015).
-    """
+    """Bytes of the parameters, their gradients and Adam's two moments (Kingma & Ba 2015): ``{"parameters",
+    "gradients", "adam_states", "total"}``. Raises TypeError (not integers) or ValueError (an argument < 1)."""
     n_params = check_int(n_params, "n_params", minimum=1)
     bytes_per_element = check_int(bytes_per_element, "bytes_per_element", minimum=1)
     p = n_params * bytes_per_element
@@ -176,28 +108,12 @@ def _layer_type(layer_type) -> str:
 
 
 def complexity_per_layer(layer_type: str, n: int, d: int, k: int | None = None, r: int | None = None) -> int:
-    """The operation count behind the paper's Table 1 "Complexity per Layer" column (constants dropped).
-
-    * self-attention: n²·d (every pair of positions, a d-wide dot product);
-    * recurrent: n·d² (n steps, each a d×d matrix-vector product);
-    * convolutional: k·n·d² (n positions, a kernel of k d×d matrices);
-    * restricted self-attention: r·n·d (each position attends to r neighbours).
-
-    Args:
-        layer_type: one of :data:`LAYER_TYPES`.
-        n: sequence length (int ≥ 1).
-        d: representation width (int ≥ 1).
-        k: kernel width, required for ``"convolutional"`` (int ≥ 1).
-        r: neighbourhood size, required for ``"restricted_self_attention"`` (int ≥ 1).
-
-    Returns:
-        int, the count.
+    """Table 1's "Complexity per Layer" (§4), constants dropped: self-attention n²·d, recurrent n·d², convolutional
+    k·n·d², restricted self-attention r·n·d.
 
     Raises:
-        TypeError: ``layer_type`` not a string, or a size not an integer.
-        ValueError: unknown ``layer_type``, a size < 1, or a required ``k``/``r`` missing.
-
-    Source: Vaswani et al. (2017), §4 and Table 1.
+        TypeError: ``layer_type`` not a string, a size not an integer.
+        ValueError: an unknown ``layer_type``, a size < 1, a missing ``k`` or ``r``.
     """
     layer_type = _layer_type(layer_type)
     n = check_int(n, "n", minimum=1)
@@ -216,23 +132,8 @@ def complexity_per_layer(layer_type: str, n: int, d: int, k: int | None = None, 
 
 
 def sequential_operations(layer_type: str, n: int) -> int:
-    """Minimum number of sequential operations of one layer (paper's Table 1, middle column).
-
-    A recurrent layer needs n steps one after the other; the other three layer types compute all
-    positions at once (1).
-
-    Args:
-        layer_type: one of :data:`LAYER_TYPES`.
-        n: sequence length (int ≥ 1).
-
-    Returns:
-        int: ``n`` for ``"recurrent"``, else 1.
-
-    Raises:
-        TypeError/ValueError: as :func:`complexity_per_layer`.
-
-    Source: Vaswani et al. (2017), Table 1.
-    """
+    """Table 1's minimum sequential operations: ``n`` for a recurrent layer, 1 for the others. Errors as
+    :func:`complexity_per_layer`."""
     layer_type = _layer_type(layer_type)
     n = check_int(n, "n", minimum=1)
     return n if layer_type == "recurrent" else 1
@@ -240,31 +141,9 @@ def sequential_operations(layer_type: str, n: int) -> int:
 
 def maximum_path_length(layer_type: str, n: int, k: int | None = None, r: int | None = None,
                         dilated: bool = True) -> int:
-    """Number of layers a signal needs to travel between the two farthest positions (Table 1, last column).
-
-    * self-attention: 1 (every position sees every other);
-    * recurrent: n − 1 steps from the first to the last position, O(n);
-    * convolutional, ``dilated=True``: ⌈log_k n⌉ layers of dilated convolutions
-      (receptive field k^L ≥ n); ``dilated=False``: ⌈(n − 1)/(k − 1)⌉ layers of contiguous
-      kernels, O(n/k) (the paper's text, §4);
-    * restricted self-attention: each position sees a neighbourhood of size r centred on it
-      (⌊r/2⌋ positions on each side), so ⌈(n − 1)/⌊r/2⌋⌉ layers, O(n/r).
-
-    Args:
-        layer_type: one of :data:`LAYER_TYPES`.
-        n: sequence length (int ≥ 1).
-        k: kernel width ≥ 2 for ``"convolutional"``.
-        r: neighbourhood size ≥ 2 for ``"restricted_self_attention"``.
-        dilated: for convolutions, dilated (log) or contiguous (linear) stacking.
-
-    Returns:
-        int, the number of layers (at least 1).
-
-    Raises:
-        TypeError/ValueError: as :func:`complexity_per_layer`; also k < 2 or r < 2.
-
-    Source: Vaswani et al. (2017), §4 and Table 1.
-    """
+    """Table 1's maximum path length between two positions, in layers: self-attention 1; recurrent n − 1;
+    convolutional ⌈log_k n⌉ (dilated) or ⌈(n − 1)/(k − 1)⌉ (contiguous, §4); restricted self-attention
+    ⌈(n − 1)/⌊r/2⌋⌉. Errors as :func:`complexity_per_layer`, and k or r < 2."""
     layer_type = _layer_type(layer_type)
     n = check_int(n, "n", minimum=1)
     if layer_type == "self_attention":
@@ -293,20 +172,8 @@ def maximum_path_length(layer_type: str, n: int, k: int | None = None, r: int | 
 
 
 def complexity_table(n: int, d: int, k: int, r: int) -> list[dict]:
-    """The paper's Table 1 evaluated at concrete sizes, one dict per layer type.
-
-    Args:
-        n, d, k, r: as :func:`complexity_per_layer` (k ≥ 2).
-
-    Returns:
-        list of dicts with keys ``layer_type``, ``complexity`` (big-O string), ``operations``,
-        ``sequential_operations``, ``maximum_path_length`` (dilated convolutions).
-
-    Raises:
-        TypeError/ValueError: as the functions it calls.
-
-    Source: Vaswani et al. (2017), Table 1.
-    """
+    """Table 1 at concrete sizes: one dict per layer type (``layer_type``, ``complexity``, ``operations``,
+    ``sequential_operations``, ``maximum_path_length``). Errors as the functions it calls."""
     rows = []
     for lt in LAYER_TYPES:
         rows.append({

@@ -58,27 +58,13 @@ def _product(m: int, k: int, n: int) -> int:
 
 
 def attention_flops(n_q: int, n_k: int, d_model: int) -> dict[str, int]:
-    """Forward FLOPs of one multi-head attention sub-layer: ``n_q`` queries attend over ``n_k`` keys.
-
-    MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O with head_i = softmax(Q W_i^Q (K W_i^K)ᵀ/√d_k) V W_i^V
-    (paper §3.2.1-3.2.2).  The h heads of width d_k = d/h together cost what one head of width d costs, so the
-    number of heads does not appear.  Self-attention has ``n_q = n_k``; cross-attention has the target's ``n_q``
-    queries and the source's ``n_k`` keys and values.
-
-    Args:
-        n_q: query positions (int ≥ 1).
-        n_k: key/value positions (int ≥ 1).
-        d_model: d (int ≥ 1).
-
-    Returns:
-        dict of int FLOPs: ``"query_projection"`` 2·n_q·d², ``"key_value_projections"`` 2 · 2·n_k·d²,
-        ``"attention_scores"`` (QKᵀ) 2·n_q·n_k·d, ``"attention_weighted_sum"`` (weights·V) 2·n_q·n_k·d,
-        ``"output_projection"`` (W^O) 2·n_q·d², and ``"total"``.  Softmax, scaling and masking are left out.
+    """Forward FLOPs of one multi-head attention sub-layer, ``n_q`` queries over ``n_k`` keys (§3.2.1-3.2.2; h heads of
+    width d/h cost what one head of width d costs): ``"query_projection"`` 2·n_q·d², ``"key_value_projections"``
+    4·n_k·d², ``"attention_scores"`` and ``"attention_weighted_sum"`` 2·n_q·n_k·d each, ``"output_projection"``
+    2·n_q·d², ``"total"`` (ints; softmax, scaling and masks left out).
 
     Raises:
-        TypeError: a size is not an integer.  ValueError: a size < 1.
-
-    Source: Vaswani et al. (2017), §3.2.1-3.2.2 (shapes); the counting convention of the module docstring.
+        TypeError: a size not an integer. ValueError: a size < 1.
     """
     n_q = check_int(n_q, "n_q", minimum=1)
     n_k = check_int(n_k, "n_k", minimum=1)
@@ -95,23 +81,8 @@ def attention_flops(n_q: int, n_k: int, d_model: int) -> dict[str, int]:
 
 
 def feed_forward_flops(seq_len: int, d_model: int, d_ff: int) -> int:
-    """Forward FLOPs of one position-wise feed-forward network, FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ (paper §3.3).
-
-    Two products through the inner width, ``(n, d) @ (d, d_ff)`` and ``(n, d_ff) @ (d_ff, d)``: 2 · 2·n·d·d_ff.
-
-    Args:
-        seq_len: positions n (int ≥ 1).
-        d_model: d (int ≥ 1).
-        d_ff: inner width (int ≥ 1).
-
-    Returns:
-        int, FLOPs.
-
-    Raises:
-        TypeError: a size is not an integer.  ValueError: a size < 1.
-
-    Source: Vaswani et al. (2017), §3.3, equation 2.
-    """
+    """Forward FLOPs of FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ on ``seq_len`` positions (§3.3): 4·n·d·d_ff.
+    Raises TypeError (not integers) or ValueError (a size < 1)."""
     n = check_int(seq_len, "seq_len", minimum=1)
     d = check_int(d_model, "d_model", minimum=1)
     f = check_int(d_ff, "d_ff", minimum=1)
@@ -119,32 +90,12 @@ def feed_forward_flops(seq_len: int, d_model: int, d_ff: int) -> int:
 
 
 def layer_flops(seq_len: int, d_model: int, d_ff: int | None = None) -> dict[str, int]:
-    """Forward-pass FLOPs of one encoder layer for one sequence, counting a multiply-add as 2.
-
-    * ``"qkv_projections"``: three (n, d)·(d, d) products, 3 · 2·n·d²;
-    * ``"attention_scores"``: QKᵀ over all heads, 2·n²·d;
-    * ``"attention_weighted_sum"``: weights·V over all heads, 2·n²·d;
-    * ``"output_projection"``: W^O, 2·n·d²;
-    * ``"feed_forward"``: two products through d_ff, 2 · 2·n·d·d_ff;
-    * ``"total"``: their sum.
-
-    The split shows where the slides' "O(n²·d + n·d²)" comes from: the n² terms are the two
-    attention products, everything else is linear in n.  Softmax, LayerNorm, biases and
-    residual additions (O(n·d) or O(h·n²)) are left out.  The terms are those of
-    :func:`attention_flops` (self-attention, n_q = n_k = n) and :func:`feed_forward_flops`.
-
-    Args:
-        seq_len: n (int ≥ 1).
-        d_model: d (int ≥ 1).
-        d_ff: inner FFN width (int ≥ 1), default ``4 * d_model`` (the paper's 2048 for 512).
-
-    Returns:
-        dict of int FLOP counts.
+    """Forward FLOPs of one encoder layer on n positions (multiply-add = 2): ``"qkv_projections"`` 6·n·d²,
+    ``"attention_scores"`` and ``"attention_weighted_sum"`` 2·n²·d each (the n² terms of the slides' O(n²·d + n·d²)),
+    ``"output_projection"`` 2·n·d², ``"feed_forward"`` 4·n·d·d_ff (default d_ff = 4·d), ``"total"``.
 
     Raises:
-        TypeError: a size is not an integer.  ValueError: a size < 1.
-
-    Source: paper §3.2-3.3 (shapes); slides (seed 003) "Computational Complexity Analysis".
+        TypeError: a size not an integer. ValueError: a size < 1.
     """
     n = check_int(seq_len, "seq_len", minimum=1)
     d = check_int(d_model, "d_model", minimum=1)
@@ -163,30 +114,12 @@ def layer_flops(seq_len: int, d_model: int, d_ff: int | None = None) -> dict[str
 
 def transformer_flops(d_model: int, n_encoder_layers: int, n_decoder_layers: int, d_ff: int, vocab_size: int,
                       src_len: int, tgt_len: int, batch: int = 1) -> dict[str, int]:
-    """Forward-pass FLOPs of the encoder-decoder Transformer on ``batch`` sentence pairs, split by part.
-
-    See the module docstring for the formulas (multiply-add = 2 FLOPs, matrix products only): each encoder layer
-    is a :func:`layer_flops` on S positions; each decoder layer an :func:`attention_flops` on T positions, one
-    from T queries to S keys (cross-attention) and a :func:`feed_forward_flops` on T positions; the generator is
-    one (T, d) @ (d, V) product.
-
-    Args:
-        d_model: d (int ≥ 1).
-        n_encoder_layers, n_decoder_layers: N (int ≥ 0; 0 drops that stack).
-        d_ff: inner width of the feed-forward networks (int ≥ 1).
-        vocab_size: target vocabulary V of the output projection (int ≥ 1).
-        src_len, tgt_len: S and T, the padded lengths the model computes on (int ≥ 1).
-        batch: sentence pairs (int ≥ 1).
-
-    Returns:
-        dict of int FLOPs: ``"encoder"`` (self-attention and FFN of all encoder layers),
-        ``"decoder_self_attention"``, ``"cross_attention"``, ``"decoder_ffn"``, ``"output_projection"``
-        and ``"total"``.
+    """Forward FLOPs of the encoder-decoder on ``batch`` pairs of padded lengths S, T (the module's table):
+    ``"encoder"``, ``"decoder_self_attention"``, ``"cross_attention"``, ``"decoder_ffn"``, ``"output_projection"``
+    (T·d·V) and ``"total"``; a stack of 0 layers is left out.
 
     Raises:
-        TypeError: a size is not an integer.  ValueError: a size out of range.
-
-    Source: paper §3.1-3.4 (shapes); counting convention of ``torch.utils.flop_counter``.
+        TypeError: a size not an integer. ValueError: a size out of range.
     """
     d = check_int(d_model, "d_model", minimum=1)
     n_e = check_int(n_encoder_layers, "n_encoder_layers", minimum=0)
@@ -230,24 +163,12 @@ def model_flops(model, src_len: int, tgt_len: int, batch: int = 1) -> dict[str, 
 
 def flops_per_token(d_model: int, n_encoder_layers: int, n_decoder_layers: int, d_ff: int, vocab_size: int,
                     src_len: int, tgt_len: int, training: bool = True, tokens: float | None = None) -> float:
-    """FLOPs per target token of a training step (≈ 3 × forward) or of a forward pass.
-
-    Args:
-        d_model, n_encoder_layers, n_decoder_layers, d_ff, vocab_size, src_len, tgt_len: as
-            :func:`transformer_flops` (one sentence pair of padded lengths S and T).
-        training: True: forward + backward ≈ 3 × forward; False: forward only.
-        tokens: the target tokens the FLOPs are shared by; default ``tgt_len`` (every position a real
-            token).  Pass the mean number of non-pad target tokens per sentence to charge padding to the
-            real tokens, as a throughput counted in non-pad tokens needs.
-
-    Returns:
-        float, FLOPs per target token.
+    """FLOPs per target token of a training step (≈ 3 × forward, Kaplan et al. 2020 §2.1) or, with ``training=False``,
+    of a forward pass, for one pair of padded lengths (:func:`transformer_flops`); ``tokens``: the real target tokens
+    that share them (default ``tgt_len``; the mean non-pad count charges padding to the real tokens).
 
     Raises:
-        TypeError: ``tokens`` not a number.  ValueError: ``tokens`` not positive; sizes as
-        :func:`transformer_flops`.
-
-    Source: the training step ≈ 3 × forward of Kaplan et al. (2020), §2.1.
+        TypeError: ``tokens`` not a number. ValueError: ``tokens`` not positive, sizes as :func:`transformer_flops`.
     """
     total = transformer_flops(d_model, n_encoder_layers, n_decoder_layers, d_ff, vocab_size, src_len,
                               tgt_len)["total"]
@@ -259,24 +180,11 @@ def flops_per_token(d_model: int, n_encoder_layers: int, n_decoder_layers: int, 
 
 
 def training_flops_from_hardware(hours: float, n_gpus: int, tflops_per_gpu: float) -> float:
-    """The paper's training-cost estimate: time × number of GPUs × sustained FLOP/s per GPU.
-
-    The paper (Table 2 and its footnote) multiplies training time, GPU count and an estimate
-    of each GPU's sustained single-precision throughput (9.5 TFLOPS for a P100).
-
-    Args:
-        hours: wall-clock training time in hours (> 0).
-        n_gpus: number of GPUs (int ≥ 1).
-        tflops_per_gpu: sustained throughput per GPU in TFLOP/s (> 0).
-
-    Returns:
-        float, total floating-point operations.
+    """The paper's training cost: hours × GPUs × sustained TFLOP/s per GPU (§6.1, Table 2: base, 12 h on 8 P100 at
+    9.5 TFLOPS → 3.3·10¹⁸ FLOPs).
 
     Raises:
-        TypeError: ``n_gpus`` not an integer, or hours/tflops not numbers.
-        ValueError: a non-positive value.
-
-    Source: Vaswani et al. (2017), §6.1 and Table 2 (base: 12 h on 8 P100 → 3.3·10¹⁸).
+        TypeError: ``n_gpus`` not an integer, the others not numbers. ValueError: a value not positive.
     """
     n_gpus = check_int(n_gpus, "n_gpus", minimum=1)
     hours = check_float(hours, "hours", minimum=0, min_inclusive=False)
@@ -358,21 +266,8 @@ def gpu_peak_flops(device_name: str, dtype: str = "bf16") -> tuple[str, float] |
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops: float) -> float:
-    """Model FLOP utilisation: the fraction of the device's peak that the model's FLOPs use.
-
-    ``MFU = tokens_per_s × flops_per_token / peak_flops`` (Chowdhery et al. 2022, "PaLM", appendix B).
-
-    Args:
-        tokens_per_s: measured throughput (> 0).
-        flops_per_token: e.g. :func:`flops_per_token` with ``training=True`` (> 0).
-        peak_flops: FLOP/s of the device in the format used, e.g. :func:`peak_flops` (> 0).
-
-    Returns:
-        float, usually in (0, 1); above 1 means the FLOP count or the peak is wrong.
-
-    Raises:
-        ValueError: an argument is not a positive finite number.
-    """
+    """Model FLOP utilisation, ``tokens_per_s × flops_per_token / peak_flops`` (Chowdhery et al. 2022, appendix B):
+    usually in (0, 1); above 1, the FLOP count or the peak is wrong. ValueError: an argument not positive and finite."""
     import math
 
     for name, value in (("tokens_per_s", tokens_per_s), ("flops_per_token", flops_per_token),

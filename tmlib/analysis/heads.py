@@ -13,7 +13,7 @@ from typing import Iterable
 import torch
 from torch import Tensor
 
-from tmlib.analysis.capture import ATTENTION_KINDS, _as_pair, _check_kind, capture_attention
+from tmlib.analysis.capture import ATTENTION_KINDS, as_pair, check_kind, capture_attention
 
 __all__ = ["STATISTICS", "attention_statistics", "head_statistics"]
 
@@ -35,7 +35,7 @@ def _check_contiguous(mask: Tensor, name: str) -> Tensor:
 
 def _checked_lengths(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind: str) -> tuple[Tensor, Tensor]:
     """The real lengths ``(batch,)`` of queries and keys, after checking the inputs of :func:`attention_statistics`."""
-    _check_kind(kind)
+    check_kind(kind)
     if not isinstance(weights, Tensor) or not weights.is_floating_point() or weights.dim() != 4:
         raise ValueError(f"weights must be a float tensor (batch, n_heads, n_q, n_k), got "
                          f"{getattr(weights, 'dtype', type(weights).__name__)} of shape "
@@ -109,43 +109,20 @@ def _statistic_sums(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind:
 
 
 def attention_statistics(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind: str) -> dict:
-    """Per-head summaries of attention weights, averaged over every real query position of every sentence.
+    """Per-head statistics of attention weights, averaged over every real query of every sentence (Voita et al. 2019
+    §4; Clark et al. 2019 §3): ``entropy`` (nats) and its bound ``max_entropy`` (ln of the keys a query may see),
+    the weight on the ``previous`` key, the ``same`` key (self-attention), the ``first`` key, the ``last`` real key
+    (the final full stop: the "sink" heads find) and, for cross-attention, within ±1 of the proportional
+    ``diagonal``; NaN where a statistic does not apply.
 
-    For each head (statistics in :data:`STATISTICS`):
-
-    * ``entropy``: ``-Σ_k w_k ln w_k`` in nats (0 ln 0 = 0): 0 when a head looks at one token;
-    * ``max_entropy``: the same average for the uniform distribution over the keys each query may see,
-      ``ln(number of allowed keys)``, the upper bound of ``entropy`` (for causal attention query i sees i + 1 keys);
-    * ``previous``: weight on key ``i - 1`` (queries ``i ≥ 1``); ``same``: weight on key ``i`` (self-attention
-      only; NaN for cross-attention, where query and key positions belong to different sentences);
-    * ``first``: weight on key 0 (``<bos>`` in the decoder, the first word in the encoder);
-    * ``last``: weight on the last real key.  In this course sources carry no ``<eos>`` (``tmlib.data.collate``),
-      so this is the final token, a full stop in 95% of Multi30k sentences: the "sink" that heads of BERT find in
-      ``[SEP]`` and punctuation (Clark et al. 2019, §3).  NaN for causal (decoder self-) attention, where only the
-      last query sees that key;
-    * ``diagonal`` (cross-attention only, NaN otherwise): weight within ±1 key position of the proportional
-      diagonal: query i of ``n_q`` real queries (``<bos>`` counted) is centred at key ``(i + ½)·n_k/n_q − ½``.
-      A monotone word-by-word alignment scores close to 1.
-
-    Averages pool all real query positions of all sentences (long sentences weigh more); padded queries and keys
-    are excluded through the masks.
-
-    Args:
-        weights: float ``(batch, n_heads, n_q, n_k)``, each real row a distribution over the allowed keys.
-        query_mask: bool ``(batch, n_q)``, True = real query, right-padded.
-        key_mask: bool ``(batch, n_k)``, True = real key, right-padded.
-        kind: ``"encoder self"``, ``"decoder self"`` (causal) or ``"cross"``.
-
-    Returns:
-        ``{statistic: float64 NumPy array (n_heads,)}`` for each name in :data:`STATISTICS`.
+    weights ``(batch, n_heads, n_q, n_k)``; query_mask ``(batch, n_q)`` and key_mask ``(batch, n_k)``, bool, True =
+    real, right-padded; kind ``"encoder self"``, ``"decoder self"`` (causal) or ``"cross"`` → ``{statistic:
+    (n_heads,)}``.
 
     Raises:
-        ValueError: an unknown kind; weights not 4-D float; masks of the wrong shape, not right-padded, or a
-            sentence with queries but no key; self-attention with ``n_q != n_k``.
+        ValueError: an unknown kind, weights not 4-D float, masks of the wrong shape or not right-padded, a sentence
+            with queries but no key, self-attention with ``n_q != n_k``.
         TypeError: a mask that is not a 2-D bool tensor.
-
-    Source: Voita et al. (2019, "Analyzing Multi-Head Self-Attention"), §4; Clark et al. (2019, "What Does BERT
-    Look At?"), §3.
     """
     sums, counts = _statistic_sums(weights, query_mask, key_mask, kind)
     means = sums / counts[:, None]  # NaN where nothing was counted
@@ -153,27 +130,14 @@ def attention_statistics(weights: Tensor, query_mask: Tensor, key_mask: Tensor, 
 
 
 def head_statistics(model, batches: Iterable) -> "pd.DataFrame":
-    """:func:`attention_statistics` of every head of ``model`` over teacher-forced batches, as one table.
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer`.
-        batches: an iterable of :class:`tmlib.data.Batch` or ``(src, tgt_in)`` pairs of long tensors
-            ``(batch, src_len)``, ``(batch, tgt_len)``, right-padded (on the model's device).
-
-    Returns:
-        ``pandas.DataFrame`` with one row per head (columns ``kind``, ``layer``, ``head``, then :data:`STATISTICS`),
-        averaged over all real query positions of all batches.
-
-    Raises:
-        ValueError: no batch, or batches that are not right-padded (see :func:`attention_statistics`).
-
-    Source: Voita et al. (2019), §4; Clark et al. (2019), §3.
-    """
+    """A table of :func:`attention_statistics` for every head of ``model`` over teacher-forced ``batches`` (Batches or
+    ``(src, tgt_in)`` pairs, right-padded): one row per head (``kind``, ``layer``, ``head``, the statistics).
+    Raises ValueError: no batch, or batches that are not right-padded."""
     import pandas as pd
 
     totals: dict = {}
     for batch in batches:
-        src, tgt_in = _as_pair(batch)
+        src, tgt_in = as_pair(batch)
         cap = capture_attention(model, src, tgt_in)
         for kind in ATTENTION_KINDS:
             qm, km, _ = cap.masks(kind)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from tmlib.analysis.capture import (
-    AttentionCapture, _as_pair, _check_head, all_heads, attention_module, capture_attention
+    AttentionCapture, as_pair, check_head, all_heads, attention_module, capture_attention
 )
 
 __all__ = ["total_variation", "js_distance", "permute_rows", "override_head_attention", "permutation_effects"]
@@ -100,34 +100,15 @@ def permute_rows(weights: Tensor, allowed: Tensor, generator: torch.Generator | 
 @torch.no_grad()
 def override_head_attention(model, src: Tensor, tgt_in: Tensor, head, new_weights: Callable,
                             capture: AttentionCapture | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """Logits of a teacher-forced pass in which one head uses attention weights of our choosing.
-
-    Two passes.  The first records the head's weights ``W`` ``(batch, n_q, n_k)``
-    (:func:`capture_attention`).  In the second, the head's projected values ``V`` are kept (a forward hook on the
-    module's ``w_v``) and a forward pre-hook on its ``w_o`` replaces the head's slice of
-    Concat(head_1, …, head_h) by ``new_weights(W, allowed) @ V_head`` (paper §3.2.1: head output = weights ×
-    values).  Everything upstream of the head is identical in both passes, so ``W`` is the weight the head would
-    have used.  The hooks are removed afterwards.
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer`.
-        src, tgt_in: long ``(batch, src_len)``, ``(batch, tgt_len)``, right-padded.
-        head: a :class:`Head` / ``(kind, layer, head)``.
-        new_weights: ``f(W, allowed) -> W'``: ``W`` float ``(batch, n_q, n_k)``, ``allowed`` bool of the same shape
-            (real keys, and causal for decoder self-attention); ``W'`` must have the same shape.
-        capture: the :func:`capture_attention` of this very ``(src, tgt_in)``, to skip the first pass when many
-            heads are tested on one batch.
-
-    Returns:
-        ``(logits, W, W')``: logits ``(batch, tgt_len, vocab)``, the original and the substituted weights.
+    """``(logits, W, W')`` of a teacher-forced pass in which ``head`` uses ``W' = new_weights(W, allowed)`` instead of
+    its own weights ``W`` ``(batch, n_q, n_k)`` (Jain & Wallace 2019 §4.2): a first pass records ``W``, the second keeps
+    the head's values (hook on ``w_v``) and replaces its slice of Concat(head_1, …) by ``W' @ V`` (pre-hook on
+    ``w_o``); everything upstream is unchanged. ``capture``: the first pass, already run on these inputs.
 
     Raises:
-        ValueError: ``W'`` has another shape, or ``capture`` was recorded on other inputs; bad head (see
-            :func:`tmlib.analysis.ablation.ablate_heads`).
-
-    Source: Jain & Wallace (2019), §4.2 (attention weights replaced, everything else kept).
+        ValueError: ``W'`` of another shape, a ``capture`` of other inputs, a bad head.
     """
-    head = _check_head(model, head)
+    head = check_head(model, head)
     cap = capture_attention(model, src, tgt_in) if capture is None else capture
     if cap.src_mask.shape != src.shape or cap.tgt_mask.shape != tgt_in.shape:
         raise ValueError(f"capture was recorded on src {tuple(cap.src_mask.shape)} / tgt_in "
@@ -144,7 +125,7 @@ def override_head_attention(model, src: Tensor, tgt_in: Tensor, head, new_weight
                          f"{tuple(getattr(replaced, 'shape', ()))}")
     module = attention_module(model, head.kind, head.layer)
     cols = slice(head.head * module.d_k, (head.head + 1) * module.d_k)  # the head's slice of Concat(head_1, …)
-    kv = head.head // (module.n_heads // module.n_kv_heads)  # its value head (differs only with grouped queries)
+    kv = head.head // (module.n_heads // getattr(module, "n_kv_heads", module.n_heads))  # its value head (GQA)
     store: dict = {}
 
     def keep_values(_lin, _args, output):  # w_v projects the values of all heads
@@ -169,31 +150,14 @@ def override_head_attention(model, src: Tensor, tgt_in: Tensor, head, new_weight
 
 
 def permutation_effects(model, batches: Iterable, heads=None, seed: int = 0) -> "pd.DataFrame":
-    """For each head: permute its weights (:func:`permute_rows`) and measure how far attention and output move.
-
-    The test of Jain & Wallace (2019, §4.2) on one head at a time: every row of the head's attention is shuffled
-    among the keys it may see, everything else is left as it is, and the next-token distributions are compared
-    with those of the unchanged model (teacher forcing).
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer`.
-        batches: :class:`tmlib.data.Batch` objects or ``(src, tgt_in)`` pairs, right-padded.
-        heads: the heads to test (default: all).
-        seed: seed of the permutations (per head and batch, a ``torch.Generator`` seeded ``seed``).
-
-    Returns:
-        ``pandas.DataFrame`` per head: ``attention_tvd`` and ``attention_jsd`` (mean over real query positions of
-        the total variation / Jensen–Shannon distance between the original and permuted weights), ``output_tvd``
-        (mean total variation between the next-token distributions, over real target positions) and
-        ``argmax_changed`` (share of real target positions whose most probable next token changed).  Means pool
-        the positions of all batches.
-
-    Raises:
-        ValueError: no batch.
-    """
+    """Jain & Wallace's (2019, §4.2) test, one head at a time: shuffle each row of the head's attention among the keys
+    it may see (:func:`permute_rows`, seeded) and compare with the unchanged model. A table per head: ``attention_tvd``
+    and ``attention_jsd`` (mean distances of the weights), ``output_tvd`` (of the next-token distributions) and
+    ``argmax_changed`` (share of positions whose most probable token changed), over real positions. ValueError: no
+    batch."""
     import pandas as pd
 
-    heads = all_heads(model) if heads is None else [_check_head(model, h) for h in heads]
+    heads = all_heads(model) if heads is None else [check_head(model, h) for h in heads]
     sums = {h: np.zeros(4) for h in heads}
     n_q = {h: 0 for h in heads}
     n_t = 0
@@ -201,7 +165,7 @@ def permutation_effects(model, batches: Iterable, heads=None, seed: int = 0) -> 
     model.eval()
     try:
         for batch in batches:
-            src, tgt_in = _as_pair(batch)
+            src, tgt_in = as_pair(batch)
             base = capture_attention(model, src, tgt_in)
             with torch.no_grad():
                 p_base = torch.softmax(model(src, tgt_in).float(), dim=-1)  # (batch, tgt_len, vocab): normal forward

@@ -15,25 +15,12 @@ _REQUIRE_CDN = "https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.
 
 
 def bertviz_inputs(pair: dict, decimals: int = 3) -> dict:
-    """The arguments of bertviz's ``head_view``/``model_view`` in encoder-decoder mode, from our own model.
-
-    Weights are rounded to ``decimals`` places in float64 so that the JSON bertviz writes into the page stays small
-    (3 decimals: about 5 characters per weight instead of 20).  Decoder tokens are the decoder *inputs*
-    ``<bos> y_1 … y_m`` (the query at ``<bos>`` predicts ``y_1``), because bertviz labels queries and keys of the
-    decoder's self-attention with one list.
-
-    Args:
-        pair: the dict of :func:`tmlib.analysis.capture.translate_and_capture`.
-        decimals: rounding of the weights (≥ 1).
-
-    Returns:
-        dict with ``encoder_attention``, ``decoder_attention``, ``cross_attention`` (lists, one float64 CPU tensor
-        ``(1, n_heads, n_q, n_k)`` per layer), ``encoder_tokens``, ``decoder_tokens`` (BPE strings; bertviz shows
-        ``▁`` as a space).
+    """bertviz's ``head_view``/``model_view`` arguments in encoder-decoder mode from :func:`~tmlib.analysis.capture.
+    translate_and_capture`'s dict: the three attentions (one float64 ``(1, n_heads, n_q, n_k)`` tensor per layer,
+    rounded to ``decimals`` to keep the page small) and the tokens (decoder: its inputs ``<bos> y_1 … y_m``).
 
     Raises:
-        TypeError: ``decimals`` is not an integer.
-        ValueError: ``decimals`` < 1 or a capture of more than one sentence.
+        TypeError: ``decimals`` not an integer. ValueError: ``decimals`` < 1, a capture of several sentences.
     """
     decimals = check_int(decimals, "decimals", minimum=1)
     cap = pair["capture"]
@@ -54,29 +41,10 @@ def bertviz_inputs(pair: dict, decimals: int = 3) -> dict:
 
 
 def bertviz_view(inputs: dict, view: str = "head", **kwargs):
-    """bertviz's ``head_view`` or ``model_view`` of :func:`bertviz_inputs`, as an ``IPython.display.HTML`` object.
-
-    bertviz (Vig 2019) renders with ``html_action="return"``: a ``<div id="bertviz-…">`` and a script that draws the
-    view with d3 and jQuery, which it obtains through RequireJS.  bertviz puts a ``<script src=…require.js>`` tag from
-    a CDN in front; here that tag is replaced by a guard inside the view's own script: if a ``requirejs`` function
-    already exists (classic Jupyter; the course site, whose ``assets/js/require-shim.js`` answers from the vendored
-    d3 and jQuery) the view draws at once, otherwise (JupyterLab, Colab) require.js is loaded from the same CDN
-    first.  So the built page loads no script from a CDN and draws offline.  The markup and the drawing code are
-    otherwise bertviz's own, except that the data, which bertviz 1.4.1 also pastes into a code comment, appears
-    once.  Nothing is downloaded from a model hub: bertviz only receives tensors and strings.
-
-    Args:
-        inputs: the dict of :func:`bertviz_inputs`.
-        view: ``"head"`` or ``"model"``.
-        kwargs: passed to bertviz (e.g. ``layer=1``, ``heads=[0]`` for ``head_view``; ``display_mode="light"`` is
-            the default here for ``model_view``).
-
-    Returns:
-        ``IPython.display.HTML``.
-
-    Raises:
-        ValueError: unknown ``view``, or bertviz's output has an unexpected form (a bertviz version change).
-    """
+    """bertviz's (Vig 2019) ``head_view`` or ``model_view`` of :func:`bertviz_inputs` as ``IPython.display.HTML``, drawn
+    offline: bertviz's CDN ``require.js`` tag is replaced by a guard that uses an existing ``requirejs`` (classic
+    Jupyter, the course site's shim) and loads require.js only where none exists (JupyterLab, Colab). ``kwargs`` go to
+    bertviz. ValueError: an unknown ``view``, or output of an unexpected form (another bertviz version)."""
     from IPython.display import HTML
 
     if view not in ("head", "model"):

@@ -1,10 +1,12 @@
 """Show the source of the code a chapter teaches, read from the library when the notebook runs.
 
 A chapter that prints a class or function with :func:`show_source` shows exactly the code that runs: the listing
-is produced from the live source at execution time, so it cannot drift from the library.
+is produced from the live source at execution time, so it cannot drift from the library. Docstrings are folded to
+their first line, so that a listing is code.
 """
 from __future__ import annotations
 
+import ast
 import inspect
 import textwrap
 
@@ -33,20 +35,14 @@ class Listing:
         return highlight(self.code, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
 
 
-def show_source(obj, *, start: str | None = None) -> Listing:
-    """The source of ``obj`` (a class, function or method), syntax-highlighted in the notebook and on the page.
-
-    Args:
-        obj: anything :func:`inspect.getsource` accepts: a class, function, method or module.
-        start: optional text of the first line to show (for example ``"def forward"``): the listing then
-            starts at the first line containing it, to show one method of a long class.
-
-    Returns:
-        a :class:`Listing`; its plain-text form is the source itself.
+def show_source(obj, *, start: str | None = None, end: str | None = None, full_docstrings: bool = False) -> Listing:
+    """The source of ``obj`` (a class, function, method or module), highlighted, each docstring folded to its first
+    line and ``…`` (``full_docstrings=True``: as written). ``start``: show from the first line containing it;
+    ``end``: stop before the next line containing it (some methods of a long class).
 
     Raises:
         TypeError: ``obj`` has no Python source (a built-in, for example).
-        ValueError: ``start`` does not occur in the source.
+        ValueError: ``start`` or ``end`` does not occur in the source (``end`` after ``start``).
     """
     try:
         source = inspect.getsource(obj)
@@ -58,4 +54,35 @@ def show_source(obj, *, start: str | None = None) -> Listing:
         if not hits:
             raise ValueError(f"{start!r} does not occur in the source of {obj!r}")
         source = "".join(lines[hits[0]:])
-    return Listing(textwrap.dedent(source).rstrip("\n"))
+    if end is not None:
+        lines = source.splitlines(keepends=True)
+        hits = [i for i, line in enumerate(lines) if end in line and i > 0]
+        if not hits:
+            raise ValueError(f"{end!r} does not occur in the source of {obj!r} after its first line")
+        source = "".join(lines[:hits[0]])
+    source = textwrap.dedent(source).rstrip("\n")
+    return Listing(source if full_docstrings else fold_docstrings(source))
+
+
+def fold_docstrings(source: str) -> str:
+    """``source`` with every docstring of more than one line cut to its first line of text and ``…``; ``source``
+    itself if it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    lines = source.split("\n")
+    spans = []
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            doc = body[0]
+            if (isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)
+                    and doc.end_lineno > doc.lineno):
+                spans.append((doc.lineno, doc.end_lineno, doc.col_offset))
+    for first, last, col in sorted(spans, reverse=True):
+        opening = lines[first - 1]
+        quote = '"""' if '"""' in opening else "'''"
+        text = opening[opening.index(quote) + 3:].strip() or lines[first].strip()  # the first line of text
+        lines[first - 1:last] = [f"{opening[:col]}{opening[col:opening.index(quote)]}{quote}{text} …{quote}"]
+    return "\n".join(lines)

@@ -61,14 +61,14 @@ class Batch:
 
 
 # ----------------------------------------------------------------------------------------- packing
-def _flatten(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+def flatten_ids(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     """``(flat, lengths)``: all ids one after the other (int64) and the length of each sequence (int64)."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()))
     return flat, lengths
 
 
-def _gather(flat: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gather_rows(flat: np.ndarray, offsets: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ids of sequences ``idx`` of a packed array, one after the other, and their lengths."""
     starts, lengths = offsets[idx], offsets[idx + 1] - offsets[idx]
     before = np.cumsum(lengths) - lengths  # where each sequence starts in the output
@@ -83,7 +83,7 @@ def _pad(flat: np.ndarray, lengths: np.ndarray, width: int, pad_id: int) -> np.n
     return out
 
 
-def _check_ids(src_flat, src_len, tgt_flat, vocab_size: int | None, where: str = "") -> None:
+def check_ids(src_flat, src_len, tgt_flat, vocab_size: int | None, where: str = "") -> None:
     """Host-side checks: no empty source, ids non-negative and (with ``vocab_size``) below it."""
     if src_len.size and src_len.min() == 0:
         empty = np.flatnonzero(src_len == 0)
@@ -101,7 +101,7 @@ def _check_ids(src_flat, src_len, tgt_flat, vocab_size: int | None, where: str =
             raise ValueError(f"{name} ids{where} contain {hi}, outside the vocabulary [0, {vocab_size})")
 
 
-def _collate_flat(src_flat, src_len, tgt_flat, tgt_len, pad_id: int, bos_id: int, eos_id: int) -> Batch:
+def collate_flat(src_flat, src_len, tgt_flat, tgt_len, pad_id: int, bos_id: int, eos_id: int) -> Batch:
     """The :class:`Batch` of packed examples (see :func:`collate`)."""
     import torch
 
@@ -140,10 +140,10 @@ def collate(examples: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int
         raise ValueError("collate needs at least one example")
     pad_id, bos_id, eos_id = (check_token_id(v, n, vocab_size) for v, n in
                               ((pad_id, "pad_id"), (bos_id, "bos_id"), (eos_id, "eos_id")))
-    src_flat, src_len = _flatten([s for s, _ in examples])
-    tgt_flat, tgt_len = _flatten([t for _, t in examples])
-    _check_ids(src_flat, src_len, tgt_flat, vocab_size)
-    return _collate_flat(src_flat, src_len, tgt_flat, tgt_len, pad_id, bos_id, eos_id)
+    src_flat, src_len = flatten_ids([s for s, _ in examples])
+    tgt_flat, tgt_len = flatten_ids([t for _, t in examples])
+    check_ids(src_flat, src_len, tgt_flat, vocab_size)
+    return collate_flat(src_flat, src_len, tgt_flat, tgt_len, pad_id, bos_id, eos_id)
 
 
 def pad_ids(seqs: Sequence[Sequence[int]], pad_id: int = 0):
@@ -157,5 +157,5 @@ def pad_ids(seqs: Sequence[Sequence[int]], pad_id: int = 0):
     if not len(seqs):
         raise ValueError("pad_ids needs at least one sequence")
     pad_id = check_token_id(pad_id, "pad_id")
-    flat, lengths = _flatten(seqs)
+    flat, lengths = flatten_ids(seqs)
     return torch.from_numpy(_pad(flat, lengths, max(int(lengths.max()), 1), pad_id))

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tmlib.data.batch import Batch, _check_ids, _collate_flat, _flatten, _gather
+from tmlib.data.batch import Batch, check_ids, collate_flat, flatten_ids, gather_rows
 from tmlib.validation import check_indices, check_int, check_int_array, check_token_id
 
 __all__ = ["encode_pairs", "filter_by_length", "token_batches", "length_batches", "TokenBudgetBatches",
@@ -83,22 +83,11 @@ def _sizes(lengths) -> np.ndarray:
 
 
 def length_batches(sizes: Sequence[int], max_tokens: int) -> list[list[int]]:
-    """Indices sorted by size (ties: by index) and cut greedily into batches of at most ``max_tokens``.
-
-    A batch of ``k`` examples costs ``k × (its largest size)`` padded tokens; an example larger than
-    ``max_tokens`` gets a batch of its own. Deterministic; used for evaluation batches
-    (``token_batches(..., shuffle=False)``) and for translating a corpus (sizes = source lengths).
-
-    Args:
-        sizes: one non-negative size per example (tokens).
-        max_tokens: budget of padded tokens per batch.
-
-    Returns:
-        ``list[list[int]]``: every index exactly once, batches in increasing size.
+    """Indices sorted by size (ties: by index), cut greedily into batches of at most ``max_tokens`` padded tokens
+    (``k × largest size``; an example over the budget alone): deterministic, for evaluation and translation.
 
     Raises:
-        TypeError: ``max_tokens`` or a size is not an integer.
-        ValueError: ``max_tokens`` < 1, or ``sizes`` is not 1-D.
+        TypeError: ``max_tokens`` or a size not an integer. ValueError: ``max_tokens`` < 1, ``sizes`` not 1-D.
     """
     max_tokens = check_int(max_tokens, "max_tokens", minimum=1)
     size = check_int_array(sizes, "sizes").astype(np.int64) if np.size(sizes) else np.zeros(0, dtype=np.int64)
@@ -109,30 +98,14 @@ def length_batches(sizes: Sequence[int], max_tokens: int) -> list[list[int]]:
 
 def token_batches(lengths: Sequence[tuple[int, int]], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
                   epoch: int = 0, chunk_size: int = 100) -> list[list[int]]:
-    """Group example indices into batches of about ``max_tokens`` padded tokens, bucketed by length.
-
-    The recipe (fairseq/tensor2tensor style): shuffle the examples, cut them into chunks of
-    ``chunk_size × (typical batch size)`` examples, sort each chunk by length so that a batch holds
-    sentences of similar length (little padding), fill batches greedily while
-    ``len(batch) × max(src_len, tgt_len + 1) ≤ max_tokens``, then shuffle the order of the batches.
-    Randomness comes only from ``numpy.random.default_rng([seed, epoch])``: the same seed and epoch give
-    the same batches (needed for exact resume), another epoch gives another order.
-
-    Args:
-        lengths: ``(src_len, tgt_len)`` of each example (tokens, without special tokens); a list of pairs
-            or an ``(n, 2)`` integer array.
-        max_tokens: budget of padded tokens per batch (on the longer side); an example longer than
-            the budget gets a batch of its own.
-        shuffle: ``False`` gives a fixed order sorted by length (validation; :func:`length_batches`).
-        seed, epoch: seed the shuffling (non-negative integers).
-        chunk_size: sorting happens within chunks of ``chunk_size`` batches' worth of examples
-            (large: little padding; the randomness across chunks keeps the batches varied).
-
-    Returns:
-        ``list[list[int]]``: every index exactly once.
+    """Example indices in batches of about ``max_tokens`` padded tokens, bucketed by length (fairseq, tensor2tensor):
+    shuffle, cut into chunks of ``chunk_size`` batches' worth, sort each chunk by length, fill greedily while
+    ``len(batch) × max(src_len, tgt_len + 1) ≤ max_tokens``, shuffle the batches; all randomness from
+    ``default_rng([seed, epoch])`` (exact resume). ``shuffle=False``: :func:`length_batches`. ``lengths``: ``(src_len,
+    tgt_len)`` pairs or an ``(n, 2)`` array.
 
     Raises:
-        TypeError: a setting or a length that is not an integer.
+        TypeError: a setting or length not an integer.
         ValueError: ``max_tokens``/``chunk_size`` < 1, ``seed``/``epoch`` negative, ``lengths`` not pairs.
     """
     max_tokens = check_int(max_tokens, "max_tokens", minimum=1)
@@ -154,26 +127,13 @@ def token_batches(lengths: Sequence[tuple[int, int]], max_tokens: int, *, shuffl
 
 
 class TokenBudgetBatches:
-    """Epochs of padded batches of about ``max_tokens`` tokens each, planned by :func:`token_batches`.
-
-    What :class:`BatchIterator` (sentence pairs) and :class:`tmlib.data.captions.SentenceBatches` (single
-    sentences) share: the settings, checked once; the plan of epoch ``e`` (``batches(e)``, index lists,
-    deterministic per seed and epoch); and the padded batches of an epoch, in this process (:meth:`epoch`) or
-    through a ``DataLoader`` (:meth:`loader`). A subclass says how long each example is (:meth:`size_pairs`) and
-    how a batch of examples is padded (:meth:`collate_indices`).
-
-    Args:
-        max_tokens: padded-token budget per batch (see :func:`token_batches`).
-        shuffle: bucketed random order (training) or sorted fixed order (evaluation).
-        seed: base seed; epoch ``e`` uses ``default_rng([seed, e])``.
-        pad_id, bos_id, eos_id: special ids.
-        chunk_size: see :func:`token_batches`.
-        vocab_size: if given, the special ids (and a subclass's ids) must be below it.
+    """Epochs of padded batches of about ``max_tokens`` tokens, planned by :func:`token_batches`: the settings (checked
+    once), the plan of epoch e (``batches(e)``, deterministic per seed and epoch) and its batches, here (:meth:`epoch`)
+    or through a ``DataLoader`` (:meth:`loader`). A subclass gives the sizes (:meth:`size_pairs`) and the padding
+    (:meth:`collate_indices`).
 
     Raises:
-        TypeError: a setting that is not an integer.
-        ValueError: a setting out of range (``max_tokens`` < 1, a negative seed, a special id outside the
-            vocabulary).
+        TypeError: a setting not an integer. ValueError: a setting out of range, a special id outside the vocabulary.
     """
 
     def __init__(self, max_tokens: int, *, shuffle: bool, seed: int, pad_id: int, bos_id: int, eos_id: int,
@@ -235,36 +195,33 @@ class TokenBudgetBatches:
     def __iter__(self):
         return self.epoch(0)
 
-    def loader(self, epoch: int = 0, start: int = 0, *, num_workers: int = 0, pin_memory: bool = False,
-               prefetch_factor: int | None = None):
-        """The batches of :meth:`epoch`, in the same order, through a ``torch.utils.data.DataLoader``.
-
-        The loader's dataset holds the epoch's precomputed index lists (``batch_size=None``: no re-batching,
-        no sampling), so worker processes only collate and the order is exactly that of :meth:`epoch`.
+    def loader(self, epoch: int = 0, start: int = 0, *, index_lists: list[list[int]] | None = None,
+               num_workers: int = 0, pin_memory: bool = False, prefetch_factor: int | None = None):
+        """The batches of :meth:`epoch` (or of ``index_lists``), in that order, through a ``DataLoader`` whose
+        workers only collate (``batch_size=None``: no re-batching, no sampling). It has its own random generator:
+        iterating it leaves torch's global one (dropout) untouched.
 
         Args:
-            epoch, start: as in :meth:`epoch`.
+            epoch, start: as in :meth:`epoch`; index_lists: the batches to collate instead.
             num_workers: worker processes building batches ahead (0: in this process).
-            pin_memory: return batches in pinned memory (``Batch.pin_memory``), for
-                ``batch.to("cuda", non_blocking=True)``; only useful with a GPU (torch warns without one).
+            pin_memory: batches in pinned memory, for ``batch.to("cuda", non_blocking=True)`` (with a GPU).
             prefetch_factor: batches each worker builds ahead (needs ``num_workers`` >= 1; torch's default 2).
-
-        Returns:
-            ``torch.utils.data.DataLoader`` yielding :class:`~tmlib.data.batch.Batch` (``len`` = batches left).
 
         Raises:
             TypeError: an argument that is not an integer.
             ValueError: bad ``epoch``/``start``/``num_workers``/``prefetch_factor``.
         """
+        import torch
         from torch.utils.data import DataLoader
 
         num_workers = check_int(num_workers, "num_workers", minimum=0)
         prefetch_factor = check_int(prefetch_factor, "prefetch_factor", minimum=1, allow_none=True)
         if prefetch_factor is not None and num_workers == 0:
             raise ValueError(f"prefetch_factor={prefetch_factor} needs num_workers >= 1 (got 0)")
-        dataset = _EpochBatches(self, self._remaining(epoch, start))
+        dataset = _EpochBatches(self, self._remaining(epoch, start) if index_lists is None else index_lists)
         return DataLoader(dataset, batch_size=None, shuffle=False, num_workers=num_workers,
-                          pin_memory=bool(pin_memory), prefetch_factor=prefetch_factor)
+                          pin_memory=bool(pin_memory), prefetch_factor=prefetch_factor,
+                          generator=torch.Generator().manual_seed(0))
 
 
 class _EpochBatches:
@@ -281,24 +238,13 @@ class _EpochBatches:
 
 
 class BatchIterator(TokenBudgetBatches):
-    """Epochs of padded :class:`~tmlib.data.batch.Batch` es of sentence pairs (deterministic given seed and epoch).
-
-    The examples are stored packed: ``src_flat``/``tgt_flat`` hold every id one after the other (int32) and
-    ``src_offsets``/``tgt_offsets`` (int64, length n + 1) where example ``i`` starts and ends, so building a
-    batch is a vectorised gather and pad (:meth:`collate_indices`). The ids are checked once, here.
-
-    Args:
-        examples: ``(src_ids, tgt_ids)`` lists (from :func:`encode_pairs`); at least one; sources non-empty.
-        max_tokens, shuffle, seed, pad_id, bos_id, eos_id, chunk_size: see :class:`TokenBudgetBatches`.
-        vocab_size: if given, every id (and the special ids) must be below it.
+    """Epochs of padded :class:`~tmlib.data.batch.Batch` es of ``(src_ids, tgt_ids)`` pairs, deterministic per seed
+    and epoch. The ids are stored packed (flat int32 arrays and int64 offsets), so a batch is a vectorised gather and
+    pad (:meth:`collate_indices`); they are checked once, here. ``it.epoch(e, start=k)`` resumes an epoch.
 
     Raises:
-        TypeError: a setting that is not an integer.
-        ValueError: no examples, an empty source, a negative id or one ``>= vocab_size``, bad settings.
-
-    Use ``len(it.batches(epoch))`` for the number of batches, ``it.epoch(e, start=k)`` to iterate epoch
-    ``e`` from its ``k``-th batch on (resume), and ``it.loader(e, start=k, num_workers=2, pin_memory=True)``
-    for the same batches built by worker processes.
+        TypeError: a setting not an integer.
+        ValueError: no examples, an empty source, an id negative or ``>= vocab_size``, bad settings.
     """
 
     def __init__(self, examples, max_tokens: int = 4096, *, shuffle: bool = True, seed: int = 0,
@@ -307,9 +253,9 @@ class BatchIterator(TokenBudgetBatches):
         examples = self._non_empty(examples, "example")
         super().__init__(max_tokens, shuffle=shuffle, seed=seed, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
                          chunk_size=chunk_size, vocab_size=vocab_size)
-        src_flat, src_len = _flatten([s for s, _ in examples])
-        tgt_flat, tgt_len = _flatten([t for _, t in examples])
-        _check_ids(src_flat, src_len, tgt_flat, self.vocab_size, where=" in BatchIterator's examples")
+        src_flat, src_len = flatten_ids([s for s, _ in examples])
+        tgt_flat, tgt_len = flatten_ids([t for _, t in examples])
+        check_ids(src_flat, src_len, tgt_flat, self.vocab_size, where=" in BatchIterator's examples")
         dtype = np.int32 if max(src_flat.max(initial=0), tgt_flat.max(initial=0)) < 2**31 else np.int64
         self.src_flat, self.tgt_flat = src_flat.astype(dtype), tgt_flat.astype(dtype)
         self.src_offsets = np.concatenate([[0], np.cumsum(src_len)]).astype(np.int64)
@@ -343,9 +289,9 @@ class BatchIterator(TokenBudgetBatches):
             ValueError: ``idx`` is empty, or an index is out of range.
         """
         idx = check_indices(idx, self.num_examples, "collate_indices", "example")
-        src_flat, src_len = _gather(self.src_flat, self.src_offsets, idx)
-        tgt_flat, tgt_len = _gather(self.tgt_flat, self.tgt_offsets, idx)
-        return _collate_flat(src_flat, src_len, tgt_flat, tgt_len, self.pad_id, self.bos_id, self.eos_id)
+        src_flat, src_len = gather_rows(self.src_flat, self.src_offsets, idx)
+        tgt_flat, tgt_len = gather_rows(self.tgt_flat, self.tgt_offsets, idx)
+        return collate_flat(src_flat, src_len, tgt_flat, tgt_len, self.pad_id, self.bos_id, self.eos_id)
 
     def n_tokens_of(self, idx: Sequence[int]) -> int:
         """The labels of the batch of examples ``idx``, i.e. ``collate_indices(idx).n_tokens`` (target tokens

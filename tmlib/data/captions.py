@@ -32,29 +32,13 @@ def lm_forward(model, batch: Batch) -> torch.Tensor:
 
 
 class SentenceBatches(TokenBudgetBatches):
-    """Padded batches of single sentences for a language model, bucketed by length.
-
-    Args:
-        sentences: token-id lists without special tokens (empty ones are allowed: they teach ``<eos>``).
-        max_tokens: padded tokens per batch (see :func:`tmlib.data.batching.token_batches`).
-        shuffle: bucketed random order (training) or sorted fixed order (evaluation).
-        seed: epoch ``e`` uses ``numpy.random.default_rng([seed, e])``.
-        pad_id, bos_id, eos_id: special ids.
-        max_positions: cut each sentence to its first ``max_positions`` predictions; ``None``: whole sentences.
-        vocab_size: if given, every id must be below it (checked once, here, on the host).
-
-    Attributes:
-        pad_id: the padding id (the trainer ignores these labels).
-        lengths: ``(num_sentences,)`` int64, the predictions of each sentence (its tokens + ``<eos>``, cut).
-
-    Batches (:class:`tmlib.data.batch.Batch`): ``src`` is an empty ``(batch, 0)`` int64 tensor; ``tgt_in``
-    ``(batch, len)`` = ``<bos> y_1 …``, ``tgt_out`` ``(batch, len)`` = ``y_1 … <eos>`` (cut sentences end
-    without ``<eos>``), right-padded with ``pad_id``; ``n_tokens`` = non-pad labels. Epochs, resume and the
-    ``DataLoader`` path are those of :class:`tmlib.data.batching.TokenBudgetBatches`.
+    """Padded batches of single sentences for a language model, bucketed by length (:class:`~tmlib.data.batching.
+    TokenBudgetBatches`): ``src`` empty ``(batch, 0)``, ``tgt_in`` = ``<bos> y_1 …``, ``tgt_out`` = ``y_1 … <eos>``
+    (a sentence cut to ``max_positions`` predictions ends without ``<eos>``), right-padded; ``lengths``: predictions
+    per sentence. Ids checked once against ``vocab_size``.
 
     Raises:
-        TypeError: a setting that is not an integer.
-        ValueError: no sentences, a negative id or one ``>= vocab_size``, bad sizes.
+        TypeError: a setting not an integer. ValueError: no sentences, an id out of range, bad sizes.
     """
 
     def __init__(self, sentences: Sequence[Sequence[int]], max_tokens: int = 4000, *, shuffle: bool = True,
@@ -131,24 +115,9 @@ def caption_corpus(vocab_size: int = 2000, data_dir=None):
 
 @torch.no_grad()
 def loss_by_position(model, batches: SentenceBatches, split: int, device=None) -> dict[str, float]:
-    """Cross-entropy (nats per token) of a language model on ``batches``, before and from position ``split``.
-
-    Position t is the t-th prediction of a sentence (t = 0 predicts y_1 from ``<bos>``). Used for
-    extrapolation: a model trained on sentences cut to ``split`` predictions never saw positions ≥ ``split``.
-
-    Args:
-        model: called as ``model(tgt_in)`` → logits ``(batch, len, V)``; put in eval mode here.
-        batches: evaluation batches (e.g. ``SentenceBatches(..., shuffle=False)``).
-        split: first position of the second group (≥ 1).
-        device: where to run (default: the model's).
-
-    Returns:
-        ``{"all": …, "before": …, "from": …, "n_before": …, "n_from": …}``: mean losses over all labels, over
-        positions < split and ≥ split (NaN if there are none), and the label counts.
-
-    Raises:
-        ValueError: ``split`` < 1.
-    """
+    """A language model's cross-entropy on ``batches`` over all labels, before and from position ``split`` (t = 0
+    predicts y_1): ``{"all", "before", "from", "n_before", "n_from"}`` (NaN where empty), for extrapolation past
+    the lengths it was trained on. ValueError: ``split`` < 1."""
     check_int(split, "split", minimum=1)
     device = next(model.parameters()).device if device is None else torch.device(device)
     was_training = model.training

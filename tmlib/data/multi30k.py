@@ -150,26 +150,13 @@ def _sha256(path: Path) -> str:
 
 def download_multi30k(folder: str | os.PathLike, names: Iterable[str] = MULTI30K_FILES,
                       url: str | None = None, timeout: float = 30.0) -> list[Path]:
-    """Make sure the files ``names`` are in ``folder`` with the right sha256, downloading them with pooch.
-
-    A file already there with the right sha256 is kept; a missing one is downloaded; one with a wrong sha256
-    (truncated, corrupted) is downloaded again, with a :class:`UserWarning`. pooch streams each download to a
-    temporary file in ``folder``, checks its sha256 and renames it into place only if it matches: a failed
-    download leaves neither the temporary file nor a target file behind (a bad file that was there stays).
-
-    Args:
-        folder: destination folder (created if needed).
-        names: file names among :data:`MULTI30K_FILES`.
-        url: URL template with a ``{name}`` field; default :data:`MULTI30K_URL`.
-        timeout: seconds per HTTP request.
-
-    Returns:
-        The paths of ``names`` in ``folder``, all verified.
+    """Make sure the files ``names`` are in ``folder`` with the right sha256, downloading with pooch (missing, or
+    corrupt: again, with a UserWarning). pooch checks each download before renaming it into place: a failed one leaves
+    nothing behind. Returns the verified paths.
 
     Raises:
-        ValueError: a name is not one of :data:`MULTI30K_FILES`.
-        DataError: no network, an HTTP error (e.g. 404), a download whose sha256 is wrong, or a folder that
-            cannot be written.
+        ValueError: a name not in :data:`MULTI30K_FILES`.
+        DataError: no network, an HTTP error, a wrong sha256, a folder that cannot be written.
     """
     import pooch
     import requests
@@ -244,24 +231,11 @@ def _verified_files(names: list[str], data_dir, download: bool) -> tuple[list[Pa
 
 def check_multi30k(data_dir: str | os.PathLike | None = None, splits: Iterable[str] | str = ("train", "val"), *,
                    download: bool = True) -> list[Path]:
-    """Check that the files of ``splits`` are present and intact (sha256) without reading their text.
-
-    Cheap (hashing a few MB): a command line calls it before any other work, so that bad data stops it at
-    once. In the user cache (no ``data_dir``, no ``TMLIB_DATA_DIR``) missing or corrupt files are first
-    downloaded, as :func:`load_multi30k` would.
-
-    Args:
-        data_dir: as in :func:`load_multi30k`.
-        splits: split names (``"train"``, ``"val"``, ``"test"``, ``"test_2016_flickr"``), or one name.
-        download: allow downloading into the user cache.
-
-    Returns:
-        The verified paths (``<stem>.de.gz``, ``<stem>.en.gz`` for each split).
+    """The verified paths of ``splits``' files (sha256, without reading the text: a command line stops at once on bad
+    data); in the user cache, missing or corrupt files are first downloaded (``download``).
 
     Raises:
-        ValueError: an unknown split.
-        DataError: a file is missing (and not downloadable) or its sha256 is wrong; the message names the
-            file and says how to fix it.
+        ValueError: an unknown split. DataError: a file missing or corrupt (the message says how to fix it).
     """
     return _verified_files(_names(splits), data_dir, download)[0]
 
@@ -277,21 +251,12 @@ def _read_lines(path: Path, source: str, download: bool) -> list[str]:
 
 def load_multi30k(split: str, data_dir: str | os.PathLike | None = None, *,
                   download: bool = True) -> list[tuple[str, str]]:
-    """Load one split of Multi30k task 1 as (German, English) sentence pairs.
-
-    Args:
-        split: ``"train"`` (29,000 pairs), ``"val"`` (1,014) or ``"test"`` / ``"test_2016_flickr"`` (1,000).
-        data_dir: folder holding ``multi30k/*.gz`` (or the ``multi30k`` folder itself); default:
-            ``$TMLIB_DATA_DIR``, else the user cache (see the module docstring).
-        download: allow downloading missing or corrupt files into the user cache.
-
-    Returns:
-        ``list[tuple[str, str]]``: ``(de, en)`` pairs, raw text without the trailing newline.
+    """One split of Multi30k task 1 as ``(de, en)`` pairs: ``"train"`` (29,000), ``"val"`` (1,014), ``"test"`` /
+    ``"test_2016_flickr"`` (1,000), from ``data_dir`` (its ``multi30k/*.gz``), ``$TMLIB_DATA_DIR`` or the user cache.
 
     Raises:
-        ValueError: unknown split.
-        DataError: files missing (and not downloadable), corrupt, truncated, not decompressible, or with a
-            wrong number of lines; the message names the file and says how to fix it.
+        ValueError: an unknown split.
+        DataError: files missing, corrupt, truncated or of the wrong length (the message says how to fix it).
     """
     if not isinstance(split, str) or split not in SPLITS:
         raise ValueError(f"unknown split {split!r}: use one of {sorted(SPLITS)}")

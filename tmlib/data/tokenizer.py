@@ -34,23 +34,10 @@ def _clean(text) -> str:
 
 
 class BPETokenizer:
-    """A shared German–English BPE tokenizer (HF ``tokenizers``) with the course's special tokens.
-
-    Pre-tokenization: Unicode NFKC, then ``Metaspace`` (each space becomes ``▁`` glued to the next
-    word) and punctuation split off; the ``Metaspace`` decoder turns ``▁`` back into spaces, so
-    ``decode(encode(s)) == s`` for any text of single-spaced words whose characters were seen in
-    training. BLEU is therefore computed on real, detokenized text.
-
-    Input that a translator reads from a file is cleaned first (in :meth:`encode`, :meth:`encode_batch`,
-    :meth:`tokens`): a leading byte-order mark (U+FEFF, written by some editors) is dropped, and text that
-    is empty or only whitespace encodes to no ids at all (``[]``), not to ``▁`` pieces. Text in a script the
-    vocabulary never saw encodes to ``<unk>`` pieces: :meth:`unknown_fraction` and :meth:`is_all_unknown`
-    let a caller warn about it.
-
-    Attributes:
-        tokenizer: the underlying ``tokenizers.Tokenizer``.
-        pad_id, bos_id, eos_id, unk_id: 0, 1, 2, 3.
-        vocab_size: number of ids (including the four special tokens).
+    """A shared German–English BPE tokenizer (HF ``tokenizers``): NFKC, ``Metaspace`` (a space becomes ``▁`` glued to
+    the next word) and punctuation split off, so ``decode(encode(s)) == s`` for seen characters and BLEU is computed on
+    real text. Input is cleaned (a byte-order mark dropped; blank text encodes to ``[]``); text of an unseen script is
+    ``<unk>`` (:meth:`unknown_fraction`). ``pad_id, bos_id, eos_id, unk_id`` = 0, 1, 2, 3.
 
     Raises:
         ValueError: (constructor) the special tokens do not have ids 0..3.
@@ -164,26 +151,11 @@ class BPETokenizer:
 
 def train_tokenizer(pairs: Sequence[tuple[str, str]], vocab_size: int = 8000, min_frequency: int = 2
                     ) -> BPETokenizer:
-    """Learn a shared BPE vocabulary on both sides of the training pairs.
-
-    One vocabulary serves German and English (as in the paper, §5.1, whose EN-DE model uses a shared
-    source-target vocabulary of about 37,000 tokens), which lets the model tie its embeddings. For
-    Multi30k (29,000 short sentences, ~10,000 distinct German and ~6,000 English words) 8,000 merges
-    keep almost every frequent word whole, split rare words and compounds into a few pieces, and keep
-    the output softmax small enough for a CPU.
-
-    Deterministic: the same pairs and arguments give the same vocabulary.
-
-    Args:
-        pairs: ``(de, en)`` sentence pairs; use the training split only.
-        vocab_size: total number of ids including the 4 special tokens.
-        min_frequency: merges must occur at least this often.
-
-    Returns:
-        :class:`BPETokenizer` with ``<pad>``=0, ``<bos>``=1, ``<eos>``=2, ``<unk>``=3.
+    """A shared BPE vocabulary learned on both sides of the training pairs (one vocabulary, as the paper's EN-DE model,
+    §5.1, which lets the model tie its embeddings; 8,000 ids keep Multi30k's frequent words whole). Deterministic.
 
     Raises:
-        ValueError: ``vocab_size`` <= 4 or ``min_frequency`` < 1.
+        ValueError: ``vocab_size`` <= 4, ``min_frequency`` < 1.
     """
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 

@@ -13,22 +13,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tmlib.decoding.greedy import _check_src, _eval_mode, _next_log_probs, default_max_lengths
-from tmlib.validation import check_float, check_int, check_token_id
+from tmlib.decoding.greedy import check_decoding_args, eval_mode, next_log_probs
+from tmlib.validation import check_float, check_int
 
 __all__ = ["beam_search", "length_penalty_gnmt"]
 
 
 def length_penalty_gnmt(length: int, alpha: float) -> float:
-    """GNMT's length penalty ``((5 + length) / 6) ** alpha`` (Wu et al. 2016, eq. 14).
-
-    Args:
-        length: number of generated tokens (``<eos>`` included), >= 1; an int, or a tensor of them.
-        alpha: the exponent α (the paper uses 0.6; 0 disables the penalty).
-
-    Returns:
-        float (a tensor like ``length`` for a tensor), >= 1 for length >= 1 and alpha >= 0.
-    """
+    """GNMT's length penalty ``((5 + length) / 6) ** alpha`` (Wu et al. 2016, eq. 14): ``length`` generated tokens
+    (``<eos>`` included; an int or a tensor), α = 0.6 in the paper, 0 for none."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -44,51 +37,19 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4
                 max_len: int | None = None, use_cache: bool = True) -> list[list[int]]:
     """Beam search with GNMT's length penalty, the paper's decoder (§6.1: beam 4, α = 0.6).
 
-    Every sentence keeps ``beam_size`` *alive* hypotheses (not ended) and the ``beam_size`` best *finished*
-    ones (ended by ``<eos>``). All ``batch × beam_size`` alive hypotheses are decoded together as one
-    flattened batch (row ``b * beam_size + k`` is hypothesis k of sentence b). At each step:
-
-    1. every alive hypothesis is extended by every token; per sentence the ``2 × beam_size`` best
-       extensions by total log-probability are kept (at most one extension per hypothesis is ``<eos>``, so
-       at least ``beam_size`` of them are not);
-    2. the ``beam_size`` best of those that do not end in ``<eos>`` become the new alive hypotheses (the
-       cache follows them with ``cache.reorder(rows)``);
-    3. those that end in ``<eos>`` and rank among the best ``beam_size`` are finished, scored
-       ``log P / lp(length)`` with ``lp(n) = ((5 + n) / 6) ** α``, and merged into the finished list;
-    4. a sentence is done when no alive hypothesis can still beat its best finished one (an alive
-       log-probability only decreases with more tokens and the penalty is at most ``lp(limit)``, so
-       ``best_alive / lp(limit) <= best_finished`` is a safe test: the "terminate early when possible" of
-       §6.1, tensor2tensor's rule), or at its length limit, where the alive hypotheses are finished as
-       they are.
-
-    The state lives in tensors on the model's device; one value is read back per step (whether every sentence
-    is done). With ``beam_size=1`` and ``length_penalty=0`` this is exactly greedy decoding.
-
-    Args:
-        model: an encoder-decoder with ``encode``/``decode``/``new_cache`` (module docstring).
-        src: ``(batch, src_len)`` integer source ids, padded with ``model.pad_id``.
-        bos_id: id of ``<bos>``.
-        eos_id: id of ``<eos>``.
-        beam_size: hypotheses kept per sentence, >= 1 (paper: 4).
-        length_penalty: GNMT's α >= 0 (paper: 0.6; 0 ranks by plain log-probability).
-        max_len: largest number of generated tokens (``<eos>`` included); ``None``: source
-            length + 50 per sentence, capped by ``model.max_len``.
-        use_cache: reuse cached keys/values (one new position per step) or recompute the prefix.
-
-    Returns:
-        ``batch`` lists of token ids (the best hypothesis per sentence), without ``<bos>``/``<eos>``.
+    Each sentence keeps ``beam_size`` alive hypotheses and its ``beam_size`` best finished ones, all decoded as one
+    batch (row ``b * beam_size + k``). A finished hypothesis scores ``log P / lp(length)``; a sentence stops when
+    no alive one can beat its best (``best_alive / lp(limit) <= best_finished``, tensor2tensor's "terminate early
+    when possible") or at its limit. ``beam_size=1, length_penalty=0`` is greedy decoding. The arguments and the
+    result are :func:`~tmlib.decoding.greedy.greedy_decode`'s.
 
     Raises:
-        TypeError: ``src`` is not a tensor of integer ids; ``beam_size``, ``bos_id``, ``eos_id`` or ``max_len``
-            is not an integer; ``length_penalty`` is not a number.
-        ValueError: ``beam_size`` < 1; ``length_penalty`` negative or not finite; ``src`` not 2-D or empty;
-            ``bos_id``/``eos_id`` negative, ``max_len`` < 1; a vocabulary of fewer than 2 tokens.
+        TypeError, ValueError: as greedy decoding, and ``beam_size`` < 1, ``length_penalty`` negative or not
+            finite, a vocabulary of fewer than 2 tokens.
     """
     check_int(beam_size, "beam_size", minimum=1)
     check_float(length_penalty, "length_penalty (alpha)", minimum=0.0)
-    src = _check_src(src)
-    bos_id, eos_id = check_token_id(bos_id, "bos_id"), check_token_id(eos_id, "eos_id")
-    limits = default_max_lengths(model, src, max_len)
+    src, limits = check_decoding_args(model, src, bos_id, eos_id, max_len)
     batch, beam, alpha = src.shape[0], int(beam_size), float(length_penalty)
     device = src.device
     neg_inf = float("-inf")
@@ -96,7 +57,7 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4
     lp_limit = length_penalty_gnmt(limit.double(), alpha)  # (batch,) the largest penalty a hypothesis can get
     first_row = torch.arange(batch, device=device)[:, None] * beam  # (batch, 1)
 
-    with _eval_mode(model):
+    with eval_mode(model):
         memory = model.encode(src).repeat_interleave(beam, dim=0)  # (batch * beam, src_len, d_model)
         src_rows = src.repeat_interleave(beam, dim=0)  # (batch * beam, src_len)
         cache = model.new_cache() if use_cache else None
@@ -109,7 +70,7 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, beam_size: int = 4
 
         for step in range(max(limits)):
             length = step + 1  # generated tokens after this step
-            log_probs = _next_log_probs(model, alive.view(batch * beam, -1), memory, src_rows, cache)
+            log_probs = next_log_probs(model, alive.view(batch * beam, -1), memory, src_rows, cache)
             vocab = log_probs.shape[-1]
             if vocab < 2:
                 raise ValueError(f"beam search needs a vocabulary of at least 2 tokens, got {vocab}")

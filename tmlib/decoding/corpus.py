@@ -23,17 +23,9 @@ def _indices(ix: list[int], shown: int = 5) -> str:
 
 def screen_sources(sentences: Sequence[str], ids: Sequence[Sequence[int]], tokenizer,
                    max_len: int | None) -> tuple[list[int], list[int], list[int]]:
-    """Which sources a model can translate: the input rules of :func:`translate_corpus`, in one place.
-
-    Args:
-        sentences: n source sentences; ``ids``: their token ids (``tokenizer.encode_batch(sentences)``).
-        tokenizer: has ``unknown_fraction(ids)``.
-        max_len: the model's positions (``model.max_len``), or ``None``.
-
-    Returns:
-        ``(todo, unknown, long)``, 0-based indices in order: the sentences to decode (neither blank nor all
-        ``<unk>``), those made only of unknown tokens, and those of ``todo`` longer than ``max_len`` tokens.
-    """
+    """Which sources a model can translate (the input rules of :func:`translate_corpus`): ``(todo, unknown, long)``,
+    0-based indices of the sentences to decode (neither blank nor all ``<unk>``), of those made only of unknown
+    tokens, and of those of ``todo`` longer than ``max_len`` tokens (``ids``: the sentences' token ids)."""
     blank = [not s.strip() or not row for s, row in zip(sentences, ids)]  # translated to ""
     unknown = [i for i, row in enumerate(ids) if not blank[i] and tokenizer.unknown_fraction(row) == 1.0]
     skip = set(unknown)
@@ -45,45 +37,18 @@ def screen_sources(sentences: Sequence[str], ids: Sequence[Sequence[int]], token
 def translate_corpus(model, tokenizer, sentences: Sequence[str], beam_size: int = 1, batch_tokens: int = 4000,
                      device=None, length_penalty: float = 0.6, max_len: int | None = None,
                      progress: bool = True, warn: bool = True) -> list[str]:
-    """Translate many sentences: tokenize, batch by length, decode, detokenize, restore the order.
+    """Translate many sentences: tokenize, batch by source length, decode, detokenize, restore the order.
 
-    Sentences are sorted by source length and cut into batches of at most ``batch_tokens`` padded source
-    tokens (:func:`tmlib.data.batching.length_batches`, the same packing as evaluation batches), so that a
-    batch wastes little on padding; each batch is decoded with :func:`tmlib.decoding.greedy.greedy_decode` or
-    :func:`tmlib.decoding.beam.beam_search`, and the outputs are put back in the order of ``sentences``.
-
-    Input the model cannot translate is not sent to it:
-
-    * an empty or whitespace-only sentence (no token ids) gives ``""``;
-    * a sentence whose pieces are all ``<unk>`` (another script than the training data) gives ``""`` and a
-      :class:`UserWarning` saying how many there were and which (0-based indices);
-    * a sentence longer than ``model.max_len`` tokens is truncated, with a :class:`UserWarning`.
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer` (or any ``torch.nn.Module`` with its ``encode``/
-            ``decode``/``new_cache`` interface and ``pad_id``, ``max_len`` attributes).
-        tokenizer: a :class:`tmlib.data.tokenizer.BPETokenizer` (``encode_batch``, ``decode``,
-            ``unknown_fraction``, ``pad_id``, ``bos_id``, ``eos_id``); source ids carry no ``<bos>``/``<eos>``, as
-            in training.
-        sentences: n source sentences (plain text).
-        beam_size: 1 for greedy decoding, >1 for beam search (the paper: 4).
-        batch_tokens: at most this many source tokens per batch, padding and beams included
-            (``beam_size × batch × longest source``).
-        device: where to decode; ``None`` keeps the model's device, ``"auto"`` uses
-            :func:`tmlib.utils.get_device`, otherwise a ``torch.device`` or name. The model is moved there.
-        length_penalty: GNMT's α for beam search (paper: 0.6).
-        max_len: largest number of generated tokens; ``None``: source length + 50 (paper §6.1).
-        progress: show a tqdm progress bar (in sentences).
-        warn: warn about all-unknown and over-long sentences (a caller that reports them itself, such as
-            ``python -m tmlib.translate`` with its line numbers, passes False; :func:`screen_sources` finds them).
-
-    Returns:
-        n translations (detokenized text), in the order of ``sentences``.
+    Batches hold at most ``batch_tokens`` padded source tokens, beams included (:func:`tmlib.data.batching.
+    length_batches`); each is decoded greedily (``beam_size=1``) or by beam search (§6.1: 4, ``length_penalty``
+    0.6). A blank sentence gives ``""``; one of ``<unk>`` only gives ``""`` and one longer than ``model.max_len``
+    is truncated, both with a :class:`UserWarning` naming them unless ``warn=False`` (:func:`screen_sources`).
+    ``device``: ``None`` (the model's), ``"auto"`` (:func:`tmlib.utils.get_device`) or a device, the model moved
+    there. ``max_len``: generated tokens (``None``: source length + 50). ``progress``: a tqdm bar.
 
     Raises:
-        TypeError: ``sentences`` is not a list of strings; ``beam_size``/``batch_tokens`` not integers.
-        ValueError: ``beam_size`` < 1 or ``batch_tokens`` < 1; the tokenizer's pad id differs from
-            ``model.pad_id``; (from :func:`tmlib.decoding.beam.beam_search`) a bad ``length_penalty``.
+        TypeError: ``sentences`` not a list of strings; ``beam_size``/``batch_tokens`` not integers.
+        ValueError: ``beam_size`` or ``batch_tokens`` < 1; a tokenizer pad id other than ``model.pad_id``.
     """
     from tqdm import tqdm  # the text bar on stderr (a widget bar could not be drawn by the offline site)
 

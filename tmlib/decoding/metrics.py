@@ -16,25 +16,15 @@ __all__ = ["bleu_scores"]
 
 
 def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
-    """Corpus-level BLEU (cased and lowercased) and chrF of detokenized translations, by sacreBLEU.
-
-    Args:
-        hypotheses: n system translations, plain detokenized text, one per sentence.
-        references: n reference translations, aligned with ``hypotheses`` (one reference each).
+    """Corpus-level BLEU (cased and lowercased) and chrF of n detokenized ``hypotheses`` against n ``references``,
+    by sacreBLEU with its defaults (13a tokenizer, exp smoothing; chrF: character 6-grams, β = 2).
 
     Returns:
-        dict with
-        ``"bleu"`` (float, 0–100): cased BLEU, sacreBLEU's defaults (13a tokenizer, exp smoothing);
-        ``"bleu_lowercase"`` (float): the same with ``lowercase=True``;
-        ``"chrf"`` (float, 0–100): chrF (character 6-grams, β = 2);
-        ``"bleu_precisions"`` (list of 4 floats): the modified n-gram precisions in percent;
-        ``"brevity_penalty"`` (float), ``"hyp_len"``/``"ref_len"`` (ints, 13a tokens);
-        ``"signatures"``: dict with the sacreBLEU signature of each score
-        (e.g. ``"nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"``).
+        ``{"bleu", "bleu_lowercase", "chrf"}`` (0-100), ``"bleu_precisions"`` (4 n-gram precisions, %),
+        ``"brevity_penalty"``, ``"hyp_len"``, ``"ref_len"`` (13a tokens) and ``"signatures"`` (each score's).
 
     Raises:
-        TypeError: not lists of strings.
-        ValueError: different lengths, or empty.
+        TypeError: not lists of strings. ValueError: different lengths, or empty.
     """
     from sacrebleu.metrics import BLEU, CHRF
 

@@ -12,24 +12,13 @@ __all__ = ["TableModel"]
 
 
 class TableModel(torch.nn.Module):
-    """A toy "model" that reads its next-token probabilities from a table, for worked examples of decoding.
-
-    ``table`` maps a prefix (the tuple of token ids generated so far, after ``<bos>``) to a dict
-    ``{token id: probability}``; a prefix missing from the table gives ``<eos>`` with probability 1. The
-    source is ignored. It offers the interface of :class:`tmlib.model.transformer.Transformer` that
-    :func:`tmlib.decoding.greedy.greedy_decode` and :func:`tmlib.decoding.beam.beam_search` use (``encode``,
-    ``decode``, ``new_cache``, ``pad_id``, ``max_len``), so the real decoders can be run on a table small enough
-    to check by hand (chapter 9).
-
-    Args:
-        table: ``{prefix tuple: {token: probability}}``; probabilities of a prefix should sum to 1.
-        vocab_size: number of token ids.
-        eos_id: id of ``<eos>``.
-        pad_id: id of padding.
+    """A toy "model" whose next-token probabilities come from ``table`` ``{prefix: {token: probability}}`` (prefix:
+    the ids generated after ``<bos>``; a missing prefix gives ``<eos>``), with the interface the decoders use, so
+    that they can run on an example small enough to check by hand (chapter 9). The source is ignored.
 
     Raises:
-        TypeError: ``vocab_size`` or an id is not an integer.
-        ValueError: ``vocab_size`` < 1, a token id outside ``[0, vocab_size)`` or a probability outside ``(0, 1]``.
+        TypeError: ``vocab_size`` or an id not an integer.
+        ValueError: ``vocab_size`` < 1, an id outside the vocabulary, a probability outside (0, 1].
     """
 
     max_len = 64

@@ -63,10 +63,10 @@ def _check_expressible(c: ModelConfig) -> None:
         (c.positions != "sinusoidal", f"positions={c.positions!r}: Marian adds sinusoids to the embeddings"),
         (c.n_kv_heads not in (None, c.n_heads), f"n_kv_heads={c.n_kv_heads}: Marian has no grouped key/value heads"),
         (not c.bias, "bias=False: Marian's linear layers have biases"),
-        (c.target_vocab_size != c.vocab_size, f"tgt_vocab_size={c.tgt_vocab_size}: this conversion needs one "
-                                              f"shared vocabulary"),
-        (not c.tied, "tie_embeddings=False: this conversion needs one matrix for both embeddings and the "
-                     "pre-softmax layer"),
+        ((c.tgt_vocab_size or c.vocab_size) != c.vocab_size,
+         f"tgt_vocab_size={c.tgt_vocab_size}: this conversion needs one shared vocabulary"),
+        (c.tie_embeddings is False,
+         "tie_embeddings=False: this conversion needs one matrix for both embeddings and the pre-softmax layer"),
         (c.pad_id is None, "pad_id=None: Marian needs a padding id"),
     ]
     for bad, message in problems:
@@ -75,20 +75,11 @@ def _check_expressible(c: ModelConfig) -> None:
 
 
 def marian_config(config: ModelConfig, bos_id: int, eos_id: int):
-    """The ``transformers.MarianConfig`` of a tmlib model configuration.
-
-    Args:
-        config: a :class:`~tmlib.model.config.ModelConfig` with the paper's options.
-        bos_id, eos_id: the ids of ``<bos>`` (the decoder's first input) and ``<eos>``.
-
-    Returns:
-        ``MarianConfig`` (``d_model``, heads, layers, ``*_ffn_dim`` = d_ff, ``activation_function="relu"``,
-        ``scale_embedding=True``, ``max_position_embeddings`` = ``max_len``, shared tied vocabulary, the special
-        ids of the module docstring).
+    """The ``transformers.MarianConfig`` of a ``ModelConfig`` with the paper's options (heads, layers, ``*_ffn_dim`` =
+    d_ff, ReLU, ``scale_embedding``, ``max_position_embeddings`` = max_len, one tied vocabulary, the special ids).
 
     Raises:
-        TypeError: ``config`` is not a ``ModelConfig``.
-        ValueError: an option Marian cannot express (the message names it).
+        TypeError: not a ``ModelConfig``. ValueError: an option Marian cannot express (named).
     """
     from transformers import MarianConfig
 
@@ -158,26 +149,10 @@ def _state_dict(model, perm: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def marian_tokenizer(tokenizer):
-    """The course's BPE tokenizer as a ``transformers.PreTrainedTokenizerFast`` for the converted model.
-
-    The same ``tokenizers`` JSON (normalizer, pre-tokenizer, BPE merges, Metaspace decoder), with ``<pad>``,
-    ``<bos>``, ``<eos>``, ``<unk>`` declared. tmlib feeds its encoder the bare source pieces (no ``<bos>``/``<eos>``;
-    :func:`tmlib.data.batching.collate`) and so does this tokenizer (the JSON has no post-processor):
-    ``hf(sentences, padding=True)["input_ids"]`` are the ids of ``BPETokenizer.encode_batch`` padded on the right
-    with ``<pad>``. ``batch_decode(ids, skip_special_tokens=True)`` gives ``BPETokenizer.decode``'s text for a
-    generated row (``<bos> … <eos> <pad> …``) with one exception: ``<unk>`` is a special token of the file, so it is
-    dropped, where tmlib's decode keeps it. Two cleanups of :meth:`BPETokenizer.encode` are not reproduced: a
-    leading byte-order mark is not removed and blank text gives one ``▁`` piece instead of none.
-
-    Args:
-        tokenizer: a :class:`tmlib.data.tokenizer.BPETokenizer`.
-
-    Returns:
-        ``PreTrainedTokenizerFast`` (right padding, ``clean_up_tokenization_spaces=False``).
-
-    Raises:
-        TypeError: ``tokenizer`` has no ``to_json`` (not a ``BPETokenizer``).
-    """
+    """The course's BPE tokenizer as a ``transformers.PreTrainedTokenizerFast`` (the same JSON, special tokens declared,
+    no post-processor, right padding): its ``input_ids`` are ``BPETokenizer.encode_batch``'s, and ``batch_decode(...,
+    skip_special_tokens=True)`` its decode, except that ``<unk>`` is dropped and neither a byte-order mark nor blank
+    text is cleaned. TypeError: not a ``BPETokenizer``."""
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
@@ -193,26 +168,13 @@ def marian_tokenizer(tokenizer):
 
 @torch.no_grad()
 def to_marian(model, tokenizer):
-    """Convert a trained tmlib translator into a ``transformers`` ``MarianMTModel`` and its fast tokenizer.
-
-    The weights are copied (float32) with the d_model axis permuted as the module docstring explains; the result is
-    in evaluation mode and computes tmlib's logits, greedy and beam outputs and attention weights up to float
-    rounding (chapter 13 measures it).
-
-    Args:
-        model: a :class:`tmlib.model.transformer.Transformer` whose configuration Marian can express.
-        tokenizer: its :class:`tmlib.data.tokenizer.BPETokenizer` (ids of ``<bos>``, ``<eos>``; vocabulary size
-            equal to the model's).
-
-    Returns:
-        ``(marian_model, hf_tokenizer)``: ``transformers.MarianMTModel`` (CPU, float32, eval mode, eager
-        attention so that ``output_attentions=True`` returns weights) and ``PreTrainedTokenizerFast``
-        (:func:`marian_tokenizer`).
+    """``(MarianMTModel, PreTrainedTokenizerFast)`` of a trained translator: weights copied (float32, d_model axis
+    permuted as the module explains), eval mode, eager attention (so ``output_attentions`` returns weights); logits,
+    greedy and beam outputs and attention equal tmlib's up to rounding (chapter 13).
 
     Raises:
-        TypeError: ``model`` has no tmlib ``ModelConfig``; ``tokenizer`` is not a ``BPETokenizer``.
-        ValueError: an option Marian cannot express (:func:`marian_config`), or the tokenizer's vocabulary or pad id
-            differ from the model's.
+        TypeError: no tmlib ``ModelConfig``, or not a ``BPETokenizer``.
+        ValueError: an option Marian cannot express, a vocabulary or pad id other than the model's.
     """
     from transformers import MarianMTModel
 

@@ -52,7 +52,7 @@ class EncoderGraph(nn.Module):
     def forward(self, src: torch.Tensor) -> torch.Tensor:
         m = self.model
         x = m.positional(m.src_embed(src))  # (1, src_len, d_model)
-        return m.encoder(x, key_padding_mask=None)  # (1, src_len, d_model)
+        return m.encoder(x)  # (1, src_len, d_model)
 
 
 class DecoderGraph(nn.Module):
@@ -89,23 +89,12 @@ def _check_model(model) -> None:
 
 
 def export_onnx(model: nn.Module, folder: str | os.PathLike, opset: int = OPSET) -> dict[str, Path]:
-    """Write ``encoder.onnx`` and ``decoder.onnx`` for ``model`` into ``folder`` (created if needed).
-
-    Traced with ``torch.onnx.export`` (the TorchScript tracer, ``dynamo=False``: the layers' Python checks on
-    shapes are traced away, where the dynamo exporter would turn them into guards) on a CPU copy of the model in
-    eval mode, with dynamic ``src_len`` and ``tgt_len``; float32 weights.
-
-    Args:
-        model: a :class:`~tmlib.model.transformer.Transformer` with sinusoidal positions.
-        folder: where to write the two files.
-        opset: the ONNX operator set.
-
-    Returns:
-        ``{"encoder": path, "decoder": path}``.
+    """Write ``encoder.onnx`` and ``decoder.onnx`` for ``model`` (sinusoidal positions) into ``folder``: traced with
+    ``torch.onnx.export`` (TorchScript tracer; the dynamo exporter would turn shape checks into guards) on a float32 CPU
+    copy in eval mode, ``src_len`` and ``tgt_len`` dynamic. Returns ``{"encoder": path, "decoder": path}``.
 
     Raises:
-        TypeError: ``model`` is not a ``Transformer``.
-        ValueError: positions other than sinusoidal.
+        TypeError: not a ``Transformer``. ValueError: positions other than sinusoidal.
     """
     import copy
     import warnings

@@ -49,22 +49,12 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 
 class ALiBi(nn.Module):
-    """The ALiBi bias of one attention module, added to the scores before the softmax.
-
-    Args:
-        n_heads: number of (query) heads; each gets its slope from :func:`alibi_slopes`.
-
-    Attributes:
-        slopes: float64 buffer ``(n_heads,)`` (not learned, not in ``state_dict``).
-
-    Shapes:
-        forward(n_q, n_k, offset, dtype, device) → bias ``(n_heads, n_q, n_k)`` in ``dtype`` (default float64;
-        computed in float32 for any other dtype): ``−m_h·|i − j|`` where
-        query row r sits at position ``i = offset + r`` and key column j at position j. With a KV cache,
-        ``offset`` is the number of positions cached before the new queries and ``n_k = offset + n_q``.
+    """The ALiBi bias of one attention module: ``forward(n_q, n_k, offset, dtype, device)`` → ``−m_h·|i − j|``
+    ``(n_heads, n_q, n_k)``, query row r at position ``i = offset + r``, key j at j; float64 by default, float32 work
+    for any other dtype. ``slopes`` (``(n_heads,)``, :func:`alibi_slopes`) is a buffer, not in the state dict.
 
     Raises:
-        ValueError: ``n_heads`` not positive; in forward, sizes not positive or ``offset`` negative.
+        ValueError: ``n_heads`` not a positive integer.
     """
 
     def __init__(self, n_heads: int):
@@ -76,8 +66,6 @@ class ALiBi(nn.Module):
         return f"n_heads={self.n_heads}"
 
     def forward(self, n_q: int, n_k: int, offset: int = 0, dtype=None, device=None) -> torch.Tensor:
-        if n_q < 1 or n_k < 1 or offset < 0:
-            raise ValueError(f"need n_q >= 1, n_k >= 1, offset >= 0; got n_q={n_q}, n_k={n_k}, offset={offset}")
         device = self.slopes.device if device is None else device
         i = torch.arange(offset, offset + n_q, device=device)[:, None]  # (n_q, 1): query positions
         j = torch.arange(n_k, device=device)[None, :]  # (1, n_k): key positions

@@ -140,7 +140,8 @@ def llama_config(layer, max_len: int = 512, eps: float = 1e-5):
     """
     transformers = _transformers()
     attn, ffn = layer.self_attn, layer.feed_forward
-    if not (layer.norm_first and attn.rotary is not None and attn.w_q.bias is None and hasattr(ffn, "w3")
+    rope = getattr(attn, "rotary", None) is not None  # a ModernAttention with RoPE
+    if not (layer.norm_first and rope and attn.w_q.bias is None and hasattr(ffn, "w3")
             and layer.cross_attn is None and not isinstance(layer.norm1, torch.nn.LayerNorm)):
         raise ValueError("not a Llama-style block: needs norm_first=True, norm='rms', ffn='swiglu', positions='rope', "
                          "bias=False and no cross-attention")

@@ -106,37 +106,22 @@ class ModelConfig:
             raise ValueError(f"bias must be True or False, got {self.bias!r}")
         check_float(self.dropout, "dropout", minimum=0.0, maximum=1.0, max_inclusive=False)
         if self.pad_id is not None:
-            check_token_id(self.pad_id, "pad_id", min(self.vocab_size, self.target_vocab_size))
-        if self.tie_embeddings and self.target_vocab_size != self.vocab_size:
+            check_token_id(self.pad_id, "pad_id", min(self.vocab_size, self.tgt_vocab_size or self.vocab_size))
+        if self.tie_embeddings and (self.tgt_vocab_size or self.vocab_size) != self.vocab_size:
             raise ValueError(f"tie_embeddings=True needs one shared vocabulary, got vocab_size={self.vocab_size} "
                              f"and tgt_vocab_size={self.tgt_vocab_size}")
 
-    @property
-    def target_vocab_size(self) -> int:
-        """The target vocabulary size (``tgt_vocab_size``, or ``vocab_size`` when that is None)."""
-        return self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
-
-    @property
-    def tied(self) -> bool:
-        """Whether the embeddings and the pre-softmax layer share one matrix (``tie_embeddings``, or, when that
-        is None, whether the two vocabularies are the same)."""
-        return self.vocab_size == self.target_vocab_size if self.tie_embeddings is None else self.tie_embeddings
-
-    def to_dict(self) -> dict:
-        """The fields as a plain dict (stored in checkpoints and ``config.json``)."""
-        return dataclasses.asdict(self)
-
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
-        """Inverse of :meth:`to_dict`.
-
-        Raises:
-            ValueError: an unknown field (e.g. a typo, or a checkpoint from a newer version of tmlib).
-        """
+        """Inverse of :meth:`to_dict`; ValueError for an unknown field (a typo, a checkpoint of a newer tmlib)."""
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"unknown ModelConfig field(s) {sorted(unknown)}")
         return cls(**d)
+
+    def to_dict(self) -> dict:
+        """The fields as a plain dict (stored in checkpoints and ``config.json``)."""
+        return dataclasses.asdict(self)
 
 
 #: The named configurations. ``base`` and ``big`` are the paper's (Table 3; big uses P_drop 0.3 as for

@@ -21,27 +21,12 @@ from tmlib.validation import check_float, check_int
 __all__ = ["RMSNorm", "make_norm"]
 
 class RMSNorm(nn.Module):
-    """Root-mean-square layer normalization (Zhang & Sennrich 2019, eq. 4).
-
-    ``RMSNorm(x) = x / sqrt(mean(x², over the last axis) + eps) · weight``: no mean subtraction, no bias.
-    Inputs in half precision (float16, bfloat16) are normalized in float32 and cast back, as Llama does,
-    since a sum of d_model squares in half precision loses most of its digits.
-
-    Args:
-        d_model: number of features (the last axis).
-        eps: added to the mean square inside the square root (default 1e-5, as ``nn.LayerNorm``).
-        device, dtype: of the gain vector.
-
-    Attributes:
-        weight: the gain g, ``(d_model,)``, initialised to ones (the name of ``nn.LayerNorm``'s γ and of
-            ``torch.nn.RMSNorm``'s gain, so state dicts line up).
-
-    Shapes:
-        forward ``x``: ``(..., d_model)`` (usually ``(batch, seq_len, d_model)``) → same shape and dtype.
+    """RMSNorm(x) = x / sqrt(mean(x²) + eps) · weight over the last axis (Zhang & Sennrich 2019, eq. 4): no mean
+    subtracted, no bias; ``(..., d_model)`` → same. Half-precision inputs are normalized in float32, as Llama does.
+    ``weight`` (the gain, ones at first) has ``nn.LayerNorm``'s and ``torch.nn.RMSNorm``'s name.
 
     Raises:
-        ValueError: ``d_model`` not a positive integer, ``eps`` not positive, or the last size of ``x`` is not
-            ``d_model``.
+        TypeError, ValueError: ``d_model`` not a positive integer, ``eps`` not positive.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5, device=None, dtype=None):
@@ -54,8 +39,6 @@ class RMSNorm(nn.Module):
         return f"{self.d_model}, eps={self.eps}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x has shape {tuple(x.shape)}: last dimension must be d_model={self.d_model}")
         dtype = x.dtype
         if dtype in (torch.float16, torch.bfloat16):
             x = x.float()  # the mean of squares in float32

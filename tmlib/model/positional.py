@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tmlib.model.checks import check_positions
 from tmlib.model.config import POSITIONS
 from tmlib.validation import check_float, check_int
 
@@ -39,36 +40,13 @@ def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
     return pe  # (max_len, d_model)
 
 
-def _check_positions(x: torch.Tensor, offset: int, max_len: int, d_model: int | str = "d_model") -> None:
-    """Raise ValueError unless ``x`` is ``(batch, seq_len, d_model)`` and positions ``offset … offset + seq_len - 1``
-    fit in a table of ``max_len`` rows (``d_model``: the width to require, or its name to accept any)."""
-    if x.dim() != 3 or (isinstance(d_model, int) and x.shape[-1] != d_model):
-        raise ValueError(f"x must have shape (batch, seq_len, {d_model}), got {tuple(x.shape)}")
-    if offset < 0:
-        raise ValueError(f"offset must be non-negative, got {offset}")
-    if offset + x.shape[1] > max_len:
-        raise ValueError(f"sequence of length {x.shape[1]} at offset {offset} needs {offset + x.shape[1]} positions, "
-                         f"more than max_len={max_len}")
-
-
 class PositionalEncoding(nn.Module):
-    """Add the sinusoid table to embeddings, then dropout (paper §3.5 and §5.4).
-
-    The table is a non-persistent buffer (not in ``state_dict``: it is recomputed, not learned) kept
-    in float64 and cast to the input's dtype in ``forward``, so a float64 model gets the exact table.
-
-    Args:
-        d_model: width (even).
-        max_len: number of positions in the table; longer inputs are refused.
-        dropout: dropout probability applied to ``embedding + PE`` (the paper's P_drop).
-
-    Shapes:
-        forward ``x``: ``(batch, seq_len, d_model)``; ``offset``: int ≥ 0, the position of ``x[:, 0]``
-        (used in incremental decoding) → ``(batch, seq_len, d_model)``, same dtype as ``x``.
+    """x + PE, then dropout (§3.5, §5.4): ``x`` ``(batch, seq_len, d_model)``, ``offset`` the position of ``x[:, 0]``
+    (incremental decoding) → same shape and dtype. The table is a float64 buffer, not learned and not in the
+    state dict (``persistent=False``).
 
     Raises:
-        ValueError: ``x`` is not 3-D with last dimension ``d_model``; ``offset`` is negative; or
-            ``offset + seq_len`` exceeds ``max_len`` (the message names both).
+        ValueError: ``x`` not 3-D, a negative ``offset``, or ``offset + seq_len > max_len``.
     """
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
@@ -79,25 +57,14 @@ class PositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_positions(x, offset, self.max_len, self.d_model)
+        check_positions(x, offset, self.max_len)
         pe = self.pe[offset:offset + x.shape[1]].to(dtype=x.dtype, device=x.device)  # (seq_len, d_model)
         return self.dropout(x + pe)  # (batch, seq_len, d_model)
 
 
 class NoPositionalEncoding(nn.Module):
-    """The input stage of a model whose positions live inside attention (RoPE, ALiBi) or nowhere: nothing is
-    added; the embeddings get dropout (§5.4) and the same length checks as :class:`PositionalEncoding`.
-
-    Args:
-        max_len: longest sequence accepted (``offset + seq_len``), in tokens.
-        dropout: dropout probability on the embeddings.
-
-    Shapes:
-        forward ``x``: ``(batch, seq_len, d_model)``, ``offset``: int ≥ 0 → same shape.
-
-    Raises:
-        ValueError: ``x`` not 3-D, a negative ``offset``, or ``offset + seq_len > max_len``.
-    """
+    """The input stage when positions live inside attention (RoPE, ALiBi) or nowhere: dropout only, with the
+    checks of :class:`PositionalEncoding`."""
 
     def __init__(self, max_len: int = 5000, dropout: float = 0.1):
         super().__init__()
@@ -106,7 +73,7 @@ class NoPositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_positions(x, offset, self.max_len)
+        check_positions(x, offset, self.max_len)
         return self.dropout(x)  # (batch, seq_len, d_model)
 
 

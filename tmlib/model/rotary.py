@@ -57,23 +57,12 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 
 
 class RotaryEmbedding(nn.Module):
-    """RoPE for one attention module: rotate queries or keys by their positions (RoFormer §3.4).
-
-    The cos/sin table is computed once in float64 for ``max_len`` positions (a non-persistent buffer: not
-    learned, not in ``state_dict``) and cast to the input's dtype, as :class:`~tmlib.model.positional.PositionalEncoding`.
-
-    Args:
-        d_head: features per head (even).
-        max_len: number of positions in the table; longer inputs are refused.
-        base: the base of θ_i (10000 in RoFormer and Llama 1-2).
-
-    Shapes:
-        forward ``x``: ``(batch, n_heads, seq_len, d_head)``; ``offset``: position of ``x[..., 0, :]`` (with a
-        KV cache: the number of positions already cached) → same shape and dtype.
+    """RoPE for one attention module (RoFormer §3.4): ``x`` ``(batch, n_heads, seq_len, d_head)`` with its first row
+    at position ``offset`` (the cache's length) → the same, pairs turned. The cos/sin table, float64 for ``max_len``
+    positions, is a buffer, not learned and not in the state dict.
 
     Raises:
-        ValueError: ``d_head`` odd; in forward, a last size other than ``d_head``, a negative ``offset``, or
-            ``offset + seq_len > max_len``.
+        ValueError: ``d_head`` odd; a negative ``offset`` or ``offset + seq_len > max_len``.
     """
 
     def __init__(self, d_head: int, max_len: int = 512, base: float = 10000.0):
@@ -88,8 +77,6 @@ class RotaryEmbedding(nn.Module):
         return f"d_head={self.d_head}, max_len={self.max_len}, base={self.base:g}"
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if x.shape[-1] != self.d_head:
-            raise ValueError(f"x has shape {tuple(x.shape)}: last dimension must be d_head={self.d_head}")
         if offset < 0:
             raise ValueError(f"offset must be non-negative, got {offset}")
         n = x.shape[-2]

@@ -15,19 +15,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tmlib.model.checks import check_model_config
 from tmlib.model.config import ModelConfig
 from tmlib.model.embeddings import Generator, TokenEmbedding
-from tmlib.model.layers import Decoder, DecoderCache, Encoder
+from tmlib.model.kv_cache import DecoderCache
+from tmlib.model.layers import Decoder, Encoder
+from tmlib.model.masks import real_tokens
 from tmlib.model.positional import make_positional
 from tmlib.model.transformer import xavier_init_
 from tmlib.validation import check_sequence
 
 __all__ = ["EncoderOnly", "DecoderOnly"]
-
-
-def _check_config(config) -> None:
-    if not isinstance(config, ModelConfig):
-        raise TypeError(f"config must be a tmlib.model.config.ModelConfig, got {type(config).__name__}")
 
 
 class EncoderOnly(nn.Module):
@@ -56,7 +54,7 @@ class EncoderOnly(nn.Module):
 
     def __init__(self, config: ModelConfig, n_classes: int | None = None):
         super().__init__()
-        _check_config(config)
+        check_model_config(config)
         self.config = config
         self.vocab_size, self.d_model, self.max_len, self.pad_id = (config.vocab_size, config.d_model, config.max_len,
                                                                     config.pad_id)
@@ -69,12 +67,9 @@ class EncoderOnly(nn.Module):
         xavier_init_(self, (self.embed,))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_sequence(ids, "ids", self.max_len)
-        mask = None if self.pad_id is None else ids != self.pad_id  # (batch, seq_len), True = real token
-        if mask is not None and ids.device.type == "cpu" and not torch.compiler.is_compiling() and bool(mask.all()):
-            mask = None  # no padding (read on the CPU, where it is free): no mask to build and apply
+        check_sequence(ids, "ids", self.max_len, self.vocab_size)
         x = self.positional(self.embed(ids))  # (batch, seq_len, d_model)
-        return self.encoder(x, key_padding_mask=mask)  # (batch, seq_len, d_model)
+        return self.encoder(x, real_tokens(ids, self.pad_id))  # (batch, seq_len, d_model)
 
     def classify(self, ids: torch.Tensor) -> torch.Tensor:
         """Sequence-level logits ``(batch, n_classes)`` from the first position."""
@@ -111,7 +106,7 @@ class DecoderOnly(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        _check_config(config)
+        check_model_config(config)
         self.config = config
         self.vocab_size, self.d_model, self.max_len = config.vocab_size, config.d_model, config.max_len
         self.embed = TokenEmbedding(config.vocab_size, config.d_model)
@@ -126,7 +121,7 @@ class DecoderOnly(nn.Module):
         return self.decoder.new_cache()
 
     def forward(self, ids: torch.Tensor, cache: DecoderCache | None = None) -> torch.Tensor:
-        check_sequence(ids, "ids", self.max_len)
+        check_sequence(ids, "ids", self.max_len, self.vocab_size)
         offset = len(cache) if cache is not None else 0
         x = self.positional(self.embed(ids), offset=offset)  # (batch, n_new, d_model)
         x = self.decoder(x, cache=cache)  # (batch, n_new, d_model), causal
@@ -151,7 +146,7 @@ class DecoderOnly(nn.Module):
             ValueError: ``max_new_tokens`` < 0, ``temperature`` ≤ 0 when sampling, ``top_k`` < 1, or
                 ``prompt_len + max_new_tokens`` > ``max_len``.
         """
-        check_sequence(prompt_ids, "prompt_ids", self.max_len)
+        check_sequence(prompt_ids, "prompt_ids", self.max_len, self.vocab_size)
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         if not greedy and temperature <= 0:

@@ -15,23 +15,11 @@ __all__ = ["softmax", "scaled_dot_product_attention", "self_attention", "split_h
 
 
 def softmax(x, axis: int = -1) -> np.ndarray:
-    """Numerically stable softmax along ``axis``.
-
-    softmax(x)_i = exp(x_i - max x) / sum_j exp(x_j - max x).  Subtracting the maximum
-    changes nothing mathematically but keeps ``exp`` from overflowing, so inputs such as
-    ``[1000, 1001]`` work.  Entries equal to ``-inf`` (masked scores) get probability 0;
-    a row that is entirely ``-inf`` raises, because it has no defined distribution.
-
-    Args:
-        x: array of any shape, any real dtype (computed in float64).
-        axis: the axis that sums to 1.
-
-    Returns:
-        float64 array of the same shape as ``x``; non-negative, sums to 1 along ``axis``.
+    """softmax(x)_i = exp(x_i − max x) / Σ_j exp(x_j − max x) along ``axis``, float64 (the maximum subtracted so that
+    ``exp`` does not overflow). ``-inf`` entries (masked scores) get 0.
 
     Raises:
-        TypeError: ``x`` is not numeric.
-        ValueError: ``x`` contains NaN, or a slice along ``axis`` is entirely ``-inf``.
+        TypeError: ``x`` is not numeric. ValueError: NaN, or a slice along ``axis`` entirely ``-inf`` (no distribution).
     """
     x = check_float_array(x, "x")
     if x.ndim == 0:
@@ -80,25 +68,14 @@ def _check_mask(mask, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def scaled_dot_product_attention(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
-    """Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V  (paper §3.2.1, equation 1).
+    """Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V (§3.2.1, equation 1) → ``(output, weights)``, float64.
 
-    Args:
-        q: queries, shape ``(..., n_q, d_k)``.
-        k: keys, shape ``(..., n_k, d_k)``.
-        v: values, shape ``(..., n_k, d_v)``.
-        mask: optional boolean array broadcastable to ``(..., n_q, n_k)``; ``True`` means
-            the query may attend to that key.  Blocked scores are set to ``-inf`` before the
-            softmax, so their weights are exactly 0.
-
-    Returns:
-        ``(output, weights)``: output of shape ``(..., n_q, d_v)`` and attention weights
-        of shape ``(..., n_q, n_k)`` whose rows sum to 1.  float64.
+    q ``(..., n_q, d_k)``, k ``(..., n_k, d_k)``, v ``(..., n_k, d_v)``; mask: bool, broadcastable to ``(..., n_q,
+    n_k)``, True = may attend (blocked scores become −∞: weight exactly 0) → ``(..., n_q, d_v)``, ``(..., n_q, n_k)``.
 
     Raises:
-        ValueError: the last dimensions of ``q`` and ``k`` differ, ``k`` and ``v`` have a
-            different number of positions, leading (batch) dimensions differ, the mask does
-            not broadcast, or a query row is fully masked.
-        TypeError: a non-numeric input or a non-boolean mask.
+        TypeError: non-numeric input, a mask that is not boolean.
+        ValueError: shapes that disagree (named), a mask that does not broadcast, a query row fully masked.
     """
     q, k, v = _check_qkv(q, k, v)
     if mask is not None:
@@ -112,27 +89,12 @@ def scaled_dot_product_attention(q, k, v, mask=None) -> tuple[np.ndarray, np.nda
 
 
 def self_attention(x, w_q, w_k, w_v, mask=None) -> tuple[np.ndarray, np.ndarray]:
-    """Self-attention of one sequence: queries, keys and values are projections of the same input ``x``.
+    """Self-attention: "all of the keys, values and queries come from the same place" (§3.2.3): attention of
+    ``x W^Q``, ``x W^K``, ``x W^V`` (one head) → ``(output, weights)``.
 
-    Paper §3.2.2 (one head) and §3.2.3: "in a self-attention layer all of the keys, values and queries come from
-    the same place".  With ``Q = x W^Q``, ``K = x W^K`` and ``V = x W^V`` the result is
-    ``Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V`` (equation 1).
-
-    Args:
-        x: the input sequence, shape ``(..., n, d_model)``, one row per token.
-        w_q, w_k: projections ``(d_model, d_k)``.
-        w_v: projection ``(d_model, d_v)``.
-        mask: optional boolean array broadcastable to ``(..., n, n)``; ``True`` = may attend.
-
-    Returns:
-        ``(output, weights)``: float64 arrays ``(..., n, d_v)`` and ``(..., n, n)``.
-
-    Raises:
-        TypeError: a non-numeric input or a non-boolean mask.
-        ValueError: ``x`` has fewer than 2 dimensions, a projection is not 2-D or does not have ``d_model`` rows,
-            ``w_q`` and ``w_k`` give different ``d_k``, or the mask is invalid (see
-            :func:`scaled_dot_product_attention`).
-    """
+    x ``(..., n, d_model)``; w_q, w_k ``(d_model, d_k)``; w_v ``(d_model, d_v)``; mask broadcastable to ``(..., n, n)``
+    → ``(..., n, d_v)``, ``(..., n, n)``. Raises TypeError, ValueError as :func:`scaled_dot_product_attention`, and
+    for projections that are not 2-D with ``d_model`` rows or give different ``d_k``."""
     x = check_float_array(x, "x")
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., n, d_model), got shape {x.shape}")
@@ -151,24 +113,12 @@ def self_attention(x, w_q, w_k, w_v, mask=None) -> tuple[np.ndarray, np.ndarray]
 
 
 def split_heads(x, n_heads: int) -> np.ndarray:
-    """Split the last axis of ``x`` into ``n_heads`` heads: ``(..., seq_len, d_model)`` ->
-    ``(..., n_heads, seq_len, d_k)``.
-
-    This is the "one big projection, then reshape" form of multi-head attention (paper
-    §3.2.2 with d_k = d_model / h): head i owns columns ``i*d_k:(i+1)*d_k`` of the projected
-    matrix.  The inverse is :func:`merge_heads`.
-
-    Args:
-        x: array ``(..., seq_len, d_model)``, any real dtype (returned as float64).
-        n_heads: number of heads h, a positive integer dividing ``d_model``.
-
-    Returns:
-        float64 array ``(..., n_heads, seq_len, d_model // n_heads)``.
+    """``(..., seq_len, d_model)`` → ``(..., n_heads, seq_len, d_model / n_heads)``: head i owns columns ``i·d_k …
+    (i+1)·d_k − 1`` of one big projection (§3.2.2). Inverse: :func:`merge_heads`.
 
     Raises:
-        TypeError: ``n_heads`` is not an integer, or ``x`` is not numeric.
-        ValueError: ``x`` has fewer than 2 dimensions, ``n_heads`` < 1, or ``d_model`` is
-            not divisible by ``n_heads`` (e.g. d_model 4 with 3 heads).
+        TypeError: ``n_heads`` not an integer, ``x`` not numeric.
+        ValueError: ``x`` has fewer than 2 dimensions, ``n_heads`` < 1, or ``n_heads`` does not divide ``d_model``.
     """
     n_heads = check_int(n_heads, "n_heads")
     x = check_float_array(x, "x")
@@ -186,19 +136,8 @@ def split_heads(x, n_heads: int) -> np.ndarray:
 
 
 def merge_heads(x) -> np.ndarray:
-    """Concatenate heads: ``(..., n_heads, seq_len, d_k)`` -> ``(..., seq_len, n_heads * d_k)``.
-
-    The inverse of :func:`split_heads`; it is the Concat(head_1, ..., head_h) of paper §3.2.2.
-
-    Args:
-        x: array ``(..., n_heads, seq_len, d_k)``.
-
-    Returns:
-        float64 array ``(..., seq_len, n_heads * d_k)``.
-
-    Raises:
-        TypeError: ``x`` is not numeric.  ValueError: ``x`` has fewer than 3 dimensions.
-    """
+    """Concat(head_1, …, head_h) (§3.2.2): ``(..., n_heads, seq_len, d_k)`` → ``(..., seq_len, n_heads · d_k)``.
+    Raises TypeError (not numeric) or ValueError (fewer than 3 dimensions)."""
     x = check_float_array(x, "x")
     if x.ndim < 3:
         raise ValueError(f"x must have shape (..., n_heads, seq_len, d_k), got shape {x.shape}")
@@ -224,26 +163,14 @@ def _stack_heads(w, name: str) -> np.ndarray:
 
 
 def multi_head_attention(q, k, v, w_q, w_k, w_v, w_o, mask=None) -> tuple[np.ndarray, np.ndarray]:
-    """MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O, head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i).
+    """MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O, head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i)
+    (§3.2.2), head by head as the lecture computes it → ``(output (n_q, d_out), weights (h, n_q, n_k))``.
 
-    Paper §3.2.2.  Written head by head, the way the lecture computes it.
-
-    Args:
-        q: queries, shape ``(n_q, d_model)``.
-        k: keys, shape ``(n_k, d_model)``.
-        v: values, shape ``(n_k, d_model)``.
-        w_q, w_k: per-head projections, a sequence of h arrays ``(d_model, d_k)`` or one
-            array ``(h, d_model, d_k)``.
-        w_v: per-head value projections, ``(h, d_model, d_v)`` or a sequence of h arrays.
-        w_o: output projection, shape ``(h * d_v, d_out)`` (``d_out`` is d_model in the paper).
-        mask: optional boolean array broadcastable to ``(n_q, n_k)`` (shared by all heads)
-            or ``(h, n_q, n_k)``; ``True`` = may attend.
-
-    Returns:
-        ``(output, weights)``: output ``(n_q, d_out)`` and per-head weights ``(h, n_q, n_k)``.
+    q ``(n_q, d_model)``, k and v ``(n_k, d_model)``; w_q, w_k ``(h, d_model, d_k)`` (or h arrays), w_v ``(h, d_model,
+    d_v)``, w_o ``(h · d_v, d_out)``; mask bool ``(n_q, n_k)`` for all heads or ``(h, n_q, n_k)``, True = may attend.
 
     Raises:
-        ValueError: inconsistent head counts or widths, or shapes that do not chain.
+        ValueError: head counts or widths that disagree, shapes that do not chain.
     """
     q, k, v = (check_float_array(x, name, ndim=2) for x, name in ((q, "q"), (k, "k"), (v, "v")))
     w_q, w_k, w_v = (_stack_heads(w, name) for w, name in ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
@@ -273,37 +200,16 @@ def multi_head_attention(q, k, v, w_q, w_k, w_v, w_o, mask=None) -> tuple[np.nda
 
 
 def online_softmax_attention(q, k, v, block_size: int) -> np.ndarray:
-    """Scaled dot-product attention computed block by block with an *online softmax*, never holding all scores.
+    """Scaled dot-product attention key block by key block with an online softmax, never holding all the scores
+    (FlashAttention, Dao et al. 2022, Algorithm 1; Milakov & Gimelshein 2018).
 
-    The idea behind FlashAttention (Dao et al. 2022, "FlashAttention: fast and memory-efficient exact
-    attention with IO-awareness", Algorithm 1; the online softmax of Milakov & Gimelshein 2018): visit the
-    keys in blocks of ``block_size``; for every query keep three running quantities,
+    Per query, running ``m`` (the largest score so far), ``l`` (Σ exp(score − m)) and ``acc`` (Σ exp(score − m)·v);
+    when a block raises ``m`` to ``m_new`` the sums are rescaled by ``exp(m − m_new)``; at the end ``acc / l`` is
+    softmax(QKᵀ/√d_k)V. Memory O(n_q · (block_size + d_v)) instead of O(n_q · n_k).
 
-    * ``m``: the largest score seen so far,
-    * ``l``: the sum of ``exp(score - m)`` over the keys seen so far,
-    * ``acc``: the sum of ``exp(score - m) · v`` over the keys seen so far.
-
-    When a new block raises the maximum from ``m`` to ``m_new``, the old sums are rescaled by
-    ``exp(m - m_new)``, which makes them as if they had been computed with ``m_new`` from the start.
-    After the last block, ``acc / l`` is exactly softmax(QKᵀ/√d_k)·V.  Only an ``(n_q, block_size)`` tile
-    of scores exists at any time: memory O(n_q · (block_size + d_v)) instead of O(n_q · n_k).  (The
-    GPU kernel also tiles the queries, so that a tile of Q, K and V fits in on-chip memory; the queries
-    are independent, so that changes nothing in the arithmetic shown here.)
-
-    Args:
-        q: ``(..., n_q, d_k)``.
-        k: ``(..., n_k, d_k)``.
-        v: ``(..., n_k, d_v)``.
-        block_size: keys per block (int ≥ 1); any value gives the same result up to rounding.
-
-    Returns:
-        float64 array ``(..., n_q, d_v)``, equal to ``scaled_dot_product_attention(q, k, v)[0]`` up to
-        floating-point rounding (no mask is supported).
-
-    Raises:
-        TypeError: non-numeric inputs or a non-integer ``block_size``.
-        ValueError: the shapes disagree as in :func:`scaled_dot_product_attention`, or ``block_size`` < 1.
-    """
+    q ``(..., n_q, d_k)``, k ``(..., n_k, d_k)``, v ``(..., n_k, d_v)`` → ``(..., n_q, d_v)``, equal to
+    :func:`scaled_dot_product_attention` up to rounding (no mask). Raises TypeError, ValueError for shapes as that
+    function, and for a ``block_size`` that is not an integer >= 1."""
     q, k, v = _check_qkv(q, k, v)
     block_size = check_int(block_size, "block_size")
     if block_size < 1:

@@ -14,19 +14,9 @@ __all__ = ["feed_forward", "layer_norm", "sublayer", "dropout"]
 
 
 def feed_forward(x, w1, b1, w2, b2) -> np.ndarray:
-    """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂  (paper §3.3, equation 2), applied to each position.
-
-    Args:
-        x: ``(..., d_model)``.
-        w1: ``(d_model, d_ff)``;  b1: ``(d_ff,)``.
-        w2: ``(d_ff, d_out)``;   b2: ``(d_out,)``.
-
-    Returns:
-        float64 array ``(..., d_out)``.
-
-    Raises:
-        ValueError: the shapes do not chain (named in the message).
-    """
+    """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂ (§3.3, equation 2) at each position: x ``(..., d_model)``, w1 ``(d_model,
+    d_ff)``, b1 ``(d_ff,)``, w2 ``(d_ff, d_out)``, b2 ``(d_out,)`` → ``(..., d_out)``. ValueError: shapes that do not
+    chain."""
     x = check_float_array(x, "x")
     w1, w2 = check_float_array(w1, "w1", ndim=2), check_float_array(w2, "w2", ndim=2)
     b1, b2 = check_float_array(b1, "b1", ndim=1), check_float_array(b2, "b2", ndim=1)
@@ -43,23 +33,11 @@ def feed_forward(x, w1, b1, w2, b2) -> np.ndarray:
 
 
 def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
-    """Layer normalization over the last axis (Ba et al., 2016), as ``torch.nn.LayerNorm``.
-
-    y = γ · (x − μ) / √(σ² + ε) + β, with μ and the *biased* variance σ² taken over the
-    last axis and ε inside the square root.
-
-    Args:
-        x: ``(..., d_model)``.
-        gamma: scale ``(d_model,)``, default ones.
-        beta: shift ``(d_model,)``, default zeros.
-        eps: added to the variance, default 1e-5 (PyTorch's default).
-
-    Returns:
-        float64 array shaped like ``x``.
+    """y = γ · (x − μ) / √(σ² + ε) + β over the last axis (Ba et al. 2016), biased variance, as ``torch.nn.LayerNorm``:
+    x ``(..., d_model)``, gamma/beta ``(d_model,)`` (default ones/zeros) → shaped like ``x``.
 
     Raises:
-        TypeError: ``eps`` is not a number.
-        ValueError: ``gamma``/``beta`` do not have shape ``(d_model,)``, or ``eps`` < 0.
+        TypeError: ``eps`` not a number. ValueError: gamma/beta not ``(d_model,)``, or ``eps`` < 0.
     """
     x = check_float_array(x, "x")
     if x.ndim < 1:
@@ -77,27 +55,11 @@ def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
 
 
 def sublayer(x, fn, norm_first: bool = False, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
-    """One residual sub-layer, in the paper's post-LN or the modern pre-LN arrangement.
-
-    * post-LN (``norm_first=False``, paper §3.1): ``LayerNorm(x + fn(x))``.
-    * pre-LN (``norm_first=True``, Xiong et al. 2020): ``x + fn(LayerNorm(x))``.
-
-    ``fn`` stands for the sub-layer itself (self-attention or the feed-forward network);
-    the LayerNorm is :func:`layer_norm` with parameters ``gamma``, ``beta`` and ``eps``.
-
-    Args:
-        x: the residual stream, ``(..., d_model)``.
-        fn: a callable mapping an array ``(..., d_model)`` to one of the same shape.
-        norm_first: ``False`` for post-LN (the paper), ``True`` for pre-LN.
-        gamma, beta: LayerNorm scale and shift ``(d_model,)``; default ones and zeros.
-        eps: added to the variance inside the square root (PyTorch's default 1e-5).
-
-    Returns:
-        float64 array shaped like ``x``.
+    """A residual sub-layer: ``LayerNorm(x + fn(x))`` (post-LN, §3.1) or with ``norm_first`` ``x + fn(LayerNorm(x))``
+    (pre-LN, Xiong et al. 2020); ``fn`` maps ``(..., d_model)`` to the same shape (attention, feed-forward).
 
     Raises:
-        TypeError: ``fn`` is not callable, or ``x`` is not numeric.
-        ValueError: ``fn`` returns an array whose shape differs from ``x``'s (both named).
+        TypeError: ``fn`` not callable, ``x`` not numeric. ValueError: ``fn`` changes the shape.
     """
     x = check_float_array(x, "x")
     if not callable(fn):
@@ -113,24 +75,12 @@ def sublayer(x, fn, norm_first: bool = False, gamma=None, beta=None, eps: float 
 
 
 def dropout(x, p: float, rng: np.random.Generator, training: bool = True) -> np.ndarray:
-    """Inverted dropout (Srivastava et al., 2014), as the paper applies it with P_drop (§5.4).
-
-    In training each entry is zeroed with probability ``p`` and the survivors are scaled by
-    1/(1 − p), so the expected value of every entry is unchanged and nothing needs rescaling
-    at test time.  With ``training=False`` the input is returned unchanged.
-
-    Args:
-        x: array of any shape.
-        p: drop probability in [0, 1).
-        rng: a ``numpy.random.Generator`` (pass a seeded one for reproducible masks).
-        training: apply dropout (True) or return ``x`` (False).
-
-    Returns:
-        float64 array shaped like ``x``.
+    """Inverted dropout (Srivastava et al. 2014; P_drop, §5.4): in training each entry is zeroed with probability ``p``
+    and the rest scaled by 1/(1 − p), so the expectation is unchanged; ``training=False`` returns ``x``. ``rng``: a
+    seeded ``numpy.random.Generator`` for reproducible masks.
 
     Raises:
-        TypeError: ``p`` is not a number, or ``rng`` is not a ``numpy.random.Generator``.
-        ValueError: ``p`` outside [0, 1).
+        TypeError: ``p`` not a number, ``rng`` not a Generator. ValueError: ``p`` outside [0, 1).
     """
     x = check_float_array(x, "x")
     p = check_float(p, "p")
@@ -165,30 +115,11 @@ def _norms(norms, count: int) -> list:
 
 
 def encoder_layer(x, self_attn, ffn, norms=None, mask=None, eps: float = 1e-5) -> np.ndarray:
-    """One encoder layer, post-LN (paper §3.1): self-attention, then the feed-forward network.
+    """One post-LN encoder layer (§3.1): z = LayerNorm(x + MultiHead(x, x, x)), out = LayerNorm(z + FFN(z)).
 
-    "Each layer has two sub-layers. The first is a multi-head self-attention mechanism, and the second is a
-    simple, position-wise fully connected feed-forward network. We employ a residual connection around each
-    of the two sub-layers, followed by layer normalization" (§3.1):
-
-        z = LayerNorm(x + MultiHead(x, x, x)),   out = LayerNorm(z + FFN(z)).
-
-    Args:
-        x: the source sequence ``(n_src, d_model)``.
-        self_attn: ``(w_q, w_k, w_v, w_o)`` as for :func:`tmlib.ref.attention.multi_head_attention`:
-            ``(h, d_model, d_k)`` each for the first three, ``(h * d_v, d_model)`` for ``w_o``.
-        ffn: ``(w1, b1, w2, b2)`` as for :func:`feed_forward`, with ``d_out = d_model``.
-        norms: two ``(gamma, beta)`` pairs ``(d_model,)`` for the two LayerNorms; ``None``: ones and zeros.
-        mask: optional boolean source padding mask broadcastable to ``(n_src, n_src)``, True = may attend.
-        eps: LayerNorm's ε (PyTorch's default 1e-5).
-
-    Returns:
-        float64 array ``(n_src, d_model)``.
-
-    Raises:
-        TypeError: ``self_attn``, ``ffn`` or ``norms`` are not tuples of the stated length.
-        ValueError: shapes that do not chain (from the sub-layers, naming the shapes).
-    """
+    x ``(n_src, d_model)``; self_attn ``(w_q, w_k, w_v, w_o)`` as :func:`tmlib.ref.attention.multi_head_attention`;
+    ffn ``(w1, b1, w2, b2)``; norms two ``(gamma, beta)`` pairs (None: ones, zeros); mask bool, True = may attend →
+    ``(n_src, d_model)``. Raises TypeError (tuples of the wrong length) or ValueError (shapes, named)."""
     w_q, w_k, w_v, w_o = _unpack(self_attn, ("w_q", "w_k", "w_v", "w_o"), "self_attn")
     w1, b1, w2, b2 = _unpack(ffn, ("w1", "b1", "w2", "b2"), "ffn")
     (g1, be1), (g2, be2) = _norms(norms, 2)
@@ -199,32 +130,13 @@ def encoder_layer(x, self_attn, ffn, norms=None, mask=None, eps: float = 1e-5) -
 
 def decoder_layer(y, memory, self_attn, cross_attn, ffn, norms=None, self_mask=None, memory_mask=None,
                   eps: float = 1e-5) -> np.ndarray:
-    """One decoder layer, post-LN (paper §3.1): masked self-attention, cross-attention, feed-forward network.
+    """One post-LN decoder layer (§3.1): a = LayerNorm(y + MultiHead(y, y, y; causal)), c = LayerNorm(a +
+    MultiHead(a, memory, memory)), out = LayerNorm(c + FFN(c)); queries from the decoder, keys and values from the
+    memory.
 
-    "In addition to the two sub-layers in each encoder layer, the decoder inserts a third sub-layer, which
-    performs multi-head attention over the output of the encoder stack" (§3.1); the queries of that
-    sub-layer come from the decoder, the keys and values from the encoder's output, the *memory* (§3.2.3):
-
-        a = LayerNorm(y + MultiHead(y, y, y; causal mask)),
-        c = LayerNorm(a + MultiHead(a, memory, memory)),   out = LayerNorm(c + FFN(c)).
-
-    Args:
-        y: the decoder's input ``(n_tgt, d_model)`` (the target shifted right, embedded).
-        memory: the encoder's output ``(n_src, d_model)``.
-        self_attn, cross_attn: ``(w_q, w_k, w_v, w_o)`` each, as in :func:`encoder_layer`.
-        ffn: ``(w1, b1, w2, b2)`` as for :func:`feed_forward`.
-        norms: three ``(gamma, beta)`` pairs ``(d_model,)``; ``None``: ones and zeros.
-        self_mask: boolean ``(n_tgt, n_tgt)``, True = may attend; default the causal mask.
-        memory_mask: optional boolean source padding mask broadcastable to ``(n_tgt, n_src)``.
-        eps: LayerNorm's ε.
-
-    Returns:
-        float64 array ``(n_tgt, d_model)``.
-
-    Raises:
-        TypeError: ``self_attn``, ``cross_attn``, ``ffn`` or ``norms`` are not tuples of the stated length.
-        ValueError: shapes that do not chain (from the sub-layers, naming the shapes).
-    """
+    y ``(n_tgt, d_model)``, memory ``(n_src, d_model)``; self_attn, cross_attn, ffn as :func:`encoder_layer`; norms
+    three pairs; self_mask (default causal) and memory_mask bool → ``(n_tgt, d_model)``. Raises TypeError or ValueError
+    as :func:`encoder_layer`."""
     sa = _unpack(self_attn, ("w_q", "w_k", "w_v", "w_o"), "self_attn")
     ca = _unpack(cross_attn, ("w_q", "w_k", "w_v", "w_o"), "cross_attn")
     w1, b1, w2, b2 = _unpack(ffn, ("w1", "b1", "w2", "b2"), "ffn")

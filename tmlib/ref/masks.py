@@ -29,19 +29,9 @@ def causal_mask(n: int) -> np.ndarray:
 
 
 def padding_mask(lengths: Sequence[int], max_len: int | None = None) -> np.ndarray:
-    """Key-padding mask ``(batch, 1, max_len)``: True where the key is a real token.
-
-    The middle axis of size 1 broadcasts over the queries, so the result can be passed
-    directly as ``mask`` to :func:`tmlib.ref.attention.scaled_dot_product_attention` for a batch.
-
-    Args:
-        lengths: real length of each sequence, each in 1..max_len.
-        max_len: padded length; default ``max(lengths)``.
-
-    Raises:
-        TypeError: the lengths or ``max_len`` are not integers.
-        ValueError: ``lengths`` is not a 1-D sequence, or a length is < 1 or > ``max_len``.
-    """
+    """Key-padding mask ``(batch, 1, max_len)``, True at real tokens (the middle axis broadcasts over the queries);
+    ``max_len`` default ``max(lengths)``. Raises TypeError (not integers) or ValueError (not 1-D, a length outside
+    1..max_len)."""
     lengths = check_int_array(lengths, "lengths")
     if lengths.ndim != 1:
         raise ValueError(f"lengths must be a 1-D sequence of integers, got {lengths!r}")
@@ -53,22 +43,11 @@ def padding_mask(lengths: Sequence[int], max_len: int | None = None) -> np.ndarr
 
 
 def shift_right(tokens, bos_id: int) -> np.ndarray:
-    """Decoder input for teacher forcing: prepend ``bos_id`` and drop the last token.
-
-    With targets y_1..y_m the decoder reads [BOS, y_1, …, y_{m−1}] and is trained to predict
-    y_1..y_m, one position each; this offset together with the causal mask makes the
-    prediction for position i depend only on outputs before i (paper §3.1).
-
-    Args:
-        tokens: integer array ``(..., seq_len)``, seq_len ≥ 1.
-        bos_id: the begin-of-sequence token id (int).
-
-    Returns:
-        integer array ``(..., seq_len)``.
+    """The decoder's input for teacher forcing: [BOS, y_1, …, y_{m−1}] for targets y_1..y_m (§3.1), integer
+    ``(..., seq_len)``; with the causal mask, position i's prediction sees only the outputs before it.
 
     Raises:
-        TypeError: ``tokens`` are not integers or ``bos_id`` is not an integer.
-        ValueError: ``tokens`` has no sequence axis or length 0.
+        TypeError: ``tokens`` or ``bos_id`` not integers. ValueError: no sequence axis, or length 0.
     """
     t = check_int_array(tokens, "tokens", "integer ids")
     bos_id = check_int(bos_id, "bos_id")

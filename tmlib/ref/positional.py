@@ -18,21 +18,8 @@ def _check_width(d_model) -> int:
 
 
 def positional_encoding(seq_len: int, d_model: int) -> np.ndarray:
-    """Sinusoidal positional encoding (paper §3.5).
-
-    PE[pos, 2i] = sin(pos / 10000^(2i/d_model)),  PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)).
-
-    Args:
-        seq_len: number of positions (≥ 1).
-        d_model: model width, a positive even integer.
-
-    Returns:
-        float64 array ``(seq_len, d_model)``, values in [-1, 1].
-
-    Raises:
-        TypeError: arguments are not integers.
-        ValueError: ``seq_len`` < 1, or ``d_model`` not a positive even number.
-    """
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(…) (§3.5): float64 ``(seq_len, d_model)``.
+    Raises TypeError (not integers) or ValueError (``seq_len`` < 1, ``d_model`` not positive and even)."""
     seq_len = check_int(seq_len, "seq_len")
     if seq_len < 1:
         raise ValueError(f"seq_len must be at least 1, got {seq_len}")
@@ -47,28 +34,13 @@ def positional_encoding(seq_len: int, d_model: int) -> np.ndarray:
 
 
 def relative_position_matrix(offset, d_model: int) -> np.ndarray:
-    """The linear map that shifts a sinusoidal positional encoding by ``offset`` positions.
-
-    Paper §3.5: "for any fixed offset k, PE_{pos+k} can be represented as a linear function
-    of PE_{pos}".  With ω_i = 10000^(-2i/d_model), the pair (PE[pos, 2i], PE[pos, 2i+1]) =
-    (sin ω_i·pos, cos ω_i·pos) is turned into the pair at pos + k by the 2×2 rotation
-    ``[[cos ω_i k, sin ω_i k], [-sin ω_i k, cos ω_i k]]`` (angle-addition formulas).  Stacking
-    the d_model/2 blocks on the diagonal gives M_k, which does not depend on pos:
-
-        PE[pos + k] = M_k @ PE[pos]   (column vectors),  i.e.  PE[k:] = PE[:-k] @ M_k.T.
-
-    M_k is orthogonal, M_0 = I, M_a @ M_b = M_{a+b}, and M_{-k} = M_k.T.
-
-    Args:
-        offset: the shift k, a real number (integers in practice; negative shifts back).
-        d_model: model width, a positive even integer.
-
-    Returns:
-        float64 array ``(d_model, d_model)``, block diagonal with 2×2 rotation blocks.
+    """M_k with PE[pos + k] = M_k @ PE[pos] for every pos (§3.5: "PE_{pos+k} can be represented as a linear function
+    of PE_{pos}"): block diagonal, each 2×2 block the rotation by ω_i·k of the pair (sin ω_i·pos, cos ω_i·pos),
+    ω_i = 10000^(−2i/d_model). Orthogonal; M_0 = I, M_a M_b = M_{a+b}, M_{−k} = M_kᵀ. Float64 ``(d_model, d_model)``.
 
     Raises:
-        TypeError: ``offset`` is not a real number or ``d_model`` is not an integer.
-        ValueError: ``d_model`` is not a positive even number, or ``offset`` is not finite.
+        TypeError: ``offset`` not a real number, ``d_model`` not an integer.
+        ValueError: ``d_model`` not positive and even, ``offset`` not finite.
     """
     d_model = _check_width(d_model)
     offset = check_float(offset, "offset")

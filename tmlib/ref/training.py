@@ -11,25 +11,12 @@ __all__ = ["noam_lr", "label_smoothing_targets", "cross_entropy"]
 
 
 def noam_lr(step, d_model: int, warmup_steps: int, factor: float = 1.0):
-    """Learning rate of the paper's schedule (§5.3, equation 3).
-
-    lr = factor · d_model^−0.5 · min(step^−0.5, step · warmup_steps^−1.5)
-
-    It rises linearly for ``warmup_steps`` steps, peaks at step = warmup_steps, then decays
-    as the inverse square root of the step.  Steps count from 1.
-
-    Args:
-        step: training step (int ≥ 1) or an array of them.
-        d_model: model width (an integer > 0).
-        warmup_steps: warm-up length (an integer > 0).
-        factor: overall multiplier (the Annotated Transformer's "factor"), default 1.
-
-    Returns:
-        float (or float64 array like ``step``), the learning rate.
+    """lr = factor · d_model^−0.5 · min(step^−0.5, step · warmup_steps^−1.5) (§5.3, equation 3): linear warm-up, peak
+    at ``warmup_steps``, then ∝ 1/√step; steps count from 1 (an int or an array).
 
     Raises:
-        TypeError: ``d_model`` or ``warmup_steps`` is not an integer, or ``factor`` is not a number.
-        ValueError: a step < 1, or a non-positive d_model / warmup_steps.
+        TypeError: ``d_model``/``warmup_steps`` not integers, ``factor`` not a number.
+        ValueError: a step < 1, ``d_model`` or ``warmup_steps`` not positive.
     """
     d_model, warmup_steps = check_int(d_model, "d_model"), check_int(warmup_steps, "warmup_steps")
     if d_model <= 0 or warmup_steps <= 0:
@@ -44,31 +31,13 @@ def noam_lr(step, d_model: int, warmup_steps: int, factor: float = 1.0):
 
 def label_smoothing_targets(targets, vocab_size: int, label_smoothing: float = 0.1,
                             convention: str = "uniform") -> np.ndarray:
-    """Smoothed target distributions for classification over ``vocab_size`` classes (paper §5.4).
-
-    Two conventions are in use, and they differ only in where the smoothing mass ε goes:
-
-    * ``"uniform"``: ε is spread over *all* V classes, the true one included:
-      t = (1 − ε)·onehot + ε/V, so the true class gets 1 − ε + ε/V.  This is the equation of
-      Szegedy et al. (2016, §7, with u(k) = 1/K) and what
-      ``torch.nn.functional.cross_entropy(..., label_smoothing=ε)`` uses.
-    * ``"exclusive"``: the true class gets exactly 1 − ε and the other V − 1 classes share ε:
-      ε/(V − 1) each.  This is what the paper's own code (tensor2tensor's
-      ``smoothing_cross_entropy``) does.
-
-    Args:
-        targets: integer class indices, any shape ``(...)``, each in ``0..vocab_size-1``.
-        vocab_size: number of classes V (int ≥ 2).
-        label_smoothing: ε in [0, 1).
-        convention: ``"uniform"`` or ``"exclusive"``.
-
-    Returns:
-        float64 array ``(..., vocab_size)``; each row is a distribution (sums to 1).
+    """Smoothed target distributions ``(..., vocab_size)`` for class indices ``targets`` (§5.4), in two conventions:
+    ``"uniform"``, t = (1 − ε)·onehot + ε/V (Szegedy et al. 2016, and PyTorch's ``cross_entropy(label_smoothing=ε)``);
+    ``"exclusive"``, 1 − ε on the true class and ε/(V − 1) on each other (the paper's tensor2tensor code).
 
     Raises:
-        TypeError: ``targets`` are not integers, ``vocab_size`` is not an integer, or ε is not a number.
-        ValueError: ``vocab_size`` < 2, ε outside [0, 1), a target out of range, or an
-            unknown convention.
+        TypeError: targets or ``vocab_size`` not integers, ε not a number.
+        ValueError: ``vocab_size`` < 2, ε outside [0, 1), a target out of range, an unknown convention.
     """
     vocab_size = check_int(vocab_size, "vocab_size")
     if vocab_size < 2:
@@ -88,22 +57,11 @@ def label_smoothing_targets(targets, vocab_size: int, label_smoothing: float = 0
 
 
 def cross_entropy(logits, target_dist) -> np.ndarray:
-    """Cross-entropy H(t, softmax(z)) = −Σ_k t_k log softmax(z)_k, per row.
-
-    Computed with a stable log-softmax (log-sum-exp with the maximum subtracted).
-
-    Args:
-        logits: ``(..., V)`` real scores z.
-        target_dist: ``(..., V)`` target distributions t (e.g. from
-            :func:`label_smoothing_targets`), same shape as ``logits``.
-
-    Returns:
-        float64 array ``(...)``: one loss per row (average it yourself for a batch mean).
+    """H(t, softmax(z)) = −Σ_k t_k log softmax(z)_k per row, with a stable log-softmax: logits and target_dist
+    ``(..., V)`` → ``(...)``.
 
     Raises:
-        TypeError: non-numeric input.
-        ValueError: the shapes differ, or ``target_dist`` has negative entries or rows that do
-            not sum to 1 (to 1e-9).
+        TypeError: non-numeric input. ValueError: shapes differ, or a target row is not a distribution (to 1e-9).
     """
     z = check_float_array(logits, "logits")
     t = check_float_array(target_dist, "target_dist")

@@ -143,19 +143,14 @@ def ring_all_reduce(vectors) -> list:
 def _same_update_worker(rank, out, steps, accumulate):
     trainer = _trainer(float64=True, dropout=0.0, max_steps=steps, accumulate=accumulate)
     real_step, grads, shares = trainer.train_step, [], []
-    real_share = trainer.strategy.share
 
-    def train_step(batches, step_tokens=None):  # keep each step's all-reduced gradients
+    def train_step(batches, step_tokens=None):  # keep each step's all-reduced gradients, and the batches trained on
         loss = real_step(batches, step_tokens)
         grads.append([p.grad.detach().clone() for p in trainer.model.parameters()])
+        shares.append((trainer.batches_per_step, [len(b.tgt_out) for b in batches]))  # sentences per batch
         return loss
 
-    def share(group):  # and which batches of the step's group this process trained on
-        mine = real_share(group)
-        shares.append((len(group), [len(b) for b in mine]))
-        return mine
-
-    trainer.train_step, trainer.strategy.share = train_step, share
+    trainer.train_step = train_step
     trainer.fit()
     torch.save({"grads": grads, "shares": shares, "loss": list(trainer.history["loss"]),
                 "params": [p.detach().clone() for p in trainer.model.parameters()]}, Path(out) / f"rank{rank}.pt")

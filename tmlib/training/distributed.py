@@ -32,9 +32,9 @@ from typing import Iterator
 import torch
 import torch.distributed as dist
 
-__all__ = ["DistEnv", "WorldSizeMismatch", "check_world_size", "torchrun_env", "local_device", "backend_for", "process_group",
-           "is_distributed", "rank", "world_size", "control_group", "all_reduce_sum", "agree", "gather_to_rank0",
-           "broadcast_from_rank0", "assert_same", "wrap_model"]
+__all__ = ["DistEnv", "WorldSizeMismatch", "check_world_size", "torchrun_env", "local_device", "process_device",
+           "backend_for", "process_group", "is_distributed", "rank", "world_size", "control_group", "all_reduce_sum",
+           "agree", "gather_to_rank0", "broadcast_from_rank0", "assert_same", "wrap_model"]
 
 
 class WorldSizeMismatch(ValueError):
@@ -141,6 +141,15 @@ def local_device(name: str | None, env: DistEnv | None) -> torch.device:
         raise ValueError(f"LOCAL_RANK={env.local_rank} but this node has {torch.cuda.device_count()} GPU(s): start "
                          "at most one process per GPU (torchrun --nproc_per_node)")
     return torch.device("cuda", env.local_rank)
+
+
+def process_device(name: str | None) -> torch.device:
+    """This process's training device: :func:`local_device` of ``name`` for its ranks in the current process group
+    (on GPUs the current CUDA device, which :func:`process_group` set), or of a single process."""
+    if not is_distributed():
+        return local_device(name, None)
+    local_rank = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return local_device(name, DistEnv(rank(), world_size(), local_rank))
 
 
 def backend_for(device: torch.device) -> str:

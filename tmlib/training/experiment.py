@@ -33,9 +33,8 @@ from tmlib.model.config import PRESETS, ModelConfig
 from tmlib.model.transformer import make_model
 from tmlib.training.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
-from tmlib.training.distributed import check_world_size
+from tmlib.training import distributed
 from tmlib.training.rundir import hold_run_folder
-from tmlib.training.strategy import current_strategy
 from tmlib.training.trainer import Trainer
 from tmlib.utils import atomic_write
 
@@ -165,7 +164,7 @@ class TrainedModel:
         loaded: True if the model came from disk without training in this call.
         path: the checkpoint file.
         torch_version: the torch version that wrote it.
-        machine: :func:`tmlib.analysis.machine.machine_info` of the machine that wrote the checkpoint.
+        machine: :func:`tmlib.machine.machine_info` of the machine that wrote the checkpoint.
         precision: how it trained, ``{"amp", "dtype", "timings"}``
             (:meth:`tmlib.training.precision.MixedPrecision.record`; None for checkpoints older than the record).
 
@@ -246,21 +245,20 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
         tmlib.data.DataError: Multi30k is missing or corrupt (the message says how to get it).
         tmlib.training.config.ConfigError: the data does not fit ``config`` (too long for the model, an epoch
             shorter than one step); found before any training step.
-        tmlib.training.progress.Diverged: (a ``FloatingPointError``) the training diverged; nothing diverged
+        tmlib.training.stops.Diverged: (a ``FloatingPointError``) the training diverged; nothing diverged
             was saved.
-        tmlib.training.budget.Interrupted: (a ``KeyboardInterrupt``) after saving, on Ctrl-C or SIGTERM.
+        tmlib.training.stops.Interrupted: (a ``KeyboardInterrupt``) after saving, on Ctrl-C or SIGTERM.
 
     With several processes (an initialised process group) every process calls it: rank 0 trains the tokenizer
     and sends it to the others (unless resuming: the stored one), and only rank 0 writes into ``out_dir`` (and
     holds its lock while the run lives).
     """
-    strategy = current_strategy()
     out = Path(out_dir) if out_dir is not None else None
-    with hold_run_folder(out, strategy):
-        return _train_in(config, out, resume, data, data_dir, strategy)
+    with hold_run_folder(out):
+        return _train_in(config, out, resume, data, data_dir)
 
 
-def _train_in(config: TrainConfig, out: Path | None, resume: bool, data, data_dir, strategy) -> Trainer:
+def _train_in(config: TrainConfig, out: Path | None, resume: bool, data, data_dir) -> Trainer:
     """:func:`run_training`, once the run folder ``out`` is held."""
     from tmlib.data.tokenizer import BPETokenizer
     from tmlib.utils import seed_everything
@@ -272,7 +270,7 @@ def _train_in(config: TrainConfig, out: Path | None, resume: bool, data, data_di
             raise FileNotFoundError(f"there is no checkpoint to resume in {out} ({CHECKPOINT_NAME} is missing): "
                                     "check the run folder, or start a new run without resuming")
         state = load_checkpoint(ckpt)
-        check_world_size(state["world_size"], strategy.world_size)
+        distributed.check_world_size(state["world_size"], distributed.world_size())
         stored = TrainConfig.from_dict(state["config"])
         config = dataclasses.replace(stored, **{k: getattr(config, k) for k in RUNTIME_FIELDS})
     elif ckpt is not None and ckpt.is_file():
@@ -283,8 +281,8 @@ def _train_in(config: TrainConfig, out: Path | None, resume: bool, data, data_di
     seed_everything(config.seed)
     stored_tokenizer = BPETokenizer.from_json(state["tokenizer"]) if state is not None else None
     if data is None and stored_tokenizer is None:  # one tokenizer for all processes: trained once, sent to the others
-        data = TranslationData.prepare(config, data_dir) if strategy.is_main else None
-        tokenizer_json = strategy.broadcast(data.tokenizer.to_json() if data is not None else None)
+        data = TranslationData.prepare(config, data_dir) if distributed.rank() == 0 else None
+        tokenizer_json = distributed.broadcast_from_rank0(data.tokenizer.to_json() if data is not None else None)
         if data is None:
             data = TranslationData.prepare(config, data_dir, BPETokenizer.from_json(tokenizer_json))
     elif data is None:
@@ -300,11 +298,11 @@ def _train_in(config: TrainConfig, out: Path | None, resume: bool, data, data_di
                                            pad_id=data.tokenizer.pad_id)
     config = dataclasses.replace(config, model=model_config)
     model = make_model(model_config)
-    trainer = Trainer(model, data.train_batches, data.val_batches, config, data.tokenizer, ckpt, strategy=strategy)
+    trainer = Trainer(model, data.train_batches, data.val_batches, config, data.tokenizer, ckpt)
     if state is not None:
         trainer.load_state_dict(state)
         trainer.finished = False
-    if out is not None and strategy.is_main:
+    if out is not None and distributed.rank() == 0:
         out.mkdir(parents=True, exist_ok=True)
         data.tokenizer.save(out / "tokenizer.json")
         with atomic_write(out / "config.json") as tmp:

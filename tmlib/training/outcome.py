@@ -1,7 +1,7 @@
 """How a run that stopped early is reported to the user of the command line: what it saved, and what to do next.
 
-A run stops early on a signal (:class:`tmlib.training.budget.Interrupted`, or Python's ``KeyboardInterrupt``
-before training starts), on a divergence (:class:`tmlib.training.progress.Diverged`) or when memory runs out.
+A run stops early on a signal (:class:`tmlib.training.stops.Interrupted`, or Python's ``KeyboardInterrupt``
+before training starts), on a divergence (:class:`tmlib.training.stops.Diverged`) or when memory runs out.
 Each function gives the one line the command line prints; each says only what is true of the run folder: which
 checkpoint is there (none, an earlier one, the one just saved) and the command that continues or restarts.
 """
@@ -36,7 +36,7 @@ def describe_interruption(stop: KeyboardInterrupt, out: str | os.PathLike, launc
     the first step, or a second one that stops at once).
 
     Args:
-        stop: the ``KeyboardInterrupt`` (an :class:`~tmlib.training.budget.Interrupted` carries ``signum`` and
+        stop: the ``KeyboardInterrupt`` (an :class:`~tmlib.training.stops.Interrupted` carries ``signum`` and
             ``saved_step``; a plain one is Ctrl-C, nothing saved).
         out: the run folder.
         launcher: the command that continues, e.g. ``"python -m tmlib.train"``.
@@ -53,7 +53,7 @@ def describe_interruption(stop: KeyboardInterrupt, out: str | os.PathLike, launc
 
 
 def describe_divergence(err, config, out: str | os.PathLike) -> str:
-    """After a :class:`~tmlib.training.progress.Diverged`: the checkpoint kept (the last one written, whose losses
+    """After a :class:`~tmlib.training.stops.Diverged`: the checkpoint kept (the last one written, whose losses
     and weights were finite), and the changes of the recipe (``config``, a
     :class:`~tmlib.training.config.TrainConfig`) that help. Resuming is not advised: a resumed run repeats the
     same steps exactly, and the recipe of a run cannot change."""

@@ -21,8 +21,11 @@ import time
 
 import torch
 
+from tmlib.machine import machine_info
+from tmlib.training import distributed
+
 __all__ = ["BF16_MIN_SPEEDUP", "time_precisions", "resolve_precision", "MixedPrecision", "describe_precision",
-           "machine_settings"]
+           "measured_precision", "resumed_precision", "machine_settings"]
 
 #: On a CPU, ``amp="auto"`` takes bf16 only where it makes a training step at least this many times faster than
 #: float32 (a tie keeps float32, which is the more accurate of the two).
@@ -154,6 +157,26 @@ def describe_precision(record: dict) -> str:
     return (f"precision: {what} (amp={record['amp']} timed this model's training step: float32 "
             f"{timings['float32_s']:.2f} s, bf16 autocast {timings['bf16_s']:.2f} s; bf16 is taken where it is at "
             f"least {BF16_MIN_SPEEDUP} times faster)")
+
+
+def measured_precision(amp: str, device: torch.device, run_step) -> MixedPrecision:
+    """The precision of ``amp="auto"`` on a CPU, measured: rank 0 times ``run_step(dtype)``, the model's own step, in
+    float32 and bf16 (:func:`time_precisions`, its random draws discarded) and every process takes the result."""
+    timings = None
+    if distributed.rank() == 0:
+        with torch.random.fork_rng(devices=[]):  # dropout's draws here leave the run's random state alone
+            timings = time_precisions(run_step)
+    return MixedPrecision(amp, device, distributed.broadcast_from_rank0(timings))
+
+
+def resumed_precision(amp: str, device: torch.device, state: dict) -> MixedPrecision | None:
+    """The precision a checkpointed run (``state``) measured, so that it continues exactly: when its probe ran on this
+    CPU (model, flags, oneDNN cap) with this ``amp``; ``None`` otherwise (the probe runs again)."""
+    stored, machine, here = state.get("precision"), state.get("machine") or {}, machine_info()
+    same_cpu = all(machine.get(k) == here[k] for k in ("cpu_model", "cpu_flags", "onednn_max_cpu_isa"))
+    if stored and stored["timings"] and stored["amp"] == amp and same_cpu:
+        return MixedPrecision(amp, device, stored["timings"])
+    return None
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ import socket
 import warnings
 from pathlib import Path
 
+from tmlib.training import distributed
 from tmlib.training.checkpoint import CHECKPOINT_NAME
 
 __all__ = ["RUN_MARKER", "RunFolderError", "is_run_folder", "check_run_folder", "hold_run_folder"]
@@ -105,27 +106,23 @@ def _lock(folder: Path):
 
 
 @contextlib.contextmanager
-def hold_run_folder(path: str | os.PathLike | None, strategy=None):
+def hold_run_folder(path: str | os.PathLike | None):
     """Inside ``with``, this run owns the run folder ``path``: the main process creates it, writes
     :data:`RUN_MARKER` and holds its lock; ``None``: nothing (a run that keeps nothing on disk).
 
-    Args:
-        path: the run folder, or ``None``.
-        strategy: the run's :mod:`tmlib.training.strategy` (default: one process); with several processes, the
-            main one takes the lock and tells the others whether it could.
+    With several processes, rank 0 takes the lock and tells the others whether it could.
 
     Raises:
         RunFolderError: (on every process) see :func:`_lock`.
     """
-    main = strategy is None or strategy.is_main
     marker, failure = None, None
-    if path is not None and main:
+    if path is not None and distributed.rank() == 0:
         try:
             marker = _lock(Path(path))
         except RunFolderError as err:
             failure = str(err)
-    if strategy is not None and path is not None:
-        failure = strategy.broadcast(failure)
+    if path is not None:
+        failure = distributed.broadcast_from_rank0(failure)
     if failure is not None:
         raise RunFolderError(failure)
     try:

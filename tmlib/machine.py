@@ -4,7 +4,8 @@ Every measured figure of the course (throughput, timings, training budgets) depe
 with AVX512-BF16 trains the chapter 9 model about twice as fast as one without AVX-512, and the same bf16 code runs
 1.5 times faster than float32 on one CPU and 3 times slower on another that only emulates bf16. Benchmarks store
 :func:`machine_info` next to their results, and notebooks print :func:`describe_machine` next to the
-numbers they measured, so a reader can tell whose machine a number came from.
+numbers they measured, so a reader can tell whose machine a number came from; training stores it in its checkpoints.
+Top-level, beside :mod:`tmlib.utils`, so that training and analysis both use it without importing each other.
 """
 from __future__ import annotations
 
