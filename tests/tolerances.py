@@ -10,7 +10,8 @@
   :func:`tmlib.tolerance.transformer_reduction_length`);
 * ``magnitude`` is the size of the values those roundings apply to, by default the largest ``|expected|``; a
   test passes a larger one where the compared values come from larger intermediates (a sine of a large
-  argument, a cancellation).
+  argument, a cancellation). Where only some roundings of a chain reach the result multiplied by a factor k
+  (the angle of a rotation, in radians), those count k² times in ``n`` instead: errors add in quadrature.
 
 Comparisons that are exact by construction (same operations, same order, same shapes) use ``torch.equal`` or
 ``atol=0`` instead, and say so.
@@ -28,7 +29,7 @@ import numpy as np
 from tmlib.tolerance import eps_of, tolerance, transformer_reduction_length
 
 __all__ = ["assert_close", "max_difference", "tolerance", "transformer_reduction_length", "least_precise",
-           "attention_length", "layer_norm_length", "layer_norm_magnitude"]
+           "attention_length", "layer_norm_length", "layer_norm_magnitude", "gradient_length", "adam_tolerance"]
 
 
 def _dtype_of(x):
@@ -72,6 +73,29 @@ def layer_norm_magnitude(x) -> float:
     ``max |x|``, and ``x - mean`` is then divided by the row's standard deviation."""
     x = _numpy(x)
     return float(np.abs(x).max() / x.std(-1).min())
+
+
+def gradient_length(config, src_len: int, tgt_len: int, tokens: int) -> int:
+    """The roundings behind a weight's gradient: the forward chain, the same chain backwards, and the sum over the
+    batch's ``tokens`` positions."""
+    return 2 * transformer_reduction_length(config, src_len, tgt_len) + tokens
+
+
+def adam_tolerance(lrs, grad_tolerance: float, eps: float = 1e-9, grad=None):
+    """How far weights may drift apart through Adam steps when their gradients may differ by ``grad_tolerance``.
+
+    A step moves a weight by ``lr · m̂ / (√v̂ + ε)``; a change δ of the gradient changes that by at most
+    ``lr · δ / ε`` (``lr · δ / (|g| + ε)`` on the first step, where √v̂ = |g|), and never by more than the
+    whole step, 2·lr. A gradient that is rounding noise (the key projection's bias: softmax ignores a constant
+    added to a row of scores, so its gradient is exactly 0 in exact arithmetic) takes a step of any size up to
+    lr. ``lrs``: the learning rates of the steps; ``grad`` (a tensor): the first step's gradient, for a
+    tolerance per entry.
+    """
+    if grad is not None:
+        import torch
+
+        return sum(lr * torch.clamp(grad_tolerance / (grad.detach().abs().double() + eps), max=2.0) for lr in lrs)
+    return sum(lr * min(2.0, grad_tolerance / eps) for lr in lrs)
 
 
 def max_difference(actual, expected) -> float:
