@@ -134,12 +134,12 @@ def assert_close(actual, expected, *, n: int = 1, magnitude: float | None = None
     return diff
 
 
-def _log(dtype, n, magnitude, tol, diff) -> None:
+def _log(dtype, n, magnitude, tol, diff, planted: str = "") -> None:
     path = os.environ.get("TMLIB_TOLERANCE_LOG")
     if not path:
         return
     record = {"test": os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0], "dtype": str(dtype),
-              "n": n, "magnitude": magnitude, "tolerance": tol, "diff": diff,
+              "n": n, "magnitude": magnitude, "tolerance": tol, "diff": diff, "planted": planted,
               "aten": os.environ.get("ATEN_CPU_CAPABILITY", "native"),
               "onednn": os.environ.get("ONEDNN_MAX_CPU_ISA", "native")}
     with open(path, "a", encoding="utf-8") as f:
