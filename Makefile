@@ -18,7 +18,7 @@ endif
 JB := PYTHONPATH="$(CURDIR)/_ext$${PYTHONPATH:+:$$PYTHONPATH}" $(BIN)/jupyter-book
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test venv unit nbval site-strict site-html browser lock clean execute benchmarks web-model vendor-web
+.PHONY: book test venv unit kernels nbval site-strict site-html browser lock clean execute benchmarks web-model vendor-web
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,9 +38,10 @@ book: venv
 	$(JB) build . --keep-going && \
 	echo "Built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
-## test: unit tests (the CI workflows linted too), nbval over every notebook (training notebooks in smoke mode,
-## TMLIB_SMOKE=1), a strict site build from the stored outputs, and that site opened offline in headless Chromium
-test: unit nbval site-strict site-html browser
+## test: unit tests (the CI workflows linted too), the numerical tests again on every CPU kernel path, nbval over
+## every notebook (training notebooks in smoke mode, TMLIB_SMOKE=1), a strict site build from the stored outputs,
+## and that site opened offline in headless Chromium
+test: unit kernels nbval site-strict site-html browser
 	@echo "All checks passed."
 
 ## site-html: the checks of the built HTML (vendored scripts, citations, quizzes, figure and exercise numbers, the
@@ -51,6 +52,11 @@ site-html: site-strict
 
 unit: venv
 	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py --ignore=tests/test_translator_browser.py
+
+## kernels: the numerical equivalence tests (pytest -m numerics) once more under each ATEN_CPU_CAPABILITY this CPU
+## supports (default, avx2, avx512; one above the CPU's is skipped and said so): tools/kernels.py
+kernels: venv
+	$(BIN)/python tools/kernels.py
 
 nbval: venv
 	TMLIB_SMOKE=1 $(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=1800 \

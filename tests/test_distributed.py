@@ -228,7 +228,6 @@ def _check_equivalence(tmp_path, device):
     assert abs(r0["val_loss"][-1] - single.evaluate()[0]) <= val_tol
 
 
-@pytest.mark.numerics
 def test_two_ranks_equal_one_process_on_the_combined_batch(tmp_path):
     """K steps of 2 processes × accumulate 2 (4 batches per step) against one process that pads the 4 batches of
     each step into one batch, in float64.

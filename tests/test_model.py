@@ -26,8 +26,6 @@ from tmlib.model import Transformer, nn_transformer_logits, to_nn_transformer
 from tmlib.model import DecoderOnly, EncoderOnly
 from tolerances import assert_close, tolerance, transformer_reduction_length
 
-pytestmark = pytest.mark.numerics
-
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]
 V = 13  # toy vocabulary: 0 = pad, 1 = BOS, 2 = EOS, 3..12 symbols
 
@@ -69,6 +67,7 @@ def padded_batch(device="cpu", seed=1):
     return src.to(device), tgt.to(device)
 
 
+@pytest.mark.numerics
 # --------------------------------------------------------------------------- equality with torch.nn.Transformer
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -107,6 +106,7 @@ def test_post_ln_reference_without_final_norm_differs():
         assert (nn_transformer_logits(model, ref, src, tgt) - model(src, tgt)).abs().max() > 1e-3
 
 
+@pytest.mark.numerics
 # --------------------------------------------------------------------------- invariances
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -123,6 +123,7 @@ def test_causality(norm_first):
             assert (out[:, t + 1:] - base[:, t + 1:]).abs().max() > 1e-6  # later positions do see the change
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_source_padding_does_not_change_logits(dtype):
     """The padded source is a different computation (softmax and weighted sums over 14 keys, 9 of them masked,
@@ -139,6 +140,7 @@ def test_source_padding_does_not_change_logits(dtype):
         assert (model(other, tgt)[0] - base[0]).abs().max() > 1e-4
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("chunks", [[1] * 7, [3, 1, 2, 1]])
 def test_kv_cache_decode_equals_full(norm_first, chunks):
@@ -157,6 +159,7 @@ def test_kv_cache_decode_equals_full(norm_first, chunks):
     assert_close(torch.cat(pieces, dim=1), full, n=chain(model))
 
 
+@pytest.mark.numerics
 def test_cache_reorder_follows_beams():
     model = small_model()
     src, tgt = padded_batch()
@@ -183,6 +186,7 @@ def test_dropout_only_in_training():
         assert (model(src, tgt) - model(src, tgt)).abs().max() > 1e-3
 
 
+@pytest.mark.numerics
 def test_keep_attention_records_weights_without_changing_logits():
     model = small_model()
     src, tgt = padded_batch()
@@ -226,6 +230,7 @@ def test_different_vocabularies_untied_and_tie_true_refused():
         Transformer(ModelConfig(vocab_size=11, tgt_vocab_size=17, d_model=16, n_heads=2, tie_embeddings=True))
 
 
+@pytest.mark.numerics
 def test_embedding_scaled_by_sqrt_d_model():
     emb = TokenEmbedding(10, 36).double()
     ids = torch.tensor([[3, 0, 9]])
@@ -239,6 +244,7 @@ def test_pad_row_starts_at_zero():
     assert model.src_embed.embedding.weight[1].abs().max() > 0
 
 
+@pytest.mark.numerics
 def test_generator_log_softmax():
     gen = Generator(4, 7, log_softmax=True).double()
     x = torch.randn(2, 3, 4, dtype=torch.float64)
@@ -247,6 +253,7 @@ def test_generator_log_softmax():
     assert_close(out, torch.log_softmax(gen.proj(x), -1), n=4 + 7, magnitude=out.abs().max().item())
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("d_model", [2, 16, 512])
 def test_positional_encoding_equals_numpy_reference(d_model):
     pe = PositionalEncoding(d_model, max_len=100, dropout=0.0)
@@ -272,6 +279,7 @@ def test_positional_encoding_too_long():
         pe(torch.zeros(1, 5, 8), offset=7)
 
 
+@pytest.mark.numerics
 def test_feed_forward_equals_numpy_reference():
     ffn = PositionwiseFeedForward(6, 10, dropout=0.0).double()
     x = torch.randn(2, 4, 6, dtype=torch.float64)
@@ -356,6 +364,7 @@ def test_bad_inputs_raise_clear_errors():
             model.decode(torch.ones(3, 26, dtype=torch.long), model.encode(src), src, cache=cache)
 
 
+@pytest.mark.numerics
 # --------------------------------------------------------------------------- the other two families
 
 def test_encoder_only():
@@ -383,6 +392,7 @@ def decoder_only(dtype=torch.float64):
     return DecoderOnly(config).to(dtype).eval()
 
 
+@pytest.mark.numerics
 def test_decoder_only_causal_and_cached():
     model = decoder_only()
     assert model.generator.proj.weight is model.embed.embedding.weight
@@ -457,6 +467,7 @@ def test_import_ref_and_course_do_not_import_torch():
         tmlib.model.NoSuchThing  # noqa: B018
 
 
+@pytest.mark.numerics
 # --------------------------------------------------------------------------- source masks and host syncs
 
 def test_source_mask_none_when_no_padding_and_explicit_masks():

@@ -27,8 +27,6 @@ from tmlib.model.transformer import Transformer
 from test_model import chain, padded_batch, small_model
 from tolerances import attention_length, max_difference, tolerance, transformer_reduction_length
 
-pytestmark = pytest.mark.numerics
-
 
 def margin(actual, expected, *, n: int, magnitude: float | None = None, dtype=None, bug: str = "") -> float:
     """The largest ``|actual - expected|`` over the test's tolerance (> 1: the comparison fails); logged."""

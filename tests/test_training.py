@@ -473,6 +473,47 @@ def test_ctrl_c_finishes_the_step_saves_and_resumes_exactly(tmp_path):
 
 
 @numerics
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_trainer_step_equals_a_hand_written_step(dtype):
+    """One Trainer step against the recipe written out (chapter 8's exercise): teacher-forced forward pass, the
+    label-smoothed loss averaged over the real target tokens, backward, clipping to norm 1, Adam (β = 0.9, 0.98,
+    ε = 1e-9) at the schedule's first learning rate. Loss and clipped gradients: the same operations in the same
+    order, so bit for bit equal (exact by construction); the weights: Adam's learning rate comes from the NumPy
+    reference of the schedule here, so they agree to that rate's rounding."""
+    from tmlib.data import collate
+
+    ex = toy_examples(16)
+    batch = collate(ex)
+    runs = []
+    for how in ("trainer", "by hand"):
+        torch.manual_seed(0)
+        model = make_model("tiny", 20, dropout=0.0).to(dtype)
+        params = list(model.parameters())
+        if how == "trainer":
+            config = T.TrainConfig(model=model.config, warmup_steps=5, max_steps=1, device="cpu", amp="off",
+                                   progress=False, grad_clip=1.0)
+            loss = T.Trainer(model, BatchIterator(ex, max_tokens=96), None, config).train_step(batch)
+        else:
+            lr = R.noam_lr(1, model.d_model, 5)
+            opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9)
+            logits = model(batch.src, batch.tgt_in)  # (batch, tgt_len, V)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1), ignore_index=0,
+                                   label_smoothing=0.1)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+        runs.append((loss.detach(), [p.grad.clone() for p in params], [p.detach().clone() for p in params]))
+    (loss_t, g_t, w_t), (loss_h, g_h, w_h) = runs
+    assert torch.equal(loss_t, loss_h)
+    assert all(torch.equal(a, b) for a, b in zip(g_t, g_h))
+    # the same update, w - lr · m̂ / (√v̂ + ε), with learning rates that may differ by their own 2 roundings: the
+    # weights agree to the update's subtraction and those roundings of a step of at most lr
+    for a, b in zip(w_t, w_h):
+        assert_close(a, b, n=3)
+
+
+@numerics
 def test_gradient_accumulation_equals_one_batch_holding_all_tokens(tmp_path):
     """Two batches accumulated in one step give the update of a single batch holding both (float64)."""
     from tmlib.data import collate
