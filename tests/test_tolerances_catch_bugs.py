@@ -252,30 +252,15 @@ def test_layer_norm_test_catches_eps_outside_the_root():
 def test_gradient_accumulation_test_catches_a_per_batch_mean(monkeypatch):
     """test_training.py::test_gradient_accumulation_equals_one_batch_holding_all_tokens fails when each
     accumulated batch is averaged over its own tokens instead of the step's."""
-    from tmlib import training as T
-    from tmlib.data import BatchIterator, collate
-    from tmlib.model import make_model
     from tmlib.training import trainer as trainer_module
-    from toy_data import toy_examples
+    from test_training import one_step
     from tolerances import gradient_length
 
-    ex = toy_examples(16)
-    grads = []
-    for mode in ("accumulate", "single"):
-        torch.manual_seed(0)
-        model = make_model("tiny", 20, dropout=0.0).double()
-        config = T.TrainConfig(model=model.config, warmup_steps=5, max_steps=1, device="cpu", amp="off",
-                               progress=False, accumulate=2 if mode == "accumulate" else 1, grad_clip=None)
-        trainer = T.Trainer(model, BatchIterator(ex, max_tokens=96), None, config)
-        if mode == "accumulate":
-            real = trainer_module.step_loss
-            monkeypatch.setattr(trainer_module, "step_loss",
-                                lambda logits, tgt, pad, ls, batch_tokens, step_tokens:
-                                real(logits, tgt, pad, ls, batch_tokens, batch_tokens) / 2)  # mean of the means
-            trainer.train_step([collate(ex[:6]), collate(ex[6:])])
-            monkeypatch.undo()
-        else:
-            trainer.train_step(collate(ex))
-        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    model, _, single, _ = one_step(accumulate=False)
+    real = trainer_module.step_loss
+    monkeypatch.setattr(trainer_module, "step_loss", lambda logits, tgt, pad, ls, batch_tokens, step_tokens:
+                        real(logits, tgt, pad, ls, batch_tokens, batch_tokens) / 2)  # the mean of the batches' means
+    _, _, accumulated, _ = one_step(accumulate=True)
+    grads = [torch.cat([g.flatten() for g in accumulated]), torch.cat([g.flatten() for g in single])]
     n = gradient_length(model.config, 10, 10, 96)
     assert margin(grads[0], grads[1], n=n, bug="accumulated batches averaged separately") > 1

@@ -513,27 +513,26 @@ def test_trainer_step_equals_a_hand_written_step(dtype):
         assert_close(a, b, n=3)
 
 
-@numerics
-def test_gradient_accumulation_equals_one_batch_holding_all_tokens(tmp_path):
-    """Two batches accumulated in one step give the update of a single batch holding both (float64)."""
+def one_step(accumulate: bool):
+    """One float64 Trainer step on 16 toy pairs: two batches (6 and 10 pairs) accumulated, or one holding all.
+    Returns the model, the loss, the gradients and the weights after the step."""
     from tmlib.data import collate
 
     ex = toy_examples(16)
-    a_idx, b_idx = list(range(0, 6)), list(range(6, 16))
-    states = []
-    for mode in ("accumulate", "single"):
-        torch.manual_seed(0)
-        model = make_model("tiny", 20, dropout=0.0).double()
-        config = T.TrainConfig(model=model.config, warmup_steps=5, max_steps=1, device="cpu", amp="off",
-                               progress=False, accumulate=2 if mode == "accumulate" else 1, grad_clip=None)
-        trainer = T.Trainer(model, BatchIterator(ex, max_tokens=96), None, config)
-        if mode == "accumulate":
-            loss = trainer.train_step([collate([ex[i] for i in a_idx]), collate([ex[i] for i in b_idx])])
-        else:
-            loss = trainer.train_step(collate([ex[i] for i in a_idx + b_idx]))
-        states.append((float(loss), [p.grad.clone() for p in model.parameters()],
-                       [p.detach().clone() for p in model.parameters()]))
-    (loss_acc, g_acc, p_acc), (loss_one, g_one, p_one) = states
+    torch.manual_seed(0)
+    model = make_model("tiny", 20, dropout=0.0).double()
+    config = T.TrainConfig(model=model.config, warmup_steps=5, max_steps=1, device="cpu", amp="off",
+                           progress=False, accumulate=2 if accumulate else 1, grad_clip=None)
+    trainer = T.Trainer(model, BatchIterator(ex, max_tokens=96), None, config)
+    loss = trainer.train_step([collate(ex[:6]), collate(ex[6:])] if accumulate else collate(ex))
+    params = list(model.parameters())
+    return model, float(loss), [p.grad.clone() for p in params], [p.detach().clone() for p in params]
+
+
+@numerics
+def test_gradient_accumulation_equals_one_batch_holding_all_tokens(tmp_path):
+    """Two batches accumulated in one step give the update of a single batch holding both (float64)."""
+    (_, loss_acc, g_acc, p_acc), (model, loss_one, g_one, p_one) = one_step(True), one_step(False)
     # float64; the same gradient, summed over the batch's at most 96 tokens in one or two parts
     n = gradient_length(model.config, 10, 10, 96)
     assert_close(loss_acc, loss_one, n=n)
