@@ -333,8 +333,8 @@ def test_self_attention_is_attention_of_three_projections():
     assert round(float(w[2, 2]), 2) == 0.73
     assert_close(w[0, 0], w[0, 2], n=n, magnitude=scale)  # the chapter's text: equal scores, equal weights
     mask = np.tril(np.ones((3, 3), dtype=bool))
-    assert_close(R.self_attention(x, w_q, w_k, w_v, mask=mask)[1], R.scaled_dot_product_attention(q, k, v, mask=mask)[1],
-                 n=n, magnitude=scale)
+    assert_close(R.self_attention(x, w_q, w_k, w_v, mask=mask)[1],
+                 R.scaled_dot_product_attention(q, k, v, mask=mask)[1], n=n, magnitude=scale)
     batch = np.stack([x, x[::-1]])  # (2, 3, 4)
     assert R.self_attention(batch, w_q, w_k, w_v)[0].shape == (2, 3, 2)
 

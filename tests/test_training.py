@@ -1,7 +1,6 @@
 """Tests of the training side: the paper's recipe (§5, tmlib.training.recipe), checkpoints (tmlib.training.checkpoint), the loop
 and exact resume (tmlib.training.trainer), the experiment (tmlib.training.experiment) and the command line (tmlib.train)."""
 import dataclasses
-import math
 import os
 import random
 from pathlib import Path
