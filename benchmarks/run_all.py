@@ -21,6 +21,11 @@ Usage::
     python benchmarks/run_all.py                 # CPU, 2 threads (kv_cache.py: 1 thread, --decode-threads)
     python benchmarks/run_all.py --device cuda   # on a GPU (every SDPA backend, bf16 attention)
     python benchmarks/run_all.py --quick --out-dir /tmp/bench   # seconds: checks that everything runs
+    python benchmarks/run_all.py --device cuda --short  # about a minute on a GPU (tools/gpu_check.py part 5)
+
+``--short`` keeps real sizes but fewer repeats and drops ``table1.py``: attention at n = 64 … 4096 on 4 × 8 heads
+(every SDPA backend on CUDA), the KV cache at 50, 100 and 200 tokens, and tmlib vs ``nn.Transformer`` on presets
+small and base (on CUDA with batches of 128 sentences), without the variants.
 """
 from __future__ import annotations
 
@@ -45,16 +50,24 @@ def plan(args) -> list[tuple[str, list[str]]]:
         return opts + (["--note", args.note] if args.note else [])
 
     quick = ["--quick"] if args.quick else []
+    dev = "cuda" if device in ("cuda", "auto") and _cuda() else "cpu"
+    is_short = getattr(args, "short", False)
+    short = {"attention_cost": ["--batch", "4", "--heads", "8", "--max-n", "4096", "--repeats", "3",
+                                "--min-seconds", "0.01"],
+             "kv_cache": ["--lengths", "50", "100", "200", "--repeats", "2"]} if is_short else {}
     steps = []
-    for name in ("attention_cost", "table1", "kv_cache"):
+    for name in ("attention_cost", "kv_cache") if is_short else ("attention_cost", "table1", "kv_cache"):
         # batch-1 decoding is latency-bound: by default one thread, no barrier per operator call
         threads = args.decode_threads if name == "kv_cache" else args.threads
-        steps.append((name, [str(HERE / f"{name}.py"), *common(threads), *quick, "--out-dir", str(out_dir)]))
-    dev = "cuda" if device in ("cuda", "auto") and _cuda() else "cpu"
+        steps.append((name, [str(HERE / f"{name}.py"), *common(threads), *short.get(name, []), *quick,
+                             "--out-dir", str(out_dir)]))
     tp = [str(HERE / "throughput.py"), *common(args.threads), "--out", str(out_dir / f"throughput_{dev}.json")]
     if args.quick:
         tp += ["--presets", "tiny", "--repeats", "1", "--warmup", "1", "--steps", "1",
                "--variants", "bf16", "explicit_attention"]
+    elif is_short:
+        tp += ["--presets", "small", "base", "--repeats", "3", "--warmup", "2", "--steps", "5"]
+        tp += ["--batch", "128"] if dev == "cuda" else []
     else:
         tp += ["--presets", "small", "base", "--variants", "compile", "bf16", "explicit_attention",
                "--variant-presets", "small"]
@@ -75,6 +88,9 @@ def main(argv=None) -> int:
     p.add_argument("--decode-threads", type=int, default=1,
                    help="torch threads of kv_cache.py (default 1: decoding one sentence is latency-bound)")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of every script (seconds)")
+    p.add_argument("--short", action="store_true",
+                   help="real sizes, fewer repeats, no table1 and no variants: about a minute on a GPU")
+    p.add_argument("--keep-going", action="store_true", help="run the next benchmark after one fails")
     p.add_argument("--out-dir", default=None, help="where the JSON files go (default benchmarks/results)")
     p.add_argument("--only", nargs="*", default=None, help="run only these benchmarks (names as listed above)")
     p.add_argument("--note", default="", help="stored in every JSON file")
@@ -99,12 +115,14 @@ def main(argv=None) -> int:
         print(f"== {name}: {parts[-1]['seconds']:.0f} s", flush=True)
         if proc.returncode:
             print(f"{name} failed (exit {proc.returncode})", file=sys.stderr)
-            break
+            if not args.keep_going:
+                break
     total = time.perf_counter() - t_all
     dev = "cuda" if args.device in ("cuda", "auto") and _cuda() else "cpu"
     record = {"benchmark": "the whole suite (benchmarks/run_all.py)", "device": dev, "machine": machine_info(),
               "command": "python benchmarks/run_all.py " + shlex.join(sys.argv[1:] if argv is None else argv),
-              "settings": {"threads": args.threads, "decode_threads": args.decode_threads, "clock": args.clock, "quick": args.quick, "only": args.only}, "note": args.note,
+              "settings": {"threads": args.threads, "decode_threads": args.decode_threads, "clock": args.clock,
+                           "quick": args.quick, "short": args.short, "only": args.only}, "note": args.note,
               "elapsed_s": round(total, 1), "results": parts}
     (out_dir / f"run_all_{dev}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"total: {total:.0f} s ({total / 60:.1f} min)")

@@ -52,6 +52,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--data-dir", default=None, help="folder holding multi30k/*.gz")
     p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--limit", type=int, default=None, help="score only the first N test sentences (a rehearsal)")
     p.add_argument("--results", default=str(ROOT / "benchmarks" / "results"), help="folder of the JSON file")
     p.add_argument("--name", default=None, help="result file translate_<name>.json (default: the device type)")
     p.add_argument("--note", default="", help="free text stored in the JSON (e.g. the machine's load)")
@@ -82,14 +83,17 @@ def main(argv=None) -> int:
     device = get_device(None if args.device == "auto" else args.device)
     trained = load_trained(out, device)
     model, tokenizer, history = trained.model, trained.tokenizer, trained.history
-    test = load_multi30k("test", args.data_dir)
+    test = load_multi30k("test", args.data_dir)[:args.limit]
     src = [de for de, _ in test]
     refs = [en for _, en in test]
     train_machine = trained.machine or {}
     amp = trained.config.amp  # the precision the run trained in, on the machine that trained it
     trained_on_gpu = bool(train_machine.get("gpu")) and trained.config.device != "cpu"
-    precision = {"off": None, "bf16": "bfloat16", "fp16": "float16"}.get(
-        amp, "bfloat16" if trained_on_gpu or train_machine.get("cpu_native_bf16") else None)
+    if trained.precision:  # what the run chose (amp="auto" on a CPU: by timing both types at its start)
+        precision = trained.precision["dtype"]
+    else:  # an older checkpoint: auto meant bf16 on a GPU or wherever oneDNN said bf16 was supported
+        precision = {"off": None, "bf16": "bfloat16", "fp16": "float16"}.get(
+            amp, "bfloat16" if trained_on_gpu or train_machine.get("cpu_native_bf16") else None)
     result = {
         "device": device.type,
         "machine": train_machine,

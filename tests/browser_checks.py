@@ -193,9 +193,12 @@ def check_buttons(page, page_path: str, site_dir: Path, origin: str, repo: str, 
       download: Array.from(document.querySelectorAll('a.btn-download-source-button')).map(a => a.href),
     })""")
     is_notebook = source.startswith("notebooks/")
+    # an executed page outside the chapters (book/distributed.ipynb): Colab opens it, the download serves it
+    is_page_notebook = not is_notebook and (site_dir / "_sources" / f"{source}.ipynb").is_file()
     name = source.rsplit("/", 1)[-1]
-    if is_notebook:
-        want = f"{colab_url.rstrip('/')}/github/{repo}/blob/{branch}/student/{name}.ipynb"
+    if is_notebook or is_page_notebook:
+        path = f"student/{name}.ipynb" if is_notebook else f"{source}.ipynb"
+        want = f"{colab_url.rstrip('/')}/github/{repo}/blob/{branch}/{path}"
         colab = [u for u in buttons["colab"] if "colab" in u]
         if colab != [want]:
             problems.append(f"Colab button(s) {colab}, expected [{want!r}]")
@@ -203,7 +206,8 @@ def check_buttons(page, page_path: str, site_dir: Path, origin: str, repo: str, 
         problems.append(f"launch buttons on a page that is not a notebook: {buttons['colab']}")
     if not buttons["download"]:
         problems.append("no download (source file) button")
-    expected = f"_static/student/{name}.ipynb" if is_notebook else f"_sources/{source}.md"
+    expected = (f"_static/student/{name}.ipynb" if is_notebook else
+                f"_sources/{source}.ipynb" if is_page_notebook else f"_sources/{source}.md")
     for url in buttons["download"]:
         rel = unquote(urlsplit(url).path).lstrip("/")
         if not url.startswith(origin + "/") or rel != expected:
@@ -369,3 +373,83 @@ def check_bertviz(page, html: str) -> tuple[int, list[str]]:
             else:
                 problems.append(f"{where}: a bertviz view this test does not know; extend check_bertviz")
     return len(ids), problems
+
+
+# --------------------------------------------------------------------------------------------------
+# Nothing cut off: display equations, code blocks and attention views fit the column or scroll
+# --------------------------------------------------------------------------------------------------
+
+#: What must fit: display maths (MathJax), code blocks (listings, code cells, outputs) and bertviz's views.
+FIT_SELECTOR = 'mjx-container[display="true"], pre, div[id^="bertviz-"]'
+
+FIT_JS = """
+([selector, equationsMustFit]) => {
+  const column = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const col = column.getBoundingClientRect();
+  const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  const describe = el => {
+    const text = (el.textContent || '').replace(/\\s+/g, ' ').trim();
+    return el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + ' "' + text.slice(0, 50) + '"';
+  };
+  const out = [];
+  document.querySelectorAll(selector).forEach((el, index) => {
+    if (!el.getClientRects().length || el.closest('details:not([open])')) return;  // not shown
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0) return;
+    const found = [];
+    // 1. the element's box reaches past the column
+    const past = Math.max(r.right - col.right, col.left - r.left);
+    if (past > 1) found.push({how: 'wider than the column by ' + Math.round(past) + ' px', px: past});
+    // 2. its content is wider than its box and the box does not scroll
+    const own = el.scrollWidth - el.clientWidth;
+    if (own > 1 && !scrolls(el)) found.push({how: 'content ' + own + ' px wider than its box, which does not scroll', px: own});
+    // 3. an enclosing box up to the column cuts it off (overflow hidden or clip, content wider than the box)
+    for (let a = el.parentElement; a && a !== column.parentElement; a = a.parentElement) {
+      const cut = a.scrollWidth - a.clientWidth;
+      const ox = getComputedStyle(a).overflowX;
+      if (cut > 1 && (ox === 'hidden' || ox === 'clip')) {
+        found.push({how: 'cut off by ' + a.tagName.toLowerCase() + '.' + String(a.className).split(' ')[0]
+                         + ' (overflow ' + ox + ', ' + cut + ' px hidden)', px: cut});
+        break;
+      }
+    }
+    // 4. on a desktop, a display equation fits without scrolling (assets/js/math-fit.js sets it smaller)
+    if (equationsMustFit && el.matches('mjx-container') && el.scrollWidth > el.clientWidth + 1)
+      found.push({how: 'equation ' + (el.scrollWidth - el.clientWidth) + ' px wider than the column even when set smaller',
+                  px: el.scrollWidth - el.clientWidth});
+    const widest = Math.max(0, el.scrollWidth - r.width);
+    if (found.length || widest > 0)
+      out.push({index, what: describe(el), problems: found.map(f => f.how),
+                px: Math.max(0, ...found.map(f => f.px)), scrollPx: widest});
+  });
+  return out;
+}
+"""
+
+
+def check_fit(page, equations_must_fit: bool = False) -> tuple[list[str], dict | None, dict | None]:
+    """No display equation, code block or attention view is cut off or wider than the page's column: each fits,
+    or scrolls sideways inside it (see ``FIT_JS`` for the ways of not fitting). With ``equations_must_fit`` (a
+    desktop's width), display equations must fit without scrolling: a scroll bar that the system hides until one
+    scrolls (a Mac's) makes an equation that scrolls look cut off.
+
+    Returns:
+        (problems, the worst clipped element or None, the widest scrolling element or None); each element is a
+        dict with ``index`` (among ``FIT_SELECTOR``'s matches), ``what``, ``problems``, ``px`` (how much is cut
+        off or sticks out) and ``scrollPx`` (how far it scrolls).
+    """
+    page.wait_for_timeout(100)  # math-fit.js runs right after MathJax's first typeset
+    found = page.evaluate(FIT_JS, [FIT_SELECTOR, equations_must_fit])
+    bad = [f for f in found if f["problems"]]
+    problems = [f"{f['what']}: {'; '.join(f['problems'])}" for f in bad]
+    worst = max(bad, key=lambda f: f["px"]) if bad else None
+    widest = max(found, key=lambda f: f["scrollPx"]) if found else None
+    return problems, worst, widest
+
+
+def screenshot_element(page, index: int, path: Path) -> None:
+    """A screenshot of the viewport with the ``index``-th match of ``FIT_SELECTOR`` scrolled into view."""
+    page.evaluate("([s, i]) => document.querySelectorAll(s)[i].scrollIntoView({block: 'center'})",
+                  [FIT_SELECTOR, index])
+    page.wait_for_timeout(100)
+    page.screenshot(path=str(path))

@@ -183,6 +183,17 @@ def test_load_result_reads_a_folder(tmp_path):
         B.load_result("demo", "cuda", folder=tmp_path)
 
 
+def test_load_result_reads_the_gpu_runs_sub_folder(tmp_path):
+    """The GPU run's records (tools/gpu_check.py) live in results/gpu/; a record beside it comes first."""
+    (tmp_path / B.GPU_RESULTS).mkdir()
+    (tmp_path / B.GPU_RESULTS / "mfu_cuda.json").write_text('{"benchmark": "mfu", "results": {"mfu": 0.4}}')
+    assert B.load_result("mfu", "cuda", folder=tmp_path)["results"] == {"mfu": 0.4}
+    (tmp_path / "mfu_cuda.json").write_text('{"benchmark": "mfu", "results": {"mfu": 0.5}}')
+    assert B.load_result("mfu", "cuda", folder=tmp_path)["results"] == {"mfu": 0.5}
+    with pytest.raises(FileNotFoundError, match="fp16_cuda.json"):
+        B.load_result("fp16", "cuda", folder=tmp_path)
+
+
 def test_load_result_reads_the_committed_records_by_default():
     # without a folder, the repository's benchmarks/results (a checkout) comes before any download
     record = B.load_result("table1", "cpu")

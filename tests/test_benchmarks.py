@@ -140,3 +140,19 @@ def test_run_all_plans_every_benchmark(tmp_path):
     tp = steps["throughput"]
     assert tp[tp.index("--variants") + 1:tp.index("--variant-presets")] == ["compile", "bf16", "explicit_attention"]
     assert tp[tp.index("--out") + 1] == str(tmp_path / "throughput_cpu.json")
+
+
+def test_run_all_short_mode_plans_the_gpu_minute(tmp_path):
+    """``--short`` (the GPU run's part 5): attention, KV cache and throughput at real sizes, no table1, no variants."""
+    import argparse
+
+    import run_all
+
+    args = argparse.Namespace(device="cpu", threads=2, decode_threads=1, quick=False, short=True,
+                              out_dir=str(tmp_path), note="", clock="wall")
+    steps = dict(run_all.plan(args))
+    assert list(steps) == ["attention_cost", "kv_cache", "throughput"]
+    att, kv, tp = steps["attention_cost"], steps["kv_cache"], steps["throughput"]
+    assert att[att.index("--heads") + 1] == "8" and att[att.index("--max-n") + 1] == "4096"
+    assert kv[kv.index("--lengths") + 1:kv.index("--repeats")] == ["50", "100", "200"]
+    assert "--variants" not in tp and tp[tp.index("--presets") + 1:tp.index("--repeats")] == ["small", "base"]

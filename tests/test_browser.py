@@ -12,6 +12,10 @@ that every page links to. Every request that is not to 127.0.0.1/localhost is bl
 * every ``<img>`` has loaded;
 * every same-site link resolves, anchors included;
 * bertviz views (if any) have drawn, show the right tokens and react to the layer select and to the heads;
+* no display equation, code block or attention view is cut off or wider than the column, at 1280 px and at a
+  phone's 390 px (it fits, or scrolls sideways inside the column with a visible scrollbar; at 1280 px display
+  equations must fit, set smaller where needed; screenshots of the worst case of each page in
+  `_build/browser/fit/`);
 * the Colab button of a chapter opens its student notebook (``student/``) in the repository named in
   `_config.yml`, and the download button serves that notebook from the build (other pages: their source file);
 
@@ -38,8 +42,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from browser_checks import (CHROMIUM_ARGS, bertviz_params, check_bertviz, check_buttons, check_images,
-                            check_links, check_mathjax)
+from browser_checks import (CHROMIUM_ARGS, WAIT_MATHJAX_JS, bertviz_params, check_bertviz, check_buttons,
+                            check_fit, check_images, check_links, check_mathjax, screenshot_element)
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = Path(os.environ.get("TM_SITE_DIR", ROOT / "_build/strict/_build/html")).resolve()
@@ -49,6 +53,8 @@ REQUIRED = os.environ.get("TM_REQUIRE_BROWSER", "") not in ("", "0")
 INSTALL = "sudo apt-get install chromium chromium-driver"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 VIEWPORT = {"width": 1280, "height": 900}
+#: A phone held upright (CSS pixels): equations, code and attention views must fit or scroll here too.
+PHONE = {"width": 390, "height": 844}
 
 # --------------------------------------------------------------------------------------------------
 # What to open
@@ -131,7 +137,7 @@ def browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("Playwright for Python is not installed (it is in requirements.txt: run `make venv`)")
+        _missing("Playwright for Python is not installed (it is in the dev lock, requirements/dev.txt: run `make venv`)")
     chromium = _chromium()
     if chromium is None:
         _missing(f"Chromium not found: install it with `{INSTALL}` to run the browser test")
@@ -148,7 +154,8 @@ def site(browser):
         _missing(f"no built site in {SITE}: run `make site-strict` first (`make test` does)")
     report = {"site": str(SITE), "chromium": browser.version, "pages": {}}
     (OUT / "screenshots").mkdir(parents=True, exist_ok=True)
-    for old in (OUT / "screenshots").glob("*.png"):
+    (OUT / "fit").mkdir(parents=True, exist_ok=True)
+    for old in [*(OUT / "screenshots").glob("*.png"), *(OUT / "fit").glob("*.png")]:
         old.unlink()
     start = time.perf_counter()
     with serve(SITE) as origin:
@@ -162,9 +169,9 @@ class PageVisit:
     """A page opened in a fresh browser context that blocks (and records) every request off 127.0.0.1, and
     records console errors, uncaught exceptions and failed local responses."""
 
-    def __init__(self, browser, url: str):
+    def __init__(self, browser, url: str, viewport: dict | None = None):
         self.url, self.blocked, self.errors, self.failed = url, [], [], []
-        self.context = browser.new_context(viewport=VIEWPORT, service_workers="block")
+        self.context = browser.new_context(viewport=viewport or VIEWPORT, service_workers="block")
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.on("console", self._console)
@@ -235,6 +242,8 @@ def test_page(rel, browser, site):
         page = visit.open()
         math_elements = len(re.findall(r"class=\"math notranslate", html))
         problems += check_mathjax(page, math_elements)
+        fit, fit_entry = _fit(page, rel, "1280")
+        problems += fit
         n_images, bad = check_images(page)
         problems += bad
         links, linked_pages, bad = check_links(page, SITE, origin)
@@ -252,7 +261,7 @@ def test_page(rel, browser, site):
         entry = {"math_elements": math_elements,
                  "mjx_containers": page.evaluate("() => document.querySelectorAll('mjx-container').length"),
                  "images": n_images, "internal_links": len(links), "bertviz_views": n_views,
-                 "screenshot": str(shot.relative_to(ROOT))}
+                 "screenshot": str(shot.relative_to(ROOT)), "fit_1280": fit_entry}
     finally:
         visit.close()
     problems += visit.errors
@@ -262,6 +271,35 @@ def test_page(rel, browser, site):
                         + ", ".join(f"{b['url']} [{b['type']}]" for b in visit.blocked))
     entry.update(seconds=round(time.perf_counter() - t0, 2), blocked=visit.blocked, problems=problems)
     report["pages"][rel] = entry
+    assert not problems, f"{rel}:\n  " + "\n  ".join(problems)
+
+
+def _fit(page, rel: str, width: str) -> tuple[list[str], dict]:
+    """check_fit on an open page (at 1280 px display equations must fit without scrolling); screenshots its worst
+    clipped element, or else its widest scrolling one, into ``_build/browser/fit/PAGE__WIDTH.png``. Returns
+    (problems, the report's entry)."""
+    problems, worst, widest = check_fit(page, equations_must_fit=width == "1280")
+    shown = worst or (widest if widest and widest["scrollPx"] > 0 else None)
+    entry = {"clipped": len(problems), "worst": worst, "widest_scrolling": widest}
+    if shown:
+        shot = OUT / "fit" / f"{rel.replace('/', '__')[:-len('.html')]}__{width}.png"
+        screenshot_element(page, shown["index"], shot)
+        entry["screenshot"] = str(shot.relative_to(ROOT))
+    return [f"at {width} px: {p}" for p in problems], entry
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_page_fits_a_phone(rel, browser, site):
+    """At a phone's width no display equation, code block or attention view is cut off or sticks out of the
+    column: each fits or scrolls sideways."""
+    visit = PageVisit(browser, f"{site['origin']}/{rel}", viewport=PHONE)
+    try:
+        page = visit.open()
+        page.evaluate(WAIT_MATHJAX_JS, 30000)
+        problems, entry = _fit(page, rel, str(PHONE["width"]))
+    finally:
+        visit.close()
+    site["report"].setdefault("phone", {})[rel] = entry
     assert not problems, f"{rel}:\n  " + "\n  ".join(problems)
 
 
@@ -364,6 +402,37 @@ BROKEN_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>broken<
 <script>undefinedFunction();</script>
 <script src="https://example.org/tracker.js"></script>
 </body></html>"""
+
+
+FIT_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>fit</title></head><body>
+<main style="width: 400px"><article class="bd-article" style="width: 400px">
+<div class="clip" style="overflow: hidden; width: 400px"><pre id="cut" style="width: 900px">a wide line</pre></div>
+<pre id="spill" style="width: 300px; overflow: visible; white-space: pre">a line that is far wider than its box .......................................</pre>
+<pre id="scrolls" style="overflow-x: auto; width: 380px; white-space: pre">a line that scrolls inside its own box ...........................................</pre>
+<pre id="fits">short</pre>
+<div class="math"><mjx-container display="true" id="eq" style="display: block; overflow-x: auto; width: 380px; white-space: nowrap">x = a wide equation that does not fit its column, even set smaller ..........................</mjx-container></div>
+</article></main></body></html>"""
+
+
+def test_fit_check_reports_what_is_cut_off(browser, tmp_path):
+    """The fit check finds a block cut off by its parent, one that spills out of its box, and lets the one that
+    scrolls and the one that fits pass (a check that cannot fail is useless)."""
+    (tmp_path / "fit.html").write_text(FIT_PAGE)
+    with serve(tmp_path) as origin:
+        visit = PageVisit(browser, f"{origin}/fit.html")
+        try:
+            page = visit.open()
+            problems, worst, widest = check_fit(page)
+            strict, _, _ = check_fit(page, equations_must_fit=True)
+        finally:
+            visit.close()
+    joined = "\n".join(problems)
+    assert "pre#cut" in joined and "wider than the column" in joined and "cut off by div.clip" in joined, problems
+    assert "pre#spill" in joined and "does not scroll" in joined, problems
+    assert "pre#scrolls" not in joined and "pre#fits" not in joined, problems
+    assert worst["what"].startswith("pre#cut") and widest["scrollPx"] > 0
+    assert "mjx-container#eq" not in joined, "an equation that scrolls passes on a phone"
+    assert any("mjx-container#eq" in p and "wider than the column even when set smaller" in p for p in strict), strict
 
 
 def test_checks_report_a_broken_page(browser, tmp_path):

@@ -61,10 +61,11 @@ def _entry(rank, world_size, port, device, fn, args):
     assert not torch.distributed.is_initialized()  # destroyed on the way out
 
 
-def _launch(fn, *args, world_size=2, device="cpu", time_limit_s=TIME_LIMIT_S):
+def _launch(fn, *args, world_size=2, device="cpu", time_limit_s=TIME_LIMIT_S, entry=None):
     """Run ``fn(rank, *args)`` in ``world_size`` new processes; wait at most ``time_limit_s``, then kill them.
+    ``entry`` (default :func:`_entry`, which joins the group) is what each process runs.
     Raises what ``torch.multiprocessing`` raises when a process fails."""
-    ctx = mp.spawn(_entry, args=(world_size, _free_port(), device, fn, args), nprocs=world_size, join=False)
+    ctx = mp.spawn(entry or _entry, args=(world_size, _free_port(), device, fn, args), nprocs=world_size, join=False)
     deadline = time.monotonic() + time_limit_s
     try:
         while not ctx.join(timeout=1.0):
@@ -245,6 +246,54 @@ def test_two_ranks_equal_one_process_on_the_combined_batch(tmp_path):
                     reason="NCCL needs two CUDA GPUs; this machine has none (the gloo/CPU test covers the logic)")
 def test_two_gpus_with_nccl_equal_one_process(tmp_path):
     _check_equivalence(tmp_path, "cuda")
+
+
+def _alone(rank, world_size, port, device, fn, args):
+    """One process in a group of its own: NCCL on a GPU (two processes may not share one GPU under NCCL, so one
+    is the most a single-GPU machine can run), gloo on the CPU."""
+    import datetime
+
+    if device == "cuda":
+        torch.cuda.set_device(0)
+    torch.distributed.init_process_group(D.backend_for(torch.device(device)), init_method=f"tcp://127.0.0.1:{port}",
+                                         rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
+    try:
+        fn(rank, device, *args)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def _one_process_group_worker(rank, device, out_dir):
+    from torch.nn.parallel import DistributedDataParallel
+
+    t = torch.arange(5, dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(t)  # the sum over one process: the tensor itself
+    plain = _model(True, 0.0).to(device)
+    ddp = DistributedDataParallel(_model(True, 0.0).to(device), device_ids=[0] if device == "cuda" else None)
+    train, _ = _batches()
+    batch = train.collate_indices(train.batches(0)[0]).to(device)
+    for m in (plain, ddp):
+        translation_loss(m(batch.src, batch.tgt_in), batch.tgt_out, train.pad_id, 0.1).backward()
+    control = D.control_group()  # NCCL: a gloo group for the trainer's control messages; gloo: the group itself
+    torch.distributed.barrier(group=control)
+    same = [torch.equal(a.grad, b.grad) for a, b in zip(plain.parameters(), ddp.module.parameters())]
+    torch.save({"backend": torch.distributed.get_backend(), "sum": t.cpu(), "control": control is not None,
+                "same_grads": same}, Path(out_dir) / "one.pt")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available() or not torch.distributed.is_nccl_available(),
+    reason="NCCL needs a CUDA GPU; this machine has none (the gloo case runs the same code)"))])
+def test_one_process_group_nccl_or_gloo_ddp_gradients_equal_the_plain_model(tmp_path, device):
+    """A group of one process, NCCL on a GPU (what one GPU allows), gloo on the CPU: it starts, all-reduce returns
+    the tensor, a DDP step's gradients equal the unwrapped model's bit for bit (float64; a sum over one process and
+    DDP's division by 1 are exact), and the control group answers (NCCL: a gloo group beside it)."""
+    _launch(_one_process_group_worker, str(tmp_path), world_size=1, device=device, entry=_alone)
+    result = torch.load(tmp_path / "one.pt", weights_only=False)
+    assert result["backend"] == ("nccl" if device == "cuda" else "gloo")
+    assert torch.equal(result["sum"], torch.arange(5, dtype=torch.float64))
+    assert result["control"] == (device == "cuda")
+    assert result["same_grads"] and all(result["same_grads"])
 
 
 # ------------------------------------------------------------------ exact resume with two processes
@@ -463,3 +512,27 @@ def test_cli_under_torchrun_with_two_processes(tmp_path):
     assert single.returncode == 2
     lines = single.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the checkpoint was written by a run on 2 process(es)")
+
+
+# ------------------------------------------------------------------ the ring all-reduce of the scaling-out page
+
+
+def test_ring_all_reduce_simulation():
+    """Every process ends with the column sums; after the reduce-scatter process r holds the full sum of chunk
+    (r + 1) mod N; each step sends N chunks (one per process), 2 (N - 1) steps in all."""
+    from tmlib.training import ring_all_reduce
+
+    for n in (2, 3, 4):
+        rng = np.random.default_rng(n)
+        vectors = rng.integers(-9, 10, (n, 2 * n)).astype(float)
+        states = ring_all_reduce(vectors)
+        assert [p for p, _ in states] == ["start"] + ["reduce-scatter"] * (n - 1) + ["all-gather"] * (n - 1)
+        np.testing.assert_array_equal(states[0][1], vectors)
+        np.testing.assert_array_equal(states[-1][1], np.tile(vectors.sum(axis=0), (n, 1)))
+        scattered = states[n - 1][1]
+        for r in range(n):
+            k = (r + 1) % n
+            np.testing.assert_array_equal(scattered[r, 2 * k:2 * k + 2], vectors[:, 2 * k:2 * k + 2].sum(axis=0))
+    for bad in (np.ones(4), np.ones((1, 4)), np.ones((3, 4))):
+        with pytest.raises(ValueError, match="divisible"):
+            ring_all_reduce(bad)

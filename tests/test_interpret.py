@@ -549,7 +549,7 @@ def test_bertviz_inputs_shapes(tokenizer, small_model):
 
 @pytest.mark.parametrize("view", ["head", "model"])
 def test_bertviz_view_markup(tokenizer, small_model, view):
-    pytest.importorskip("bertviz", reason="bertviz is in requirements.txt (the `viz` extra); not installed here")
+    pytest.importorskip("bertviz", reason="bertviz is in the locks of requirements/ (the `viz` extra); not installed here")
     pair = I.translate_and_capture(small_model, tokenizer, "Ein Hund läuft.", "A dog runs.")
     html = I.bertviz_view(I.bertviz_inputs(pair), view=view).data
     assert html.count('<div id="bertviz-') == 1
@@ -563,7 +563,7 @@ def test_bertviz_view_markup(tokenizer, small_model, view):
 
 
 def test_bertviz_needs_no_network_and_no_hub():
-    pytest.importorskip("bertviz", reason="bertviz is in requirements.txt (the `viz` extra); not installed here")
+    pytest.importorskip("bertviz", reason="bertviz is in the locks of requirements/ (the `viz` extra); not installed here")
     # In a fresh interpreter with every socket connection refused: import bertviz, draw both views.
     code = r"""
 import socket, sys, torch

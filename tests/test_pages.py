@@ -20,7 +20,16 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def _page(rel: str) -> str:
-    return (ROOT / rel).read_text()
+    """A page's text; for a notebook page, its cells' sources and its outputs' text."""
+    text = (ROOT / rel).read_text()
+    if not rel.endswith(".ipynb"):
+        return text
+    parts = []
+    for cell in json.loads(text)["cells"]:
+        parts.append("".join(cell["source"]))
+        for out in cell.get("outputs", []):
+            parts.append("".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", "")))
+    return "\n".join(parts)
 
 
 def _record(name: str) -> dict:
@@ -274,7 +283,7 @@ def test_benchmarks_readme_is_filled_in():
 
 # ------------------------------------------------------------------ the pages a student reads
 
-STUDENT_PAGES = ["book/intro.md", "book/paper.md", "book/notation.md", "book/distributed.md", "book/errata.md",
+STUDENT_PAGES = ["book/intro.md", "book/paper.md", "book/notation.md", "book/distributed.ipynb", "book/errata.md",
                  *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book" / "errata").glob("*.md"))]
 MACHINERY = re.compile(r"nbval|pytest|\bCI\b|cell tag|course machine|recorded run|\bseed \d|write-up \d|(?<![\d,.{}])\b00[0-4]\b"
                        r"|TMLIB_|tools/|tests?/|\btest_\w+|\btarget\b.*\bmet\b|the lock\b|tmlib\.course\.quiz", re.I)
@@ -286,3 +295,26 @@ def test_student_pages_do_not_talk_about_the_machinery(rel):
     text = re.sub(r"```\{raw\} html.*?```", "", text, flags=re.S)  # the quiz widget's generated HTML
     hits = sorted({m.group(0) for m in MACHINERY.finditer(text)})
     assert not hits, f"{rel} talks about the course's machinery: {hits}"
+
+
+# ------------------------------------------------------------------ one source for each figure the pages quote
+
+
+def test_one_figure_for_the_benchmarks_time_and_the_disk():
+    """The benchmarks' time comes from run_all_cpu.json; the disk needed is one figure (the environment, 2.2 GB
+    with PyTorch's CPU build, measured with du on the course machine, plus the repository and the data)."""
+    elapsed = _record("run_all_cpu.json")["elapsed_s"]
+    for rel in ("README.md", "book/instructors.md"):
+        _assert_in(_page(rel), f"about {round(elapsed / 60)} minutes", f"{elapsed:,.0f} s", where=rel)
+    for rel in ("README.md", "book/intro.md", "book/instructors.md"):
+        text = _page(rel)
+        _assert_in(text, "2.5 GB", "2.2 GB", where=rel)
+        assert "about 2 GB" not in text and "under 10 minutes" not in text, rel
+
+
+def test_readme_contents_list_every_page():
+    contents = _page("README.md").split("## Contents", 1)[1].split("\n## ", 1)[0]
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        assert re.search(rf"^\s*{int(nb.name[:2])}\. ", contents, re.M), f"README's contents lack chapter {nb.name}"
+    for title in ("Try the translator", "Scaling out", "errata", "references", "measured", "instructors"):
+        assert title in contents, f"README's contents lack {title!r}"

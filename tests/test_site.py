@@ -56,7 +56,8 @@ def test_every_cited_key_is_in_the_bibliography():
     keys = set(re.findall(r"@\w+\{([^,\s]+),", bib))
     assert len(keys) == len(re.findall(r"@\w+\{", bib)), "duplicate or malformed BibTeX keys"
     cited = set()
-    for page in list((ROOT / "book").glob("*.md")) + list((ROOT / "notebooks").glob("*.ipynb")):
+    pages = [*(ROOT / "book").glob("*.md"), *(ROOT / "book").glob("*.ipynb"), *(ROOT / "notebooks").glob("*.ipynb")]
+    for page in pages:
         for group in re.findall(r"\{cite(?::[tp])?\}`([^`]+)`", page.read_text()):
             cited.update(k.strip() for k in group.split(","))
     assert cited, "no citations found"
@@ -99,8 +100,9 @@ def _site_html():
 
 def test_config_enables_the_site_extension():
     sphinx = _config()["sphinx"]
-    assert sphinx["local_extensions"] == {"site_html": "_ext", "exercise_numbers": "_ext"}
-    assert (ROOT / "_ext" / "site_html.py").is_file() and (ROOT / "_ext" / "exercise_numbers.py").is_file()
+    assert sphinx["local_extensions"] == {"site_html": "_ext", "exercise_numbers": "_ext", "latex_edition": "_ext"}
+    for name in sphinx["local_extensions"]:
+        assert (ROOT / "_ext" / f"{name}.py").is_file()
     assert sphinx["config"]["html_context"]["default_mode"] in ("light", "dark", "auto")
     assert _config()["repository"]["path_to_book"] in ("", None), "a path_to_book of '.' puts '/./' in Colab links"
 

@@ -214,5 +214,6 @@ def test_install_cell_says_what_to_install_outside_colab(monkeypatch):
     code = cell.replace("%pip install", "pass  # %pip install")  # IPython magic: not plain Python
     exec(compile(code, "install cell", "exec"), {})  # tmlib is installed here: nothing happens
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None)
-    with pytest.raises(ModuleNotFoundError, match=r'%pip install "tmlib.* @ git\+https://github\.com/'):
+    pinned = r'%pip install "attention-executable.* @ git\+https://github\.com/.+@[0-9a-f]{40}"'
+    with pytest.raises(ModuleNotFoundError, match=pinned):
         exec(compile(code, "install cell", "exec"), {})

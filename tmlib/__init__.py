@@ -15,7 +15,13 @@
   :mod:`tmlib.utils` (seeding, devices, atomic writes), :mod:`tmlib.validation` (argument checks) and
   :mod:`tmlib.tolerance` (how far two correct floating-point computations may differ).
 
-``import tmlib`` and ``import tmlib.ref`` do not import torch; the PyTorch subpackages do.
+``import tmlib`` and ``import tmlib.ref`` do not import torch; the PyTorch subpackages do. On Python older than
+3.10 (whose typing the library's annotations and command lines need) ``import tmlib`` stops with one line.
 """
+import sys as _sys
+
+if _sys.version_info < (3, 10):
+    raise ImportError("tmlib needs Python 3.10 or newer (the course's environment is made for Python 3.11); this is "
+                      "Python %d.%d: install the course with Python 3.11 (README: Run it locally)" % _sys.version_info[:2])
 
 __version__ = "0.1.0"

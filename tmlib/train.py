@@ -1,6 +1,6 @@
 """Command line: train the Multi30k German→English translator of chapter 9.
 
-    python -m tmlib.train                                   # the recommended CPU run: 15 minutes, runs/multi30k
+    python -m tmlib.train                                   # the recommended CPU run: 15 minutes, the chapters' run
     python -m tmlib.train --preset base --max-minutes 600 --device cuda --out runs/base
     python -m tmlib.train --out runs/multi30k --resume --max-minutes 30    # continue the same run
     torchrun --nproc_per_node=4 -m tmlib.train --preset base --accumulate 2 --max-tokens 3125 --out runs/ddp
@@ -53,7 +53,7 @@ from pathlib import Path
 from tmlib.data.multi30k import MULTI30K_SIZES
 from tmlib.model.config import MAX_POSITIONS, PRESETS, ModelConfig, get_preset
 from tmlib.training.checkpoint import CHECKPOINT_NAME, CheckpointError
-from tmlib.training.experiment import RECOMMENDED, resume_config
+from tmlib.training.experiment import RECOMMENDED, default_run, resume_config
 from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
 from tmlib.training.rundir import RunFolderError, check_run_folder
 from tmlib.validation import parse_optional, parse_optional_bool
@@ -155,6 +155,12 @@ def _recipe_options(default: TrainConfig) -> type:
     return Options
 
 
+def _default_out() -> str:
+    """The run folder that chapters 9, 10 and 13 load (:func:`tmlib.training.experiment.default_run`):
+    ``runs/multi30k`` of the course's checkout wherever the command starts, or ``$TMLIB_RUN_DIR``."""
+    return str(default_run(smoke=False)[0])
+
+
 def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
     """The argument parser, whose configuration options default to ``default``.
 
@@ -180,7 +186,7 @@ def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
                "(diverged, disk full, out of memory; the last checkpoint is intact), 2 user error (nothing done), "
                "130 Ctrl-C, 143 SIGTERM (128 + the signal; the checkpoint is saved first).")
     run = p.add_argument_group("run")
-    run.add_argument("--out", default="runs/multi30k", metavar="DIR",
+    run.add_argument("--out", default=_default_out(), metavar="DIR",
                      help="run folder (checkpoint.pt, history.json, tokenizer.json): new, empty or a run folder; one "
                           "run at a time")
     run.add_argument("--resume", action="store_true",
@@ -210,7 +216,7 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    pre.add_argument("--out", default="runs/multi30k")
+    pre.add_argument("--out", default=_default_out())
     pre.add_argument("--resume", action="store_true")
     pre.add_argument("--preset", default=None)
     known, _ = pre.parse_known_args(argv)

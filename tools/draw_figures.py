@@ -11,6 +11,9 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "book" / "figures"
 FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
+# Font sizes as drawn: the pages show the diagrams at the column's width (about 700 px at a 1280 px window), so
+# no label is set below 12 px of the drawing.
+LEGIBLE = {9: 11, 10: 12, 11: 12.5, 12: 13.5, 13: 14.5}
 COLOURS = {"attn": "#f9d9a6", "ffn": "#b9dcf2", "norm": "#f4f1bb", "embed": "#f6c3c3", "out": "#d7c8ee",
            "plain": "#ffffff"}
 
@@ -35,6 +38,7 @@ class Canvas:
             self.text(x + w / 2, y + h - 6, chapter, size=10, colour="#555", italic=True)
 
     def text(self, x, y, s, size=12, colour="#111", anchor="middle", italic=False, bold=False):
+        size = LEGIBLE.get(size, size)
         style = (" font-style='italic'" if italic else "") + (" font-weight='bold'" if bold else "")
         self.items.append(f"<text x='{x}' y='{y}' {FONT} font-size='{size}' fill='{colour}' "
                           f"text-anchor='{anchor}'{style}>{s}</text>")
@@ -61,9 +65,9 @@ class Canvas:
 
 def transformer() -> str:
     """The encoder-decoder of §3.1 (the paper's Figure 1), bottom to top."""
-    c = Canvas(820, 760, "The Transformer: encoder (left) and decoder (right)")
-    bw, bh = 200, 40
-    ex, dx = 130, 470  # left edges of the encoder and decoder columns
+    c = Canvas(850, 760, "The Transformer: encoder (left) and decoder (right)")
+    bw, bh = 220, 40
+    ex, dx = 120, 490  # left edges of the encoder and decoder columns
     # inputs and embeddings
     c.text(ex + bw / 2, 745, "source tokens (German)", size=12)
     c.text(dx + bw / 2, 745, "target tokens, shifted right", size=12)
@@ -123,11 +127,11 @@ def transformer() -> str:
 
 def multi_head_attention() -> str:
     """Multi-head attention of §3.2.2 (right) built from scaled dot-product attention of §3.2.1 (left)."""
-    c = Canvas(760, 430, "Scaled dot-product attention (left) and multi-head attention (right)")
+    c = Canvas(790, 430, "Scaled dot-product attention (left) and multi-head attention (right)")
     # left: equation 1, bottom to top
-    x, w = 60, 200
+    x, w = 85, 200
     c.text(x + w / 2, 18, "Scaled dot-product attention · chapter 1", size=13, bold=True)
-    c.box(x, 340, w, 34, "MatMul  Q K<tspan baseline-shift='super' font-size='9'>T</tspan>", None, "attn")
+    c.box(x, 340, w, 34, "MatMul  Q K<tspan baseline-shift='super' font-size='11'>T</tspan>", None, "attn")
     c.box(x, 286, w, 34, "Scale  ÷ √d_k", None, "plain")
     c.box(x, 232, w, 34, "Mask (optional) · ch. 5", None, "plain")
     c.box(x, 178, w, 34, "Softmax over keys", None, "attn")
@@ -142,19 +146,19 @@ def multi_head_attention() -> str:
     c.arrow((x + w / 2, 90), (x + w / 2, 50))
     c.text(x + w / 2 + 8, 48, "output", size=12, anchor="start")
     # right: multi-head
-    rx = 420
+    rx = 450
     c.text(rx + 140, 18, "Multi-head attention · chapters 2, 7", size=13, bold=True)
     for i, name in enumerate(("Q", "K", "V")):
         bx = rx + i * 100
         c.text(bx + 40, 408, name, size=14, bold=True)
-        c.box(bx, 330, 80, 40, f"Linear W<tspan baseline-shift='super' font-size='9'>{name}</tspan>", None,
+        c.box(bx, 330, 80, 40, f"Linear W<tspan baseline-shift='super' font-size='11'>{name}</tspan>", None,
               "plain")
         c.arrow((bx + 40, 394), (bx + 40, 370))
         c.arrow((bx + 40, 330), (bx + 40, 262))
     c.frame(rx - 10, 200, 300, 60, "")
     c.box(rx, 208, 280, 44, "Scaled dot-product attention", "h heads of size d_k = d_model / h", "attn")
     c.box(rx + 60, 140, 160, 34, "Concat heads", None, "plain")
-    c.box(rx + 60, 80, 160, 34, "Linear W<tspan baseline-shift='super' font-size='9'>O</tspan>", None, "plain")
+    c.box(rx + 60, 80, 160, 34, "Linear W<tspan baseline-shift='super' font-size='11'>O</tspan>", None, "plain")
     c.arrow((rx + 140, 208), (rx + 140, 174))
     c.arrow((rx + 140, 140), (rx + 140, 114))
     c.arrow((rx + 140, 80), (rx + 140, 50))

@@ -84,7 +84,8 @@ class Book:
         self.titles: dict[str, str] = {}  # docname -> first heading
         self.labels: dict[str, tuple[str, str | None]] = {}  # label -> (docname, link text or None)
         self.exercise_numbers: dict[str, str] = {}  # exercise label -> "N.k"
-        for page in sorted([*root.glob("notebooks/[0-9]*.ipynb"), *root.glob("book/*.md")]):
+        pages = [*root.glob("notebooks/[0-9]*.ipynb"), *root.glob("book/*.md"), *root.glob("book/*.ipynb")]
+        for page in sorted(pages):
             docname = page.relative_to(root).with_suffix("").as_posix()
             self._index(docname, page_markdown(page))
         self.citations = read_bibliography(root / "book" / "references.bib")

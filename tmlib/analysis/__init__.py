@@ -17,8 +17,8 @@ it runs on which machine (chapter 11, ``benchmarks/``).
 from tmlib.analysis.ablation import ablate_heads, ablation_experiments, ablation_table, greedy_bleu, nll_per_token
 from tmlib.analysis.alignment import merge_attention, word_alignment, word_labels, word_spans
 from tmlib.analysis.benchmarking import (
-    PowerLawFit, RESULTS_URL, decoder_cache_bytes, fit_power_law, kv_cache_bytes, load_result, peak_memory_bytes,
-    tensor_bytes, time_call
+    GPU_RESULTS, PowerLawFit, RESULTS_URL, decoder_cache_bytes, fit_power_law, kv_cache_bytes, load_result,
+    peak_memory_bytes, tensor_bytes, time_call
 )
 from tmlib.analysis.capture import (
     ATTENTION_KINDS, AttentionCapture, Head, all_heads, attention_module, capture_attention, pad_batch,
@@ -34,18 +34,20 @@ from tmlib.analysis.flops import (
     model_flops, peak_flops, training_flops_from_hardware, transformer_flops
 )
 from tmlib.analysis.heads import STATISTICS, attention_statistics, head_statistics
-from tmlib.analysis.machine import CPU_FLAGS_OF_INTEREST, cpu_flags, cpu_model, describe_machine, machine_info
+from tmlib.analysis.machine import (CPU_FLAGS_OF_INTEREST, cpu_class, cpu_flags, cpu_model, cpu_native_bf16,
+                                    describe_machine, machine_info)
 from tmlib.analysis.permutation import (
     js_distance, override_head_attention, permutation_effects, permute_rows, total_variation
 )
 from tmlib.analysis.views import bertviz_inputs, bertviz_view
 
 __all__ = [
-    "ATTENTION_KINDS", "AttentionCapture", "CPU_FLAGS_OF_INTEREST", "Head", "LAYER_TYPES", "PAPER_TABLE_1",
+    "ATTENTION_KINDS", "AttentionCapture", "CPU_FLAGS_OF_INTEREST", "GPU_RESULTS", "Head", "LAYER_TYPES", "PAPER_TABLE_1",
     "PEAK_FLOPS", "PowerLawFit", "RESULTS_URL", "STATISTICS", "ablate_heads", "ablation_experiments",
     "ablation_table", "all_heads", "attention_flops", "attention_matrix_bytes", "attention_module",
     "attention_statistics", "bertviz_inputs", "bertviz_view", "capture_attention", "complexity_per_layer",
-    "complexity_table", "cpu_flags", "cpu_model", "decoder_cache_bytes", "describe_machine", "feed_forward_flops",
+    "complexity_table", "cpu_class", "cpu_flags", "cpu_model", "cpu_native_bf16", "decoder_cache_bytes",
+    "describe_machine", "feed_forward_flops",
     "ffn_activation_bytes", "ffn_parameter_count", "fit_power_law", "flops_per_token", "gpu_peak_flops",
     "greedy_bleu", "head_statistics", "js_distance", "kv_cache_bytes", "layer_flops", "load_result",
     "machine_info", "maximum_path_length", "merge_attention", "mfu", "mha_parameter_count", "model_flops",

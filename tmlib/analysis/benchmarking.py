@@ -29,11 +29,13 @@ import numpy as np
 from tmlib.validation import check_float, check_int
 
 __all__ = ["PowerLawFit", "fit_power_law", "time_call", "peak_memory_bytes", "tensor_bytes",
-           "decoder_cache_bytes", "kv_cache_bytes", "RESULTS_URL", "load_result"]
+           "decoder_cache_bytes", "kv_cache_bytes", "RESULTS_URL", "GPU_RESULTS", "load_result"]
 
 #: Where the committed benchmark results live online (used when the repository is not checked out, e.g. Colab).
 RESULTS_URL = ("https://raw.githubusercontent.com/attention-executable/attention-executable/main/"
                "benchmarks/results/{name}")
+#: The sub-folder of ``benchmarks/results`` that holds the records of the one-shot GPU run (``tools/gpu_check.py``).
+GPU_RESULTS = "gpu"
 
 
 # --------------------------------------------------------------------------- power-law fit
@@ -316,11 +318,13 @@ def load_result(name: str, device: str = "cpu", folder=None) -> dict:
     """Read a benchmark result ``benchmarks/results/<name>_<device>.json`` (see ``benchmarks/README.md``).
 
     Looks in ``folder`` if given, else in the repository's ``benchmarks/results`` next to this package (a
-    checkout, where tmlib is installed in editable mode); if the file is not there and no ``folder`` was
-    given, downloads the committed copy from :data:`RESULTS_URL` (Colab).
+    checkout, where tmlib is installed in editable mode), and then in its :data:`GPU_RESULTS` sub-folder, where
+    the GPU run's records are (``tools/gpu_check.py``: ``translate_cuda``, ``fp16_cuda``, ``mfu_cuda``,
+    ``cuda_tests_cuda``, ``gpu_check_cuda``...); if the file is not there and no ``folder`` was given,
+    downloads the committed copy from :data:`RESULTS_URL` (Colab), in the same two places.
 
     Args:
-        name: the benchmark, e.g. ``"attention_cost"``, ``"table1"``, ``"kv_cache"``, ``"throughput"``.
+        name: the benchmark, e.g. ``"attention_cost"``, ``"table1"``, ``"kv_cache"``, ``"throughput"``, ``"mfu"``.
         device: ``"cpu"`` or ``"cuda"``.
         folder: a folder holding the JSON files.
 
@@ -334,18 +338,20 @@ def load_result(name: str, device: str = "cpu", folder=None) -> dict:
     candidates = [Path(folder)] if folder is not None else [Path(__file__).resolve().parents[2] / "benchmarks" /
                                                             "results"]
     for base in candidates:
-        path = base / filename
-        if path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))
+        for path in (base / filename, base / GPU_RESULTS / filename):
+            if path.is_file():
+                return json.loads(path.read_text(encoding="utf-8"))
     if folder is None:
         import urllib.error
         import urllib.request
 
-        url = RESULTS_URL.format(name=filename)
-        try:
-            with urllib.request.urlopen(url, timeout=30) as response:
-                return json.loads(response.read().decode("utf-8"))
-        except (urllib.error.URLError, OSError, ValueError) as err:
-            raise FileNotFoundError(f"{filename} is not in {candidates[0]} and could not be downloaded from "
-                                    f"{url}: {err}; run python benchmarks/run_all.py") from None
+        for url in (RESULTS_URL.format(name=filename), RESULTS_URL.format(name=f"{GPU_RESULTS}/{filename}")):
+            try:
+                with urllib.request.urlopen(url, timeout=30) as response:
+                    return json.loads(response.read().decode("utf-8"))
+            except (urllib.error.URLError, OSError, ValueError) as err:
+                error = err
+        raise FileNotFoundError(f"{filename} is not in {candidates[0]} (nor its {GPU_RESULTS}/) and could not be "
+                                f"downloaded from {RESULTS_URL.format(name='')}: {error}; run python "
+                                "benchmarks/run_all.py") from None
     raise FileNotFoundError(f"{filename} is not in {folder}; run python benchmarks/run_all.py --out-dir {folder}")

@@ -103,6 +103,10 @@ def bertviz_view(inputs: dict, view: str = "head", **kwargs):
     if start >= 0 and end > start:
         params = script[start + len("const params = "):end]
         script = script.replace("; // HACK: " + params, "; // HACK: PYTHON_PARAMS", 1)
+    # the model view draws 970 px wide whatever its container: fit it to the page's column (at least 560 px; the
+    # site lets a narrower column scroll)
+    script = script.replace("const DIV_WIDTH = 970;", "const DIV_WIDTH = Math.min(970, Math.max(560, "
+                            "(document.getElementById(params.root_div_id) || {}).clientWidth || 970));", 1)
     guarded = (
         "(function () {\n"
         "  function draw() {\n" + script + "\n  }\n"

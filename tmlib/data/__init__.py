@@ -9,7 +9,7 @@ from tmlib.data.captions import SentenceBatches, caption_corpus, lm_forward, los
 from tmlib.data.multi30k import (DataError, MULTI30K_FILES, MULTI30K_SHA256, MULTI30K_SIZES, MULTI30K_URL, SPLITS,
                                  check_multi30k, download_multi30k, load_multi30k, multi30k_dir)
 from tmlib.data.tokenizer import BOS, BPETokenizer, EOS, PAD, SPECIAL_TOKENS, UNK, train_tokenizer
-from tmlib.data.toy import copy_task_batch
+from tmlib.data.toy import copy_task_batch, reverse_pairs
 
 __all__ = [
     # batch
@@ -24,5 +24,5 @@ __all__ = [
     # tokenizer
     "BOS", "BPETokenizer", "EOS", "PAD", "SPECIAL_TOKENS", "UNK", "train_tokenizer",
     # toy
-    "copy_task_batch",
+    "copy_task_batch", "reverse_pairs",
 ]

@@ -9,7 +9,7 @@ import torch
 
 from tmlib.validation import check_int
 
-__all__ = ["copy_task_batch"]
+__all__ = ["copy_task_batch", "reverse_pairs"]
 
 
 def copy_task_batch(batch_size: int, seq_len: int, n_symbols: int, generator: torch.Generator | None = None,
@@ -37,3 +37,24 @@ def copy_task_batch(batch_size: int, seq_len: int, n_symbols: int, generator: to
     bos = torch.full((batch_size, 1), bos_id, dtype=torch.long)  # (batch, 1)
     eos = torch.full((batch_size, 1), eos_id, dtype=torch.long)  # (batch, 1)
     return src, torch.cat([bos, src], dim=1), torch.cat([src, eos], dim=1)
+
+
+def reverse_pairs(n: int = 120, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """The reversing task as token-id pairs for :class:`~tmlib.data.BatchIterator`: ids 4..19, lengths 2..8
+    (so that batches differ in size), the target the source reversed.
+
+    Args:
+        n: number of pairs (positive); seed: the seed of ``numpy.random.default_rng``.
+
+    Returns:
+        ``n`` pairs ``(src_ids, tgt_ids)`` with ``tgt_ids == src_ids[::-1]``.
+    """
+    import numpy as np
+
+    check_int(n, "n", minimum=1)
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n):
+        s = rng.integers(4, 20, rng.integers(2, 9)).tolist()
+        pairs.append((s, s[::-1]))
+    return pairs

@@ -81,8 +81,9 @@ class TrainConfig:
     threads: int | None = optional_field(None, int)
     """CPU threads for torch (none: torch's default)"""
     amp: Precision = "auto"
-    """mixed precision: auto (bf16 on CUDA, or fp16 where the GPU lacks native bf16; bf16 on a CPU that computes
-    it natively; float32 elsewhere), bf16, fp16 (CUDA only) or off"""
+    """mixed precision: auto (bf16 on CUDA, or fp16 where the GPU lacks native bf16; on a CPU, bf16 only if a
+    timing of the model's first steps finds it faster than float32; float32 elsewhere), bf16, fp16 (CUDA only) or
+    off"""
     compile: bool = False
     """run the model through torch.compile (dynamic shapes); the compile time counts in the budget"""
     checkpoint_minutes: float | None = optional_field(5.0, float)

@@ -9,8 +9,8 @@ objects, training into a run folder, and loading a trained model back.
 * :func:`load_trained` / :func:`load_or_train`: a :class:`TrainedModel` (model, tokenizer, history, config, ...)
   from a run folder, training it first if needed (the UvA tutorials' "load the checkpoint if present,
   otherwise train").
-* :func:`default_run`: the run folder and configuration that chapters 9 and 10 share, so that ``make book``
-  trains once.
+* :func:`default_run`: the run folder and configuration that chapters 9, 10 and 13 share, so that ``make book``
+  trains once (where: :mod:`tmlib.training.locations`).
 
 Under ``torchrun`` (``python -m tmlib.train`` initialises the process group, see :mod:`tmlib.training.distributed`),
 :func:`run_training` trains the tokenizer on rank 0 only and sends it to the other processes, and only rank 0
@@ -51,7 +51,8 @@ __all__ = ["RECOMMENDED", "SMOKE", "TranslationData", "TrainedModel", "run_train
 #: * batches of 2,000 padded tokens (more updates per minute than the paper's 25,000);
 #: * a short warm-up (200 steps instead of 4,000) and a factor 0.3 on the schedule (peak lr 1.33e-3);
 #: * gradient clipping at norm 1, a guard against the loss spikes of a post-LN model;
-#: * bf16 autocast where the CPU computes bf16 natively (``amp="auto"``), float32 elsewhere;
+#: * bf16 autocast where it is measurably faster than float32 on the machine (``amp="auto"`` times the model's own
+#:   step in both types at the start of training), float32 elsewhere;
 #: * the weights of the validation pass with the lowest NLL are kept (``keep_best``): without dropout, a fast
 #:   machine's 15 minutes (9 epochs) run past the best epoch (``translate_cpu.json``: validation NLL 1.874
 #:   after epoch 6, 1.957 at the end; test BLEU 37.85 with the kept weights, 37.02 with the last ones);
@@ -79,27 +80,25 @@ RUN_DIR_ENV = "TMLIB_RUN_DIR"
 
 
 def default_run(smoke: bool | None = None, root: str | os.PathLike | None = None) -> tuple[Path, TrainConfig]:
-    """The run folder and configuration that chapters 9 and 10 share (so ``make book`` trains once).
+    """The run folder and configuration that chapters 9, 10 and 13 share (so ``make book`` trains once).
 
     Args:
         smoke: ``True`` for the CI smoke run; default: :func:`tmlib.utils.smoke_mode` (``TMLIB_SMOKE=1``).
-        root: the folder that holds ``runs/`` (default: the repository root when called from ``notebooks/``,
-            else the current folder).
+        root: the folder that holds ``runs/``; default: :func:`tmlib.training.locations.runs_root` (the course's
+            checkout, whatever the current folder; Colab's mounted Drive; else the user data folder).
 
     Returns:
-        ``(run_dir, config)``: ``$TMLIB_RUN_DIR`` or ``<root>/runs/multi30k`` with :data:`RECOMMENDED`, or
-        ``<root>/runs/smoke-multi30k`` with :data:`SMOKE`.
+        ``(run_dir, config)``: ``$TMLIB_RUN_DIR`` or ``<runs>/multi30k`` with :data:`RECOMMENDED`, or
+        ``<runs>/smoke-multi30k`` with :data:`SMOKE`.
     """
+    from tmlib.training.locations import runs_root
     from tmlib.utils import smoke_mode
 
     smoke = smoke_mode() if smoke is None else smoke
-    if root is None:
-        cwd = Path.cwd()
-        root = cwd.parent if cwd.name == "notebooks" else cwd
-    root = Path(root)
+    runs = Path(root) / "runs" if root is not None else runs_root()
     if smoke:
-        return root / "runs" / "smoke-multi30k", SMOKE
-    return Path(os.environ.get(RUN_DIR_ENV) or root / "runs" / "multi30k"), RECOMMENDED
+        return runs / "smoke-multi30k", SMOKE
+    return Path(os.environ.get(RUN_DIR_ENV) or runs / "multi30k"), RECOMMENDED
 
 
 @dataclass
@@ -167,6 +166,8 @@ class TrainedModel:
         path: the checkpoint file.
         torch_version: the torch version that wrote it.
         machine: :func:`tmlib.analysis.machine.machine_info` of the machine that wrote the checkpoint.
+        precision: how it trained, ``{"amp", "dtype", "timings"}``
+            (:meth:`tmlib.training.precision.MixedPrecision.record`; None for checkpoints older than the record).
 
     When the run kept a moving average of its weights (``TrainConfig.ema_decay``), ``model`` holds the average.
     When it kept its best weights (``TrainConfig.keep_best``), ``model`` holds those: the evaluated weights with
@@ -186,6 +187,7 @@ class TrainedModel:
     torch_version: str = ""
     machine: dict | None = field(default=None, repr=False)
     best_step: int | None = None
+    precision: dict | None = None
 
 
 def _model_config(state: dict) -> ModelConfig:
@@ -349,7 +351,8 @@ def load_trained(path: str | os.PathLike, device=None) -> TrainedModel:
                                step=state["step"], epoch=state["epoch"], elapsed_s=state["elapsed_s"],
                                finished=bool(state["finished"]), loaded=True, path=path,
                                torch_version=state["torch_version"], machine=state["machine"],
-                               best_step=best["step"] if best is not None else None)
+                               best_step=best["step"] if best is not None else None,
+                               precision=state.get("precision"))
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"{path} does not hold a model this version of tmlib can rebuild ({err})") from err
     model.to(device).eval()

@@ -8,36 +8,62 @@ the forward pass in a 16-bit type and keeps the weights, the optimizer state and
   gradients survive, and the gradients are divided by it again before clipping and the optimizer step; a step
   whose gradients overflowed is skipped and the factor lowered (``torch.amp.GradScaler``).
 
-:class:`MixedPrecision` holds that choice for a run; :func:`resolve_precision` makes it; :func:`machine_settings`
-applies the thread count and TF32 matrix products for the duration of a ``with`` block.
+:class:`MixedPrecision` holds that choice for a run; :func:`resolve_precision` makes it, on a CPU from
+:func:`time_precisions`, which times the model's own training step in both types (whether bf16 pays on a CPU is
+measured, not read from a flag); :func:`machine_settings` applies the thread count and TF32 matrix products for the
+duration of a ``with`` block.
 """
 from __future__ import annotations
 
 import contextlib
+import statistics
+import time
 
 import torch
 
-__all__ = ["cpu_has_native_bf16", "resolve_precision", "MixedPrecision", "machine_settings"]
+__all__ = ["BF16_MIN_SPEEDUP", "time_precisions", "resolve_precision", "MixedPrecision", "describe_precision",
+           "machine_settings"]
+
+#: On a CPU, ``amp="auto"`` takes bf16 only where it makes a training step at least this many times faster than
+#: float32 (a tie keeps float32, which is the more accurate of the two).
+BF16_MIN_SPEEDUP = 1.1
 
 
-def cpu_has_native_bf16() -> bool:
-    """True when oneDNN computes bf16 matrix products natively on this CPU (AVX512-BF16 or AMX).
+def time_precisions(run_step, max_repeats: int = 3) -> dict:
+    """Seconds per call of ``run_step(dtype)`` in float32 (``dtype=None``) and under bf16 autocast
+    (``torch.bfloat16``): one warm-up call each (oneDNN builds its kernels then), then timed calls of both,
+    interleaved so that a busy moment of the machine slows both, until the ratio is clear (one pair where one type
+    is more than 1.4 times faster, else ``max_repeats`` pairs); the median of each.
 
-    Without native support bf16 is emulated and slower than float32, so ``amp="auto"`` keeps float32 there.
+    Whether bf16 pays on a CPU depends on the CPU and on the matrix shapes: it is about 1.5 times faster than
+    float32 where the CPU computes bf16 natively (AVX512-BF16, AMX), and 1.2 to 5 times slower where oneDNN emulates
+    it (AVX-512 without bf16, AVX2), so a flag cannot tell; timing the model's own step can.
+
+    Returns:
+        ``{"float32_s": float, "bf16_s": float}``.
     """
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+    for dtype in (None, torch.bfloat16):
+        run_step(dtype)
+    times = {None: [], torch.bfloat16: []}
+    for i in range(max_repeats):
+        for dtype in ((None, torch.bfloat16) if i % 2 == 0 else (torch.bfloat16, None)):
+            start = time.perf_counter()
+            run_step(dtype)
+            times[dtype].append(time.perf_counter() - start)
+        ratio = statistics.median(times[None]) / statistics.median(times[torch.bfloat16])
+        if not 1 / 1.4 <= ratio <= 1.4:
+            break
+    return {"float32_s": statistics.median(times[None]), "bf16_s": statistics.median(times[torch.bfloat16])}
 
 
-def resolve_precision(amp: str, device: torch.device) -> torch.dtype | None:
+def resolve_precision(amp: str, device: torch.device, timings: dict | None = None) -> torch.dtype | None:
     """The autocast dtype for ``amp`` on ``device``, or ``None`` for float32.
 
-    ``"auto"``: bf16 on a CUDA GPU that computes it natively (Ampere and later), fp16 with a gradient scaler on
-    an older GPU (a T4, Colab's GPU, only emulates bf16, slowly), bf16 on a CPU with native bf16, float32
-    elsewhere (a CPU without it, Apple's MPS). ``"bf16"``/``"fp16"`` force the type (fp16 only on CUDA);
-    ``"off"`` is float32.
+    ``"auto"``: on a CUDA GPU, bf16 where it computes bf16 natively (Ampere and later), fp16 with a gradient scaler
+    elsewhere (a T4, Colab's GPU, only emulates bf16, slowly); on a CPU, bf16 where ``timings``
+    (:func:`time_precisions` on the model being trained) show it at least :data:`BF16_MIN_SPEEDUP` times faster
+    than float32, float32 otherwise and without timings; float32 on Apple's MPS. ``"bf16"``/``"fp16"`` force the
+    type (fp16 only on CUDA); ``"off"`` is float32.
 
     Raises:
         ValueError: ``"fp16"`` on a device that is not CUDA, or an unknown value.
@@ -55,8 +81,8 @@ def resolve_precision(amp: str, device: torch.device) -> torch.dtype | None:
         raise ValueError(f"amp must be auto, bf16, fp16 or off, got {amp!r}")
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
-    if device.type == "cpu" and cpu_has_native_bf16():
-        return torch.bfloat16
+    if device.type == "cpu" and timings is not None:
+        return torch.bfloat16 if timings["float32_s"] >= BF16_MIN_SPEEDUP * timings["bf16_s"] else None
     return None
 
 
@@ -66,9 +92,12 @@ class MixedPrecision:
     Args:
         amp: ``"auto"``, ``"bf16"``, ``"fp16"`` or ``"off"`` (see :func:`resolve_precision`).
         device: the training device.
+        timings: :func:`time_precisions` of the model being trained (``amp="auto"`` on a CPU decides by them).
 
     Attributes:
         dtype: ``torch.bfloat16``, ``torch.float16`` or ``None`` (float32).
+        needs_probe: ``amp="auto"`` on a CPU without ``timings``: float32 until the trainer has timed the model
+            and made a new ``MixedPrecision`` with them.
         scaler: a ``torch.amp.GradScaler``, enabled for fp16 only (disabled, each of its methods passes its
             argument through unchanged).
 
@@ -76,10 +105,24 @@ class MixedPrecision:
         ValueError: what :func:`resolve_precision` raises.
     """
 
-    def __init__(self, amp: str, device: torch.device):
-        self.device_type = torch.device(device).type
-        self.dtype = resolve_precision(amp, device)
+    def __init__(self, amp: str, device: torch.device, timings: dict | None = None):
+        self.amp, self.timings, self.device_type = amp, timings, torch.device(device).type
+        self.dtype = resolve_precision(amp, device, timings)
+        self.needs_probe = amp == "auto" and self.device_type == "cpu" and timings is None
         self.scaler = torch.amp.GradScaler(self.device_type, enabled=self.dtype == torch.float16)
+
+    @property
+    def name(self) -> str:
+        """``"bfloat16"``, ``"float16"`` or ``"float32"``."""
+        return str(self.dtype or torch.float32).removeprefix("torch.")
+
+    def record(self) -> dict:
+        """What a run stores of its precision: ``{"amp", "dtype", "timings"}`` (``timings``: the probe's, or None)."""
+        return {"amp": self.amp, "dtype": self.name, "timings": self.timings}
+
+    def describe(self) -> str:
+        """One line for the log: :func:`describe_precision` of :meth:`record`."""
+        return describe_precision(self.record())
 
     def autocast(self):
         """The autocast context of the forward pass (a no-op for float32)."""
@@ -99,6 +142,18 @@ class MixedPrecision:
         """``optimizer.step()``; with fp16 it is skipped when a gradient overflowed, and the scale adapts."""
         self.scaler.step(optimizer)
         self.scaler.update()
+
+
+def describe_precision(record: dict) -> str:
+    """One line on a run's precision (:meth:`MixedPrecision.record`), e.g. ``"precision: bfloat16 autocast
+    (amp=auto timed this model's training step: float32 0.41 s, bf16 autocast 0.27 s; ...)"``."""
+    what = "float32" if record["dtype"] == "float32" else f"{record['dtype']} autocast"
+    timings = record.get("timings")
+    if not timings:
+        return f"precision: {what} (amp={record['amp']})"
+    return (f"precision: {what} (amp={record['amp']} timed this model's training step: float32 "
+            f"{timings['float32_s']:.2f} s, bf16 autocast {timings['bf16_s']:.2f} s; bf16 is taken where it is at "
+            f"least {BF16_MIN_SPEEDUP} times faster)")
 
 
 @contextlib.contextmanager

@@ -5,6 +5,8 @@ backward, gradient clipping, Adam step, schedule step; chapter 9 writes the same
 agree bit for bit. :meth:`Trainer.fit` repeats it until a budget runs out, with named collaborators:
 
 * precision: :class:`~tmlib.training.precision.MixedPrecision` (bf16 or fp16 autocast; fp16's gradient scaler);
+  with ``amp="auto"`` on a CPU, :meth:`Trainer.fit` first times a training step in float32 and in bf16 and keeps the
+  faster (:func:`~tmlib.training.precision.time_precisions`); the choice is stored in the checkpoint;
 * budget and interruption: :class:`~tmlib.training.budget.Budget` (steps, epochs, minutes of the
   :class:`~tmlib.training.budget.Clock`), Ctrl-C and SIGTERM (:class:`~tmlib.training.budget.DeferredInterrupt`);
 * the batches of each step: :class:`~tmlib.training.plan.StepPlan` (gradient accumulation);
@@ -36,7 +38,7 @@ from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
 from tmlib.training.distributed import check_world_size
 from tmlib.training.evaluation import evaluate_loss
 from tmlib.training.plan import StepPlan
-from tmlib.training.precision import MixedPrecision, machine_settings
+from tmlib.training.precision import MixedPrecision, machine_settings, time_precisions
 from tmlib.training.progress import Diverged, History, ProgressBar, Throughput
 from tmlib.training.recipe import make_ema, make_optimizer, make_scheduler, step_loss
 from tmlib.training.strategy import current_strategy
@@ -176,6 +178,10 @@ class Trainer:
         bar = ProgressBar(budget.total_steps(self.plan.steps_in_epoch(0)), self.step, c.progress,
                           self.strategy.is_main, c.progress_interval)
         with machine_settings(c.threads, self.device, self.amp), bar:
+            if self.amp.needs_probe:
+                self._choose_precision()
+            if c.amp == "auto":
+                bar.write(self.amp.describe())
             self.model.train()
             self.clock.restart()
             self.checkpoints.saved(self.step)  # (the state it starts from)
@@ -279,6 +285,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.amp.scaler.state_dict(),
+            "precision": self.amp.record(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
             "best": self.best,
             "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
@@ -307,6 +314,7 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])  # moves the moments to the parameters' device
         self.scheduler.load_state_dict(state["scheduler"])
+        self._restore_precision(state)
         if state["scaler"]:  # empty when saved by a run without fp16
             self.amp.scaler.load_state_dict(state["scaler"])
         if self.ema is not None and state["ema"] is not None:
@@ -391,6 +399,33 @@ class Trainer:
     @staticmethod
     def _compiled(model):
         return torch.compile(model, dynamic=True)
+
+    # ---------------------------------------------------------------- precision, measured
+    def _choose_precision(self) -> None:
+        """``amp="auto"`` on a CPU: time one forward and backward pass of the first training batch in float32 and
+        in bf16 (a few seconds) and keep the faster; the main process times it and the others take its choice."""
+        timings = None
+        if self.strategy.is_main:
+            batch = self.train_batches.collate_indices(self.train_batches.batches(0)[0]).to(self.device)
+            with torch.random.fork_rng(devices=[]):  # dropout's draws here leave the run's random state untouched
+                timings = time_precisions(lambda dtype: self._probe_step(batch, dtype))
+        self.amp = MixedPrecision(self.config.amp, self.device, self.strategy.broadcast(timings))
+
+    def _probe_step(self, batch, dtype) -> None:
+        """One forward and backward pass on ``batch`` in ``dtype`` (None: float32), its gradients dropped."""
+        with torch.autocast(self.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            logits = self.forward_fn(self.model, batch)  # (batch, tgt_len, V)
+        step_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing, batch.n_tokens,
+                  batch.n_tokens).backward()
+        self.model.zero_grad(set_to_none=True)
+
+    def _restore_precision(self, state: dict) -> None:
+        """Continue a run in the precision it chose (so that it continues exactly), when its probe ran on this
+        CPU with the same ``amp``; on another machine, or with another ``amp``, :meth:`fit` decides again."""
+        stored, machine, here = state.get("precision"), state.get("machine") or {}, machine_info()
+        same_cpu = all(machine.get(k) == here[k] for k in ("cpu_model", "cpu_flags", "onednn_max_cpu_isa"))
+        if stored and stored["timings"] and stored["amp"] == self.config.amp and self.amp.needs_probe and same_cpu:
+            self.amp = MixedPrecision(self.config.amp, self.device, stored["timings"])
 
     def _runtime_parts(self) -> tuple[StepPlan, CheckpointSchedule, Throughput]:
         c = self.config

@@ -51,7 +51,7 @@ pandas>=2
 matplotlib>=3.7
 seaborn>=0.12
 torch>=2.1
-tmlib @ git+https://github.com/attention-executable/attention-executable
+attention-executable @ git+https://github.com/attention-executable/attention-executable
 """
 
 

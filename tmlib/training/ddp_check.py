@@ -1,0 +1,306 @@
+"""Data parallelism shown on the CPU in seconds: two processes on one machine (gloo over 127.0.0.1) train the
+``tiny`` model on the reversing task, and three checks compare them with one process.
+
+* :func:`check_same_update`: the two processes' gradients and parameters against one process that trains on the
+  combined batch of each step (float64);
+* :func:`check_exact_resume`: a two-process run killed in the middle of a step and resumed in new processes against a
+  run that never stopped (bit for bit);
+* :func:`measure_speedup`: target tokens per second of one and of two single-threaded processes, in alternating launches.
+
+The book's page on scaling out runs them (``book/distributed.ipynb``); ``tests/test_distributed.py`` checks the
+same claims with its own reference. Each launch starts fresh processes (``torch.multiprocessing.spawn``, a free
+port, a time limit after which they are killed), so the functions work from a notebook as from a script.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from tmlib.data.batching import BatchIterator
+from tmlib.data.toy import reverse_pairs
+from tmlib.model.transformer import make_model
+import tmlib.training.distributed as D
+from tmlib.training.config import TrainConfig
+from tmlib.training.recipe import make_optimizer, make_scheduler, translation_loss
+from tmlib.training.trainer import Trainer
+
+__all__ = ["launch_processes", "ring_all_reduce", "check_same_update", "check_exact_resume", "measure_speedup"]
+
+VOCAB = 20  # ids 0-3 special, 4-19 the reversing task's symbols
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(rank, world_size, port, fn, args):
+    sys.stdout = open(os.devnull, "w")  # the trainer's epoch lines: the caller reports what it needs  # noqa: SIM115
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    with D.process_group("cpu", D.DistEnv(rank=rank, world_size=world_size, local_rank=rank), timeout_s=120):
+        fn(rank, *args)
+
+
+def launch_processes(fn, *args, world_size: int = 2, time_limit_s: float = 120.0, expect_exit: bool = False) -> None:
+    """Run ``fn(rank, *args)`` in ``world_size`` new CPU processes joined by a gloo group on 127.0.0.1.
+
+    ``fn`` must be importable (a module-level function). Past ``time_limit_s`` the processes are killed and a
+    ``TimeoutError`` is raised; a process that fails raises what ``torch.multiprocessing`` raises, unless
+    ``expect_exit`` (the processes are meant to die with ``os._exit``).
+    """
+    import logging
+
+    import torch.multiprocessing as mp
+
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # not "Terminating process ..."
+    ctx = mp.spawn(_entry, args=(world_size, _free_port(), fn, args), nprocs=world_size, join=False)
+    deadline = time.monotonic() + time_limit_s
+    try:
+        while not ctx.join(timeout=0.5):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the {world_size} processes did not finish within {time_limit_s} s")
+    except mp.ProcessExitedException:
+        if not expect_exit:
+            raise
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+            p.join()
+
+
+def _batches(n: int = 120, max_tokens: int = 96):
+    return (BatchIterator(reverse_pairs(n), max_tokens=max_tokens, seed=0),
+            BatchIterator(reverse_pairs(30, seed=1), max_tokens=max_tokens, shuffle=False))
+
+
+def _model(float64: bool, dropout: float):
+    torch.manual_seed(0)  # the same initial weights in every process
+    model = make_model("tiny", VOCAB, dropout=dropout)
+    return model.double() if float64 else model
+
+
+def _trainer(path=None, *, float64=False, dropout=0.1, n=120, max_tokens=96, **cfg) -> Trainer:
+    model = _model(float64, dropout)
+    train, val = _batches(n, max_tokens)
+    base = dict(warmup_steps=5, lr_factor=2.0, max_tokens=max_tokens, seed=0, device="cpu", amp="off",
+                progress=False, checkpoint_minutes=None, grad_clip=1.0, threads=1, log_every=3)
+    return Trainer(model, train, val, TrainConfig(model=model.config, **{**base, **cfg}), checkpoint_path=path)
+
+
+# ------------------------------------------------------------------ the ring all-reduce, simulated
+
+
+def ring_all_reduce(vectors) -> list:
+    """The ring all-reduce of ``N`` equal-length vectors, simulated step by step in NumPy.
+
+    Each vector is cut into ``N`` chunks. In ``N - 1`` *reduce-scatter* steps, process ``r`` sends chunk
+    ``(r - t) mod N`` to process ``r + 1``, which adds it to its own; afterwards process ``r`` holds the full sum
+    of chunk ``(r + 1) mod N``. In ``N - 1`` *all-gather* steps the summed chunks travel once more around the ring,
+    replacing the receivers' partial ones. Every process sends ``2 (N - 1)`` chunks: ``2 (N - 1) / N`` of the vector.
+
+    Args:
+        vectors: ``(N, S)`` array-like, one row per process, ``S`` divisible by ``N``.
+
+    Returns:
+        list of ``(phase, buffers)``: the starting buffers (phase ``"start"``), then the buffers after every step
+        (``"reduce-scatter"``, then ``"all-gather"``), each an ``(N, S)`` float64 array; the last one holds the
+        column sums on every row.
+
+    Raises:
+        ValueError: ``vectors`` is not 2-D, has fewer than 2 rows, or its length is not divisible by ``N``.
+    """
+    import numpy as np
+
+    buf = np.array(vectors, dtype=np.float64)  # (N, S)
+    if buf.ndim != 2 or buf.shape[0] < 2 or buf.shape[1] % buf.shape[0]:
+        raise ValueError(f"vectors must be (N, S) with N >= 2 processes and S divisible by N, got {buf.shape}")
+    n, c = buf.shape[0], buf.shape[1] // buf.shape[0]
+    chunk = lambda k: slice(k * c, (k + 1) * c)  # noqa: E731 - the k-th chunk of a buffer
+    states = [("start", buf.copy())]
+    for phase, offset in (("reduce-scatter", 0), ("all-gather", 1)):
+        for t in range(n - 1):
+            sent = [(r, (r - t + offset) % n, buf[r, chunk((r - t + offset) % n)].copy()) for r in range(n)]
+            for r, k, data in sent:  # all processes send at once, to their right-hand neighbour
+                dst = (r + 1) % n
+                buf[dst, chunk(k)] = buf[dst, chunk(k)] + data if phase == "reduce-scatter" else data
+            states.append((phase, buf.copy()))
+    return states
+
+
+# ------------------------------------------------------------------ the same update as one process
+
+
+def _same_update_worker(rank, out, steps, accumulate):
+    trainer = _trainer(float64=True, dropout=0.0, max_steps=steps, accumulate=accumulate)
+    real_step, grads, shares = trainer.train_step, [], []
+    real_share = trainer.strategy.share
+
+    def train_step(batches, step_tokens=None):  # keep each step's all-reduced gradients
+        loss = real_step(batches, step_tokens)
+        grads.append([p.grad.detach().clone() for p in trainer.model.parameters()])
+        return loss
+
+    def share(group):  # and which batches of the step's group this process trained on
+        mine = real_share(group)
+        shares.append((len(group), [len(b) for b in mine]))
+        return mine
+
+    trainer.train_step, trainer.strategy.share = train_step, share
+    trainer.fit()
+    torch.save({"grads": grads, "shares": shares, "loss": list(trainer.history["loss"]),
+                "params": [p.detach().clone() for p in trainer.model.parameters()]}, Path(out) / f"rank{rank}.pt")
+
+
+def _one_process(steps: int, batches_per_step: int):
+    """One process, written without :class:`Trainer`: each step pads the next ``batches_per_step`` batches of the
+    epoch's order into one batch and takes the mean label-smoothed loss over its target tokens."""
+    model = _model(True, 0.0)
+    train, _ = _batches()
+    opt = make_optimizer(model)
+    sched = make_scheduler(opt, model.d_model, 5, 2.0)
+    epoch, pos, grads, losses = 0, 0, [], []
+    for _ in range(steps):
+        order = train.batches(epoch)
+        if pos + batches_per_step > len(order):  # an incomplete group at the end of an epoch is left out
+            epoch, pos = epoch + 1, 0
+            order = train.batches(epoch)
+        batch = train.collate_indices([i for b in order[pos:pos + batches_per_step] for i in b])
+        pos += batches_per_step
+        loss = translation_loss(model(batch.src, batch.tgt_in), batch.tgt_out, train.pad_id, 0.1)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        grads.append([p.grad.detach().clone() for p in model.parameters()])
+        losses.append(loss.item())
+    return grads, losses, [p.detach().clone() for p in model.parameters()]
+
+
+def _max_abs(a, b) -> float:
+    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+
+
+def check_same_update(steps: int = 6, accumulate: int = 2) -> dict:
+    """Two processes × ``accumulate`` batches per step against one process on the combined batches, float64.
+
+    Returns:
+        dict: ``grad_diff`` (per step, the largest difference of a gradient component), ``param_diff`` (after the
+        last step), ``ranks_equal`` (the two processes hold identical parameters), ``loss_two``/``loss_one``
+        (per step), ``shares`` (per step: batches in the group, batches each process trained on) and
+        ``grad_max`` (the largest gradient component, for scale).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        launch_processes(_same_update_worker, tmp, steps, accumulate)
+        r0, r1 = (torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in (0, 1))
+    grads, losses, params = _one_process(steps, 2 * accumulate)
+    return {"grad_diff": [_max_abs(a, b) for a, b in zip(r0["grads"], grads)],
+            "grad_max": max(float(g.abs().max()) for step in grads for g in step),
+            "param_diff": _max_abs(r0["params"], params),
+            "ranks_equal": all(torch.equal(a, b) for a, b in zip(r0["params"], r1["params"])),
+            "loss_two": r0["loss"], "loss_one": losses,
+            "shares": [(n, a, b) for (n, a), (_, b) in zip(r0["shares"], r1["shares"])]}
+
+
+# ------------------------------------------------------------------ resuming exactly
+
+
+def _result(trainer) -> dict:
+    return {"loss": list(trainer.history["loss"]), "step": trainer.step,
+            "params": [p.detach().clone() for p in trainer.model.parameters()]}
+
+
+def _full_and_killed_worker(rank, root, steps, checkpoint_every, die_in_step):
+    root = Path(root)
+    full = _trainer(root / "full" / "checkpoint.pt", max_steps=steps)
+    full.fit()
+    torch.save(_result(full), root / f"full{rank}.pt")
+    cut = _trainer(root / "cut" / "checkpoint.pt", max_steps=steps, checkpoint_every=checkpoint_every)
+    real, calls = cut.train_step, []
+
+    def train_step(*args):  # both processes die in the middle of this step: only the last checkpoint survives
+        calls.append(1)
+        if len(calls) == die_in_step:
+            sys.stdout.flush()
+            os._exit(3)
+        return real(*args)
+
+    cut.train_step = train_step
+    cut.fit()
+
+
+def _resume_worker(rank, root, steps):
+    root = Path(root)
+    again = _trainer(root / "cut" / "checkpoint.pt", max_steps=steps)
+    torch.manual_seed(100 + rank)  # a new process: other random states and other weights until resume()
+    for p in again.model.parameters():
+        torch.nn.init.normal_(p)
+    again.resume()
+    resumed_at = again.step
+    again.fit()
+    torch.save({**_result(again), "resumed_at": resumed_at}, root / f"resumed{rank}.pt")
+
+
+def check_exact_resume(steps: int = 16, checkpoint_every: int = 5, die_in_step: int = 8) -> dict:
+    """A two-process run (dropout 0.1, so each process's random state matters) killed in step ``die_in_step``
+    after a checkpoint every ``checkpoint_every`` steps, resumed in new processes, against one that never stopped.
+
+    Returns:
+        dict: ``resumed_at`` (the checkpoint's step), ``loss_full``/``loss_resumed`` (rank 0's losses),
+        ``identical`` (per rank: losses and every parameter bit for bit equal) and ``steps``.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        launch_processes(_full_and_killed_worker, tmp, steps, checkpoint_every, die_in_step, expect_exit=True)
+        launch_processes(_resume_worker, tmp, steps)
+        full = [torch.load(Path(tmp) / f"full{r}.pt", weights_only=False) for r in (0, 1)]
+        resumed = [torch.load(Path(tmp) / f"resumed{r}.pt", weights_only=False) for r in (0, 1)]
+    identical = [f["loss"] == r["loss"] and all(torch.equal(a, b) for a, b in zip(f["params"], r["params"]))
+                 for f, r in zip(full, resumed)]
+    return {"resumed_at": resumed[0]["resumed_at"], "loss_full": full[0]["loss"], "loss_resumed": resumed[0]["loss"],
+            "identical": identical, "steps": resumed[0]["step"]}
+
+
+# ------------------------------------------------------------------ speed
+
+
+def _timing_worker(rank, out, steps, warmup, max_tokens):
+    trainer = _trainer(dropout=0.0, n=4000, max_tokens=max_tokens, max_steps=warmup + steps, val_every_epoch=False)
+    real, marks = trainer.train_step, []
+
+    def train_step(batches, step_tokens=None):
+        loss = real(batches, step_tokens)
+        loss.item()  # wait for the step (a no-op on the CPU, kept for clarity)
+        marks.append((time.perf_counter(), step_tokens))
+        return loss
+
+    trainer.train_step = train_step
+    trainer.fit()
+    if rank == 0:
+        (t0, _), timed = marks[warmup - 1], marks[warmup:]
+        tokens = sum(t for _, t in timed)
+        Path(out).write_text(f"{tokens / (timed[-1][0] - t0)}")
+
+
+def measure_speedup(steps: int = 40, warmup: int = 5, max_tokens: int = 1024, rounds: int = 2) -> dict:
+    """Target tokens per second of one process and of two processes (one thread each, ``max_tokens`` padded
+    tokens per process and step), timed over ``steps`` steps after ``warmup``, in ``rounds`` alternating rounds
+    (1, 2, 2, 1, ...). Returns ``one``/``two`` (tokens/s per launch), ``speedup`` (ratio of the medians) and
+    ``load`` (the 1-minute load average before and after)."""
+    one, two, load = [], [], [os.getloadavg()[0]]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rate"
+        for n in [n for r in range(rounds) for n in ((1, 2) if r % 2 == 0 else (2, 1))]:
+            launch_processes(_timing_worker, str(out), steps, warmup, max_tokens, world_size=n)
+            (one if n == 1 else two).append(float(out.read_text()))
+    load.append(os.getloadavg()[0])
+    return {"one": one, "two": two, "speedup": statistics.median(two) / statistics.median(one), "load": load}
