@@ -22,8 +22,8 @@ endif
 JB := PYTHONPATH="$(CURDIR)/_ext$${PYTHONPATH:+:$$PYTHONPATH}" $(BIN)/jupyter-book
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: book test venv venv-instructor venv-student lab unit nbval site-strict site-html browser pdf pdf-check lock clean execute \
-	benchmarks web-model vendor-web
+.PHONY: book test venv venv-instructor venv-student lab unit kernels nbval site-strict site-html browser pdf pdf-check lock \
+	clean execute benchmarks web-model vendor-web
 
 ## The environment, in three layers, each a hashed lock in requirements/ (make lock): `student` (what the chapters
 ## import, and Jupyter Lab), `instructor` (+ building the site, the translator page's model, assignments and
@@ -68,10 +68,10 @@ book: venv-instructor
 	$(JB) build . --keep-going && \
 	echo "Built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
-## test: unit tests (the CI workflows linted too), nbval over every notebook (training notebooks in smoke mode,
-## TMLIB_SMOKE=1), a strict site build from the stored outputs, that site opened offline in headless Chromium, and
-## the PDF edition built and read back
-test: unit nbval site-strict site-html browser pdf-check
+## test: unit tests (the CI workflows linted too), the numerical tests again on every CPU kernel path, nbval over
+## every notebook (training notebooks in smoke mode, TMLIB_SMOKE=1), a strict site build from the stored outputs,
+## that site opened offline in headless Chromium, and the PDF edition built and read back
+test: unit kernels nbval site-strict site-html browser pdf-check
 	@echo "All checks passed."
 
 ## site-html: the checks of the built HTML (vendored scripts, citations, quizzes, figure and exercise numbers, the
@@ -83,6 +83,11 @@ site-html: site-strict
 unit: venv
 	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py --ignore=tests/test_translator_browser.py \
 		--ignore=tests/test_pdf.py
+
+## kernels: the numerical equivalence tests (pytest -m numerics) once more under each ATEN_CPU_CAPABILITY this CPU
+## supports (default, avx2, avx512; one above the CPU's is skipped and said so): tools/kernels.py
+kernels: venv
+	$(BIN)/python tools/kernels.py
 
 # the executed pages outside the chapters (book/distributed.ipynb) are replayed with the chapters
 PAGE_NOTEBOOKS := $(sort $(wildcard book/*.ipynb))

@@ -121,6 +121,23 @@ def test_torch_tensors_with_grad():
     assert check_close(np.array([1.0, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64)).startswith("correct")
 
 
+def test_default_tolerance_follows_a_low_precision_dtype():
+    # float32 holds 100 no closer than its spacing 7.6e-6: a correctly rounded float32 answer passes by default,
+    # the same offset in float64 does not; the message names the relative part
+    third = torch.tensor([100 / 3], dtype=torch.float32)  # rounded once: off by 1.3e-6 from 100/3
+    assert abs(float(third) - 100 / 3) > 1e-6
+    assert "4.76837e-07 * |expected|" in check_close(third, [100 / 3])
+    with pytest.raises(AssertionError, match=r"<= 1e-06\)"):
+        check_close(third.double(), [100 / 3])
+    assert check_close(np.float32(100 / 3), 100 / 3).startswith("correct")  # NumPy float32 too
+    assert check_close(torch.tensor([1.0]).bfloat16(), [1.0]).startswith("correct")  # bfloat16 is converted
+    # a float32 answer that is wrong in the 5th digit still fails, and explicit tolerances are kept as given
+    with pytest.raises(AssertionError):
+        check_close(third + 1e-3, [100 / 3])
+    with pytest.raises(AssertionError, match=r"<= 1e-06\)"):
+        check_close(third, [100 / 3], atol=1e-6)
+
+
 def test_tolerance_text():
     assert tolerance_text(0.0) == "exact equality"
     assert tolerance_text(1e-6) == "|answer - expected| <= 1e-06"

@@ -64,8 +64,9 @@ def test_what_the_gpu_machine_lacks_travels_as_wheels():
     machine's image, among the wheels of tools/gpu_requirements.txt, or one of chapter 10's lazy imports."""
     g = _gpu_check()
     sources = [*(ROOT / "tmlib").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py"), ROOT / "tools" / "gpu_check.py",
-               *(ROOT / "tests" / f"{name}.py" for name in g.TEST_FILES), ROOT / "tests" / "toy_data.py"]
-    local = {p.stem for p in (ROOT / "benchmarks").glob("*.py")} | {"tmlib", "toy_data"}
+               *(ROOT / "tests" / f"{name}.py" for name in g.TEST_FILES), ROOT / "tests" / "toy_data.py",
+               ROOT / "tests" / "tolerances.py"]
+    local = {p.stem for p in (ROOT / "benchmarks").glob("*.py")} | {"tmlib", "toy_data", "tolerances"}
     imported = set().union(*map(_imports, sources)) - set(sys.stdlib_module_names) - local
     assert imported - set(g.GPU_IMAGE_MODULES) - set(g.WHEEL_MODULES) == set(g.NOT_NEEDED_ON_GPU)
     # the wheels are pinned as in the course's lock file (the versions CI tests)

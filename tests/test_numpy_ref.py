@@ -13,10 +13,9 @@ import pytest
 
 from tmlib.course import examples as E
 from tmlib import ref as R
+from tolerances import assert_close, attention_length
 
-
-# ---------------------------------------------------------------- worked examples
-# (the lecture's attention examples, every intermediate and the printed numbers: tests/test_part1_attention.py)
+pytestmark = pytest.mark.numerics
 def test_multi_head_accepts_list_of_heads():
     m = E.MHA_EXAMPLE_2
     a, wa = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)
@@ -47,17 +46,17 @@ def test_feed_forward_relu_clips_negatives():
     ],
 )
 def test_noam_lr_worked_values(step, expected):
-    assert R.noam_lr(step, 512, 4000) == pytest.approx(expected, rel=1e-14)
+    assert_close(R.noam_lr(step, 512, 4000), expected, n=4)  # two powers, two products
 
 
 def test_noam_lr_rounded_table_and_peak():
-    assert round(R.noam_lr(1, 512, 4000), 10) == pytest.approx(1.747e-07, rel=1e-3)
+    assert round(R.noam_lr(1, 512, 4000), 10) == pytest.approx(1.747e-07, rel=1e-3)  # the table's 4 digits
     assert round(R.noam_lr(4000, 512, 4000), 6) == 0.000699
     assert round(R.noam_lr(100000, 512, 4000), 6) == 0.00014
     steps = np.arange(1, 20001)
     lr = R.noam_lr(steps, 512, 4000)
     assert int(steps[np.argmax(lr)]) == 4000
-    assert R.noam_lr(2, 512, 4000, factor=2.0) == pytest.approx(2 * R.noam_lr(2, 512, 4000))
+    assert_close(R.noam_lr(2, 512, 4000, factor=2.0), 2 * R.noam_lr(2, 512, 4000), n=5)
 
 
 # ---------------------------------------------------------------- properties
@@ -66,7 +65,7 @@ def test_weights_rows_sum_to_one_and_are_nonnegative():
     q, k, v = rng.normal(size=(2, 5, 8)), rng.normal(size=(2, 7, 8)), rng.normal(size=(2, 7, 3))
     out, w = R.scaled_dot_product_attention(q, k, v)
     assert out.shape == (2, 5, 3) and w.shape == (2, 5, 7)
-    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-12)
+    assert_close(w.sum(-1), 1.0, n=attention_length(8, 7) + 7)  # the weights, then their sum
     assert (w >= 0).all()
 
 
@@ -76,9 +75,9 @@ def test_masked_weights_are_exactly_zero():
     mask = R.causal_mask(4)
     out, w = R.scaled_dot_product_attention(q, k, v, mask=mask)
     assert (w[~mask] == 0.0).all()
-    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-12)
-    # First query sees only the first key, so its output is exactly v[0].
-    np.testing.assert_allclose(out[0], v[0], atol=1e-15)
+    assert_close(w.sum(-1), 1.0, n=attention_length(6, 4) + 4)
+    # First query sees only the first key: its weight is e^0 / e^0 = 1 and its output exactly v[0].
+    np.testing.assert_array_equal(out[0], v[0])
 
 
 def test_padding_mask_equals_truncation():
@@ -88,7 +87,7 @@ def test_padding_mask_equals_truncation():
     assert mask.shape == (2, 1, 5)
     out, _ = R.scaled_dot_product_attention(q, k, v, mask=mask)
     ref, _ = R.scaled_dot_product_attention(q[1], k[1, :3], v[1, :3])
-    np.testing.assert_allclose(out[1], ref, atol=1e-14)
+    assert_close(out[1], ref, n=attention_length(4, 5))
 
 
 def test_permutation_equivariance_without_positions():
@@ -97,21 +96,22 @@ def test_permutation_equivariance_without_positions():
     perm = rng.permutation(5)
     out, w = R.scaled_dot_product_attention(x, x, x)
     out_p, w_p = R.scaled_dot_product_attention(x[perm], x[perm], x[perm])
-    np.testing.assert_allclose(out_p, out[perm], atol=1e-14)
-    np.testing.assert_allclose(w_p, w[perm][:, perm], atol=1e-14)
+    assert_close(out_p, out[perm], n=attention_length(4, 5))
+    assert_close(w_p, w[perm][:, perm], n=attention_length(4, 5))
 
 
 def test_softmax_is_stable_for_large_inputs():
     p = R.softmax([1000.0, 1001.0, 1002.0])
     expected = np.exp([-2.0, -1.0, 0.0]) / np.exp([-2.0, -1.0, 0.0]).sum()
-    np.testing.assert_allclose(p, expected, rtol=1e-14)
+    assert_close(p, expected, n=2 + 3)  # the (exact) shift, exp, a sum of 3, a division
     assert np.isfinite(R.softmax([-1e300, 1e300])).all()
-    np.testing.assert_allclose(R.softmax([[1.0, 2.0], [3.0, 3.0]], axis=0).sum(axis=0), 1.0)
+    assert_close(R.softmax([[1.0, 2.0], [3.0, 3.0]], axis=0).sum(axis=0), 1.0, n=2 + 2 * 2)
 
 
 def test_softmax_shift_invariance_and_neg_inf():
     x = np.array([0.3, -1.2, 2.0])
-    np.testing.assert_allclose(R.softmax(x), R.softmax(x + 50.0), rtol=1e-13)
+    # x + 50 is rounded at the scale of 52: the exponents move by up to eps * 52
+    assert_close(R.softmax(x), R.softmax(x + 50.0), n=2 + 3, magnitude=52.0)
     assert R.softmax([0.0, -np.inf])[1] == 0.0
 
 
@@ -119,15 +119,16 @@ def test_layer_norm_against_formula_and_properties():
     rng = np.random.default_rng(4)
     x = rng.normal(3.0, 2.0, size=(3, 6))
     y = R.layer_norm(x)
-    np.testing.assert_allclose(y.mean(-1), 0.0, atol=1e-12)
-    np.testing.assert_allclose(y.var(-1), x.var(-1) / (x.var(-1) + 1e-5), rtol=1e-12)
+    # x - mean cancels: the roundings of the mean (at the scale of max |x|) count in units of the std
+    scale = np.abs(x).max() / x.std(-1).min()
+    n = 3 * 6 + 3  # the mean, the variance, the normalised row's mean or variance; a square root, a division
+    assert_close(y.mean(-1), 0.0, n=n, magnitude=scale)
+    assert_close(y.var(-1), x.var(-1) / (x.var(-1) + 1e-5), n=n, magnitude=scale)
     g, b = rng.normal(size=6), rng.normal(size=6)
     manual = g * (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) + b
-    np.testing.assert_allclose(R.layer_norm(x, g, b), manual, atol=1e-14)
+    assert_close(R.layer_norm(x, g, b), manual, n=n, magnitude=scale * np.abs(g).max() + np.abs(b).max())
     # A hand-checkable row: [1, 2, 3] has mean 2 and biased variance 2/3.
-    np.testing.assert_allclose(
-        R.layer_norm([[1.0, 2.0, 3.0]], eps=0.0), [[-np.sqrt(1.5), 0.0, np.sqrt(1.5)]], atol=1e-15
-    )
+    assert_close(R.layer_norm([[1.0, 2.0, 3.0]], eps=0.0), [[-np.sqrt(1.5), 0.0, np.sqrt(1.5)]], n=3 * 3 + 2)
 
 
 def test_positional_encoding_values():
@@ -135,8 +136,8 @@ def test_positional_encoding_values():
     assert pe.shape == (50, 16)
     np.testing.assert_array_equal(pe[0, 0::2], 0.0)
     np.testing.assert_array_equal(pe[0, 1::2], 1.0)
-    assert pe[1, 0] == pytest.approx(np.sin(1.0))
-    assert pe[3, 5] == pytest.approx(np.cos(3 / 10000 ** (4 / 16)))
+    assert_close(pe[1, 0], np.sin(1.0), n=4)
+    assert_close(pe[3, 5], np.cos(3 / 10000 ** (4 / 16)), n=4, magnitude=3.0)  # an angle of up to 3
     assert np.abs(pe).max() <= 1.0
 
 
@@ -148,8 +149,9 @@ def test_positional_encoding_relative_offset_is_linear():
     for i, w in enumerate(omega):
         c, s = np.cos(k * w), np.sin(k * w)
         m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[c, s], [-s, c]]  # acts on (sin, cos) pairs
-    # PE[pos + k] = M_k PE[pos] for every pos, with M_k independent of pos.
-    np.testing.assert_allclose(pe[k:] , pe[:-k] @ m.T, atol=1e-12)
+    # PE[pos + k] = M_k PE[pos] for every pos, with M_k independent of pos: sines of angles up to 39 (their
+    # rounding is eps * 39), then a product of length 2
+    assert_close(pe[k:], pe[:-k] @ m.T, n=4 + 2, magnitude=39.0)
 
 
 def test_causal_mask():

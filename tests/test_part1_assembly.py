@@ -4,15 +4,23 @@
 reference pieces written out here step by step, and against PyTorch's ``nn.TransformerEncoderLayer`` and
 ``nn.TransformerDecoderLayer`` (post-LN, ReLU, dropout 0) with the same weights copied in, in float64 and float32.
 """
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from tmlib import ref as R
+from tolerances import assert_close, transformer_reduction_length
 
+pytestmark = pytest.mark.numerics
 D_MODEL, N_HEADS, D_FF = 8, 2, 16
 D_K = D_MODEL // N_HEADS
+ENCODER = SimpleNamespace(d_model=D_MODEL, n_heads=N_HEADS, d_ff=D_FF, n_encoder_layers=1, n_decoder_layers=0)
+DECODER = SimpleNamespace(d_model=D_MODEL, n_heads=N_HEADS, d_ff=D_FF, n_encoder_layers=0, n_decoder_layers=1)
+ENCODER_LAYER = transformer_reduction_length(ENCODER, 5, None)  # x has 5 positions
+DECODER_LAYER = transformer_reduction_length(DECODER, 5, 4)  # y has 4, over a memory of 5
 
 
 def _attn_params(rng):
@@ -49,7 +57,7 @@ def test_encoder_layer_is_its_pieces(params):
     expected = R.layer_norm(z + R.feed_forward(z, *p["enc_ffn"]), g2, b2)
     out = R.encoder_layer(x, p["enc_attn"], p["enc_ffn"], p["enc_norms"])
     assert out.shape == (5, D_MODEL) and out.dtype == np.float64
-    np.testing.assert_allclose(out, expected, atol=1e-12)
+    assert_close(out, expected, n=ENCODER_LAYER)
 
 
 def test_decoder_layer_is_its_pieces(params):
@@ -61,7 +69,7 @@ def test_decoder_layer_is_its_pieces(params):
     expected = R.layer_norm(c + R.feed_forward(c, *p["dec_ffn"]), g3, b3)
     out = R.decoder_layer(y, memory, p["self_attn"], p["cross_attn"], p["dec_ffn"], p["dec_norms"])
     assert out.shape == (4, D_MODEL)
-    np.testing.assert_allclose(out, expected, atol=1e-12)
+    assert_close(out, expected, n=DECODER_LAYER)
 
 
 def test_decoder_layer_is_causal(params):
@@ -72,7 +80,7 @@ def test_decoder_layer_is_causal(params):
     y2[3] += 10.0
     a = R.decoder_layer(p["y"], p["x"], *args)
     b = R.decoder_layer(y2, p["x"], *args)
-    np.testing.assert_allclose(a[:3], b[:3], atol=1e-12)
+    assert_close(a[:3], b[:3], n=DECODER_LAYER)
     assert np.abs(a[3] - b[3]).max() > 1e-3
 
 
@@ -81,8 +89,8 @@ def test_memory_mask_ignores_padded_source(params):
     args = (p["self_attn"], p["cross_attn"], p["dec_ffn"], p["dec_norms"])
     padded = np.vstack([p["x"], np.full((2, D_MODEL), 50.0)])  # (7, d_model): two junk source positions
     mask = R.padding_mask([5], max_len=7)[0]  # (1, 7)
-    np.testing.assert_allclose(R.decoder_layer(p["y"], padded, *args, memory_mask=mask),
-                               R.decoder_layer(p["y"], p["x"], *args), atol=1e-12)
+    assert_close(R.decoder_layer(p["y"], padded, *args, memory_mask=mask), R.decoder_layer(p["y"], p["x"], *args),
+                 n=transformer_reduction_length(DECODER, 7, 4))
 
 
 def test_bad_arguments_name_the_problem(params):
@@ -124,20 +132,21 @@ def _torch_layer(cls, dtype):
                norm_first=False).to(dtype).eval()
 
 
-@pytest.mark.parametrize("dtype,atol", [(torch.float64, 1e-6), (torch.float32, 1e-5)])
-def test_encoder_layer_matches_pytorch(params, dtype, atol):
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_encoder_layer_matches_pytorch(params, dtype):
     p = params
     layer = _torch_layer(nn.TransformerEncoderLayer, dtype)
     with torch.no_grad():
         _copy_attention(layer.self_attn, p["enc_attn"], dtype)
         _copy_ffn_norms(layer, p["enc_ffn"], p["enc_norms"], dtype)
         got = layer(torch.tensor(p["x"][None], dtype=dtype))[0].double().numpy()
-    np.testing.assert_allclose(got, R.encoder_layer(p["x"], p["enc_attn"], p["enc_ffn"], p["enc_norms"]),
-                               atol=atol)
+    # PyTorch's layer in ``dtype`` (weights and inputs rounded to it: one more rounding) against float64
+    assert_close(got, R.encoder_layer(p["x"], p["enc_attn"], p["enc_ffn"], p["enc_norms"]), n=ENCODER_LAYER + 1,
+                 dtype=dtype)
 
 
-@pytest.mark.parametrize("dtype,atol", [(torch.float64, 1e-6), (torch.float32, 1e-5)])
-def test_decoder_layer_matches_pytorch(params, dtype, atol):
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_decoder_layer_matches_pytorch(params, dtype):
     p = params
     layer = _torch_layer(nn.TransformerDecoderLayer, dtype)
     with torch.no_grad():
@@ -148,4 +157,4 @@ def test_decoder_layer_matches_pytorch(params, dtype, atol):
         got = layer(torch.tensor(p["y"][None], dtype=dtype), torch.tensor(p["x"][None], dtype=dtype),
                     tgt_mask=tgt_mask)[0].double().numpy()
     expected = R.decoder_layer(p["y"], p["x"], p["self_attn"], p["cross_attn"], p["dec_ffn"], p["dec_norms"])
-    np.testing.assert_allclose(got, expected, atol=atol)
+    assert_close(got, expected, n=DECODER_LAYER + 1, dtype=dtype)

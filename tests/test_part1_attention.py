@@ -16,6 +16,9 @@ import pytest
 from tmlib.analysis import costs as C
 from tmlib.course import examples as E
 from tmlib import ref as R
+from tolerances import assert_close, attention_length
+
+numerics = pytest.mark.numerics
 
 L = E.LECTURE_PRINTED
 R2 = math.sqrt(2.0)
@@ -54,13 +57,13 @@ def is_correct_rounding(printed, exact, decimals):
 
 
 # ------------------------------------------------------------------ example 1
+@numerics
 def test_example_1_intermediates_closed_form():
     ex = E.ATTENTION_EXAMPLE_1
     a, b = math.exp(1 / R2), math.exp(R2)
     scores = np.array([[1, 0, 1], [1, 1, 0], [2, 1, 1]])
     np.testing.assert_array_equal(ex.q @ ex.k.T, scores)
-    np.testing.assert_allclose(scores / R2, [[1 / R2, 0, 1 / R2], [1 / R2, 1 / R2, 0], [R2, 1 / R2, 1 / R2]],
-                               atol=1e-15)
+    assert_close(scores / R2, [[1 / R2, 0, 1 / R2], [1 / R2, 1 / R2, 0], [R2, 1 / R2, 1 / R2]], n=2)
     expected_w = [[a / (2 * a + 1), 1 / (2 * a + 1), a / (2 * a + 1)],
                   [a / (2 * a + 1), a / (2 * a + 1), 1 / (2 * a + 1)],
                   [b / (b + 2 * a), a / (b + 2 * a), a / (b + 2 * a)]]
@@ -68,11 +71,12 @@ def test_example_1_intermediates_closed_form():
                     [(a + 2) / (2 * a + 1), 3 * a / (2 * a + 1)],
                     [3 * a / (b + 2 * a), (2 * b + a) / (b + 2 * a)]]
     out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
-    np.testing.assert_allclose(w, expected_w, atol=1e-15)
-    np.testing.assert_allclose(out, expected_out, atol=1e-15)
+    n = attention_length(2, 3)
+    assert_close(w, expected_w, n=n)
+    assert_close(out, expected_out, n=n)
     # the loop version agrees too
     _, _, w_loop, out_loop = attention_by_hand(ex.q, ex.k, ex.v)
-    np.testing.assert_allclose(out, out_loop, atol=1e-14)
+    assert_close(out, out_loop, n=n)
     # the four decimals chapter 1 prints
     np.testing.assert_allclose(out.round(4), [[1.0, 1.0], [0.7967, 1.2033], [0.7448, 1.2552]], atol=0)
     np.testing.assert_allclose(w.round(4), [[0.4011, 0.1978, 0.4011], [0.4011, 0.4011, 0.1978],
@@ -87,7 +91,7 @@ def test_example_1_lecture_exponentials_are_of_rounded_scores():
     # ... but the exact exponents 1/√2 and √2 give 2.028 and 4.113
     assert round(math.exp(1 / R2), 3) == 2.028
     assert round(math.exp(R2), 3) == 4.113
-    np.testing.assert_allclose(p["row_sums"], [2 * 2.034 + 1, 2 * 2.034 + 1, 4.096 + 2 * 2.034], atol=1e-12)
+    assert_close(p["row_sums"], [2 * 2.034 + 1, 2 * 2.034 + 1, 4.096 + 2 * 2.034], n=3)
 
 
 def test_example_1_lecture_weights_three_decimals():
@@ -110,10 +114,11 @@ def test_example_1_output_row_3_is_not_a_rounding():
                                   [[True, True], [True, True], [False, False]])
     np.testing.assert_allclose(exact.round(2), [[1.00, 1.00], [0.80, 1.20], [0.74, 1.26]], atol=0)
     # cause: the lecture multiplies its rounded weights by V
-    np.testing.assert_allclose(matmul_by_hand(L["attention_1"]["weights"], ex.v), printed, atol=1e-12)
+    assert_close(matmul_by_hand(L["attention_1"]["weights"], ex.v), printed, n=3)
 
 
 # ------------------------------------------------------------------ examples 2 and 3
+@numerics
 @pytest.mark.parametrize("ex, key, scale, weight, output", [
     (E.ATTENTION_EXAMPLE_2, "attention_2", 1 / R2, 0.5, [[3.0, 2.0]]),
     (E.ATTENTION_EXAMPLE_3, "attention_3", 0.5, 0.25, [[5.0]]),
@@ -122,16 +127,17 @@ def test_examples_2_and_3_intermediates(ex, key, scale, weight, output):
     scores, scaled, weights, out = attention_by_hand(ex.q, ex.k, ex.v)
     n = ex.k.shape[0]
     np.testing.assert_array_equal(scores, [[1.0] * n])
-    np.testing.assert_allclose(scaled, [[scale] * n], atol=1e-15)
-    np.testing.assert_allclose(weights, [[weight] * n], atol=1e-15)
-    np.testing.assert_allclose(out, output, atol=1e-14)
+    chain = attention_length(ex.q.shape[-1], n)
+    assert_close(scaled, [[scale] * n], n=2)
+    assert_close(weights, [[weight] * n], n=chain)
+    assert_close(out, output, n=chain)
     p = L[key]
     assert is_correct_rounding(p["scaled_scores"], scaled, 2).all()
-    np.testing.assert_allclose(p["weights"], weights, atol=1e-15)
-    np.testing.assert_allclose(p["output"], out, atol=1e-14)
+    assert_close(p["weights"], weights, n=chain)
+    assert_close(p["output"], out, n=chain)
     r_out, r_w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
-    np.testing.assert_allclose(r_out, output, atol=1e-14)
-    np.testing.assert_allclose(r_w, [[weight] * n], atol=1e-15)
+    assert_close(r_out, output, n=chain)
+    assert_close(r_w, [[weight] * n], n=chain)
 
 
 # ------------------------------------------------------------------ two-head example
@@ -156,16 +162,19 @@ def test_mha_projections_and_scores_match_lecture_exactly():
         assert is_correct_rounding(L["mha_2"][f"scaled_scores_{n}"], scaled, 2).all()
 
 
+@numerics
 def test_mha_weights_closed_form():
     # head 1, row 1: scores [8, 8, 6]/√2 -> [1, 1, e^{-√2}] / (2 + e^{-√2})
     c = math.exp(-R2)
     _, w = R.multi_head_attention(M.q, M.k, M.v, M.w_q, M.w_k, M.w_v, M.w_o)
-    np.testing.assert_allclose(w[0, 0], [1 / (2 + c), 1 / (2 + c), c / (2 + c)], atol=1e-15)
+    # projections of small integers are exact; scores up to 9/√2 = 6.4 set the scale of the exponentials
+    n, scale = attention_length(2, 3), 9 / R2
+    assert_close(w[0, 0], [1 / (2 + c), 1 / (2 + c), c / (2 + c)], n=n, magnitude=scale)
     # head 2, row 2: scores [9, 6, 7]/√2 -> [1, e^{-3/√2}, e^{-2/√2}] / sum
     e3, e2 = math.exp(-3 / R2), math.exp(-2 / R2)
-    np.testing.assert_allclose(w[1, 1], np.array([1, e3, e2]) / (1 + e3 + e2), atol=1e-15)
+    assert_close(w[1, 1], np.array([1, e3, e2]) / (1 + e3 + e2), n=n, magnitude=scale)
     for i in (0, 1):
-        np.testing.assert_allclose(w[i], head_by_hand(i)[5], atol=1e-15)
+        assert_close(w[i], head_by_hand(i)[5], n=n, magnitude=scale)
         # every two-decimal weight the lecture prints is a correct rounding
         assert is_correct_rounding(L["mha_2"][f"weights_{i + 1}"], w[i], 2).all()
 
@@ -179,22 +188,23 @@ def test_mha_head_outputs_vs_lecture():
     np.testing.assert_array_equal(is_correct_rounding(L["mha_2"]["head_2"], h2, 2),
                                   [[True, False], [True, False], [False, True]])
     # head 1's printed values are the lecture's rounded weights times V_1
-    np.testing.assert_allclose(matmul_by_hand(L["mha_2"]["weights_1"], L["mha_2"]["v_1"]),
-                               L["mha_2"]["head_1"], atol=1e-12)
+    assert_close(matmul_by_hand(L["mha_2"]["weights_1"], L["mha_2"]["v_1"]), L["mha_2"]["head_1"], n=3)
 
 
+@numerics
 def test_mha_final_output_by_loops():
     concat = [r1 + r2 for r1, r2 in zip(head_by_hand(0)[6], head_by_hand(1)[6])]
     final = np.array(matmul_by_hand(concat, M.w_o))
     out, w = R.multi_head_attention(M.q, M.k, M.v, M.w_q, M.w_k, M.w_v, M.w_o)
     assert out.shape == (3, 4) and w.shape == (2, 3, 3)
-    np.testing.assert_allclose(out, final, atol=1e-13)
+    n = attention_length(2, 3) + 4  # one head (scores up to 6.4), then W^O (length 4)
+    assert_close(out, final, n=n, magnitude=9 / R2 * np.abs(final).max())
     np.testing.assert_allclose(out.round(4), [[2.3790, 4.2438, 3.2706, 3.3522], [3.0291, 4.9482, 4.0361, 3.9412],
                                               [2.1292, 3.4835, 2.5114, 3.1013]], atol=0)  # chapter 2's four decimals
     # W^O's columns add up concat columns: out[:, 0] = c0 + c2, out[:, 1] = c1 + c3, ...
     c = np.array(concat)
-    np.testing.assert_allclose(final, np.stack([c[:, 0] + c[:, 2], c[:, 1] + c[:, 3],
-                                                c[:, 1] + c[:, 2], c[:, 0] + c[:, 3]], axis=1), atol=1e-13)
+    assert_close(final, np.stack([c[:, 0] + c[:, 2], c[:, 1] + c[:, 3], c[:, 1] + c[:, 2], c[:, 0] + c[:, 3]],
+                                 axis=1), n=4)
     # from the lecture's rounded concatenation the output would be off by up to 0.0194
     lecture_concat = np.hstack([L["mha_2"]["head_1"], L["mha_2"]["head_2"]])
     assert round(float(np.abs(lecture_concat @ M.w_o - final).max()), 4) == 0.0194
@@ -234,7 +244,7 @@ def test_three_head_example():
     m = E.MHA_EXAMPLE_3
     assert m.w_q.shape == (3, 4, 2) and m.w_o.shape == (6, 4)
     heads = [head_by_hand(i, m)[6] for i in range(3)]
-    np.testing.assert_allclose(heads[0], head_by_hand(0)[6], atol=0)  # heads 1, 2 as in example 2
+    np.testing.assert_allclose(heads[0], head_by_hand(0)[6], atol=0)  # heads 1, 2 as in example 2 (same code)
     # head 3 by hand: Q3 = [[1,2],[1,1],[2,3]], K3 = [[1,3],[2,1],[2,2]], V3 = [[1,0],[1,2],[3,4]]
     q3, k3, v3 = head_by_hand(2, m)[:3]
     np.testing.assert_array_equal(q3, [[1, 2], [1, 1], [2, 3]])
@@ -244,7 +254,7 @@ def test_three_head_example():
     final = matmul_by_hand(concat, m.w_o)
     out, w = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)
     assert out.shape == (3, 4) and w.shape == (3, 3, 3)
-    np.testing.assert_allclose(out, final, atol=1e-13)
+    assert_close(out, final, n=attention_length(2, 3) + 6, magnitude=9 / R2 * np.abs(final).max())
     # the reshape form cannot produce three heads from d_model 4
     with pytest.raises(ValueError, match="not divisible"):
         R.split_heads(m.q @ np.ones((4, 4)), 3)
@@ -317,6 +327,7 @@ def test_cost_error_messages_name_values():
 
 
 # ------------------------------------------------------------------ chapter 1: checks moved out of the notebook
+@numerics
 def test_self_attention_is_attention_of_three_projections():
     x, w_q, w_k, w_v = M.q, M.w_q[0], M.w_k[0], M.w_v[0]
     q, k, v = matmul_by_hand(x, w_q), matmul_by_hand(x, w_k), matmul_by_hand(x, w_v)
@@ -324,12 +335,14 @@ def test_self_attention_is_attention_of_three_projections():
     np.testing.assert_array_equal(k, [[1, 3], [1, 2], [2, 2]])
     _, _, w_loop, out_loop = attention_by_hand(q, k, v)
     out, w = R.self_attention(x, w_q, w_k, w_v)
-    np.testing.assert_allclose(w, w_loop, atol=1e-14)
-    np.testing.assert_allclose(out, out_loop, atol=1e-14)
-    assert round(float(w[2, 2]), 2) == 0.73 and abs(w[0, 0] - w[0, 2]) < 1e-15  # the chapter's text
+    n, scale = attention_length(2, 3), 9 / R2  # integer projections (exact), scores up to 9/√2
+    assert_close(w, w_loop, n=n, magnitude=scale)
+    assert_close(out, out_loop, n=n, magnitude=scale * np.abs(out_loop).max())
+    assert round(float(w[2, 2]), 2) == 0.73
+    assert_close(w[0, 0], w[0, 2], n=n, magnitude=scale)  # the chapter's text: equal scores, equal weights
     mask = np.tril(np.ones((3, 3), dtype=bool))
-    np.testing.assert_allclose(R.self_attention(x, w_q, w_k, w_v, mask=mask)[1],
-                               R.scaled_dot_product_attention(q, k, v, mask=mask)[1], atol=1e-15)
+    assert_close(R.self_attention(x, w_q, w_k, w_v, mask=mask)[1],
+                 R.scaled_dot_product_attention(q, k, v, mask=mask)[1], n=n, magnitude=scale)
     batch = np.stack([x, x[::-1]])  # (2, 3, 4)
     assert R.self_attention(batch, w_q, w_k, w_v)[0].shape == (2, 3, 2)
 
@@ -344,15 +357,16 @@ def test_self_attention_rejects_bad_shapes(args, match):
         R.self_attention(*args)
 
 
+@numerics
 def test_chapter_1_softmax_overflow_and_masked_example():
     big = np.array([1000.0, 1001.0, 1002.0])
     with np.errstate(over="ignore", invalid="ignore"):
         assert np.isinf(np.exp(1000.0)) and np.isnan(np.exp(big) / np.exp(big).sum()).all()
-    np.testing.assert_allclose(R.softmax(big), softmax_by_hand([0.0, 1.0, 2.0]), atol=1e-15)
+    assert_close(R.softmax(big), softmax_by_hand([0.0, 1.0, 2.0]), n=2 + 3)  # shift (exact), exp, sum, divide
     ex = E.ATTENTION_EXAMPLE_1
     out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v, mask=np.tril(np.ones((3, 3), dtype=bool)))
-    np.testing.assert_allclose(out[0], ex.v[0], atol=1e-15)  # query 1 reads key 1 only
-    np.testing.assert_allclose(w[1], [0.5, 0.5, 0.0], atol=1e-15)
+    np.testing.assert_array_equal(out[0], ex.v[0])  # query 1 reads key 1 only: weight e^0 / e^0 = 1, exact
+    assert_close(w[1], [0.5, 0.5, 0.0], n=attention_length(2, 3))
 
 
 def test_chapter_1_tutorial_numbers_in_the_box():

@@ -10,6 +10,9 @@ import pytest
 
 from tmlib.course import examples as E
 from tmlib import ref as R
+from tolerances import assert_close, attention_length, layer_norm_length, layer_norm_magnitude
+
+pytestmark = pytest.mark.numerics
 
 
 # ---------------------------------------------------------------- feed-forward (notebook 3)
@@ -37,7 +40,7 @@ def test_ffn_is_position_wise():
     for b in range(2):
         for t in range(5):
             row = np.maximum(0, x[b, t] @ w1 + b1) @ w2 + b2  # one position, by hand
-            np.testing.assert_allclose(full[b, t], row, atol=1e-12)
+            assert_close(full[b, t], row, n=8 + 32 + 2)
     # ReLU really clips something here, so this is not a purely linear check
     assert (x @ w1 + b1 < 0).any()
 
@@ -52,11 +55,12 @@ def test_layer_norm_worked_example_closed_form():
         [-0.75, 0.25, 0.25, 0.25] / np.sqrt(3 / 16 + eps),
         [0, -1, 1, 0] / np.sqrt(0.5 + eps),
     ])
-    np.testing.assert_allclose(R.layer_norm(x), expected, atol=1e-12)
+    n, scale = layer_norm_length(4), layer_norm_magnitude(x)
+    assert_close(R.layer_norm(x), expected, n=n, magnitude=scale)
     # with eps = 0 the first row is exactly (0, √2, 0, -√2)
-    np.testing.assert_allclose(R.layer_norm(x, eps=0.0)[0], [0, np.sqrt(2), 0, -np.sqrt(2)], atol=1e-12)
+    assert_close(R.layer_norm(x, eps=0.0)[0], [0, np.sqrt(2), 0, -np.sqrt(2)], n=n, magnitude=scale)
     gamma, beta = np.array([1.0, 2.0, 0.5, 1.0]), np.array([0.0, 1.0, 0.0, -1.0])
-    np.testing.assert_allclose(R.layer_norm(x, gamma, beta), gamma * expected + beta, atol=1e-12)
+    assert_close(R.layer_norm(x, gamma, beta), gamma * expected + beta, n=n, magnitude=2 * scale + 1)
 
 
 def test_layer_norm_matches_torch():
@@ -69,7 +73,8 @@ def test_layer_norm_matches_torch():
         ln.weight.copy_(torch.from_numpy(gamma))
         ln.bias.copy_(torch.from_numpy(beta))
         ref = ln(torch.from_numpy(x)).numpy()
-    np.testing.assert_allclose(R.layer_norm(x, gamma, beta), ref, atol=1e-12)
+    assert_close(R.layer_norm(x, gamma, beta), ref, n=layer_norm_length(6),
+                 magnitude=layer_norm_magnitude(x) * np.abs(gamma).max() + np.abs(beta).max())
 
 
 # ---------------------------------------------------------------- sublayer (notebook 3)
@@ -95,20 +100,24 @@ def test_sublayer_against_explicit_formulas(norm_first):
     got = R.sublayer(x, fn, norm_first=norm_first)
     if norm_first:
         expected = x + fn(_ln_explicit(x))  # pre-LN: x + F(LN(x))
+        scale = max(np.abs(x).max(), layer_norm_magnitude(x))
     else:
         expected = _ln_explicit(x + fn(x))  # post-LN: LN(x + F(x)), the paper
-    np.testing.assert_allclose(got, expected, atol=1e-12)
+        scale = layer_norm_magnitude(x + fn(x))
+    assert_close(got, expected, n=layer_norm_length(6) + 6 + 2, magnitude=scale)  # LN, F (product, tanh), +
 
 
 def test_sublayer_post_ln_output_is_normalized_and_pre_ln_keeps_identity_path():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(5, 8)) * 10
     post = R.sublayer(x, lambda z: 0.5 * z)
-    np.testing.assert_allclose(post.mean(-1), 0, atol=1e-12)
-    np.testing.assert_allclose(post.var(-1), 1, atol=1e-5)
-    # a zero sub-layer: pre-LN is the identity, post-LN still normalizes
+    n, scale = layer_norm_length(8) + 2, layer_norm_magnitude(1.5 * x)
+    assert_close(post.mean(-1), 0, n=n + 8, magnitude=scale)
+    v = (1.5 * x).var(-1)
+    assert_close(post.var(-1), v / (v + 1e-5), n=2 * n, magnitude=scale)  # below 1 by LayerNorm's eps only
+    # a zero sub-layer: pre-LN is the identity (x + 0, exact), post-LN still normalizes
     np.testing.assert_allclose(R.sublayer(x, np.zeros_like, norm_first=True), x, atol=0)
-    np.testing.assert_allclose(R.sublayer(x, np.zeros_like), _ln_explicit(x), atol=1e-12)
+    assert_close(R.sublayer(x, np.zeros_like), _ln_explicit(x), n=n, magnitude=layer_norm_magnitude(x))
 
 
 def test_sublayer_bad_inputs():
@@ -126,7 +135,7 @@ def test_positional_encoding_worked_values_d4():
     pe = R.positional_encoding(3, 4)
     # d_model 4: frequencies 1 and 1/100, so PE[pos] = (sin pos, cos pos, sin pos/100, cos pos/100)
     expected = np.array([[np.sin(p), np.cos(p), np.sin(p / 100), np.cos(p / 100)] for p in range(3)])
-    np.testing.assert_allclose(pe, expected, atol=1e-15)
+    assert_close(pe, expected, n=4, magnitude=2.0)  # angles up to 2, from a power and a division
     np.testing.assert_array_equal(pe[0], [0, 1, 0, 1])
     np.testing.assert_allclose(pe.round(4), [[0, 1, 0, 1],
                                              [0.8415, 0.5403, 0.01, 1.0],
@@ -140,7 +149,7 @@ def test_positional_encoding_explicit_loop():
         for j in range(0, d_model, 2):  # j = 2i already: the exponent is j / d_model
             expected[pos, j] = np.sin(pos / 10000 ** (j / d_model))
             expected[pos, j + 1] = np.cos(pos / 10000 ** (j / d_model))
-    np.testing.assert_allclose(R.positional_encoding(seq_len, d_model), expected, atol=1e-14)
+    assert_close(R.positional_encoding(seq_len, d_model), expected, n=4, magnitude=6.0)  # angles up to 6
 
 
 @pytest.mark.parametrize("d_model", [2, 4, 64])
@@ -149,20 +158,21 @@ def test_relative_position_matrix_shifts_every_position(d_model, k):
     n = 40
     pe = R.positional_encoding(n, d_model)
     m = R.relative_position_matrix(k, d_model)
-    for pos in range(max(0, -k), min(n, n - k)):
-        np.testing.assert_allclose(m @ pe[pos], pe[pos + k], atol=1e-12)
+    for pos in range(max(0, -k), min(n, n - k)):  # sines of angles up to 56, then a product of length 2
+        assert_close(m @ pe[pos], pe[pos + k], n=4 + 2, magnitude=n + abs(k))
 
 
 def test_relative_position_matrix_structure():
     d = 8
     m3 = R.relative_position_matrix(3, d)
-    np.testing.assert_allclose(m3 @ m3.T, np.eye(d), atol=1e-14)  # orthogonal
-    np.testing.assert_allclose(R.relative_position_matrix(0, d), np.eye(d), atol=0)
-    np.testing.assert_allclose(R.relative_position_matrix(-3, d), m3.T, atol=1e-14)
-    np.testing.assert_allclose(R.relative_position_matrix(2, d) @ R.relative_position_matrix(5, d),
-                               R.relative_position_matrix(7, d), atol=1e-13)
+    # cosines and sines of angles up to 3 (7 for the product), then products of length 2
+    assert_close(m3 @ m3.T, np.eye(d), n=4 + 2, magnitude=3.0)  # orthogonal
+    np.testing.assert_allclose(R.relative_position_matrix(0, d), np.eye(d), atol=0)  # cos 0 = 1, sin 0 = 0
+    assert_close(R.relative_position_matrix(-3, d), m3.T, n=4, magnitude=3.0)
+    assert_close(R.relative_position_matrix(2, d) @ R.relative_position_matrix(5, d),
+                 R.relative_position_matrix(7, d), n=4 + 2, magnitude=7.0)
     # first block: rotation by angle 3 (frequency 1), written out
-    np.testing.assert_allclose(m3[:2, :2], [[np.cos(3), np.sin(3)], [-np.sin(3), np.cos(3)]], atol=1e-15)
+    assert_close(m3[:2, :2], [[np.cos(3), np.sin(3)], [-np.sin(3), np.cos(3)]], n=4, magnitude=3.0)
     assert np.count_nonzero(m3[:2, 2:]) == 0 and np.count_nonzero(m3[2:, :2]) == 0
 
 
@@ -183,9 +193,10 @@ def test_pe_dot_products_depend_only_on_distance():
     omega = 10000.0 ** (-np.arange(0, 32, 2) / 32)
     for i in range(0, 60, 7):
         for j in range(0, 60, 5):
-            # sin a sin b + cos a cos b = cos(a - b), summed over the 16 frequencies
-            np.testing.assert_allclose(gram[i, j], np.cos(omega * (i - j)).sum(), atol=1e-12)
-    np.testing.assert_allclose(np.diag(gram), 16.0, atol=1e-12)
+            # sin a sin b + cos a cos b = cos(a - b), summed over the 16 frequencies: sines of angles up to
+            # 59, then a product of length 32
+            assert_close(gram[i, j], np.cos(omega * (i - j)).sum(), n=4 + 32, magnitude=59.0)
+    assert_close(np.diag(gram), 16.0, n=4 + 32, magnitude=59.0)
 
 
 # ---------------------------------------------------------------- permutation (notebook 4)
@@ -202,7 +213,7 @@ def test_self_attention_is_permutation_equivariant_without_positions(seed):
     perm = rng.permutation(n)
     out = _self_attention(x, w_q, w_k, w_v)
     out_perm = _self_attention(x[perm], w_q, w_k, w_v)
-    np.testing.assert_allclose(out_perm, out[perm], atol=1e-12)  # rows move, nothing else
+    assert_close(out_perm, out[perm], n=d + attention_length(d, n))  # rows move, nothing else
     # adding positional encodings breaks the symmetry
     pe = R.positional_encoding(n, d)
     out_pe = _self_attention(x + pe, w_q, w_k, w_v)
@@ -222,9 +233,10 @@ def test_cat_chased_mouse_sentences_indistinguishable_without_pe():
     out_b = _self_attention(emb[b], w_q, w_k, w_v)
     perm = [0, 4, 2, 3, 1]  # b = a[perm]
     assert [a[p] for p in perm] == b
-    np.testing.assert_allclose(out_b, out_a[perm], atol=1e-12)
+    n = 8 + attention_length(8, 5)
+    assert_close(out_b, out_a[perm], n=n)
     # per-word vectors ("cat" in a and "cat" in b) are identical without positions
-    np.testing.assert_allclose(out_a[1], out_b[4], atol=1e-12)
+    assert_close(out_a[1], out_b[4], n=n)
     pe = R.positional_encoding(5, 8)
     out_a_pe = _self_attention(emb[a] + pe, w_q, w_k, w_v)
     out_b_pe = _self_attention(emb[b] + pe, w_q, w_k, w_v)
@@ -251,9 +263,11 @@ def test_chapter_3_lecture_ffn_box_and_worked_layer_norm():
     for key, value in {"x_w1_plus_b1": pre, "relu": pre, "output": [[6, 1], [5, 1], [8, 2]]}.items():
         np.testing.assert_array_equal(E.LECTURE_PRINTED["ffn"][key], value)
     x = E.MHA_EXAMPLE_2.q
-    np.testing.assert_allclose(x.mean(-1), [1, 0.75, 1], atol=1e-15)
-    np.testing.assert_allclose(x.var(-1), [0.5, 3 / 16, 0.5], atol=1e-15)
-    np.testing.assert_allclose(R.layer_norm(x)[0], np.array([0, 1, 0, -1]) / np.sqrt(0.5 + 1e-5), atol=1e-12)
+    # small integers: every partial sum, deviation and square is a short binary fraction, exact
+    np.testing.assert_array_equal(x.mean(-1), [1, 0.75, 1])
+    np.testing.assert_array_equal(x.var(-1), [0.5, 3 / 16, 0.5])
+    assert_close(R.layer_norm(x)[0], np.array([0, 1, 0, -1]) / np.sqrt(0.5 + 1e-5), n=layer_norm_length(4),
+                 magnitude=layer_norm_magnitude(x))
 
 
 def test_chapter_3_stack_numbers_quoted_in_the_text():
@@ -268,9 +282,13 @@ def test_chapter_3_stack_numbers_quoted_in_the_text():
     ex, eps = E.FFN_EXAMPLE, 1e-5
     ffn = lambda z: R.feed_forward(z, ex.w1, ex.b1, ex.w2, ex.b2)  # noqa: E731
     half = np.array([3.0, 1.5, 3.0])
-    np.testing.assert_allclose(R.sublayer(ex.x, ffn), np.outer(half / np.sqrt(half**2 + eps), [1, -1]), atol=1e-12)
+    n = layer_norm_length(2) + 2 + 2 + 1  # LN, the FFN's two products of length 2, the residual
+    assert_close(R.sublayer(ex.x, ffn), np.outer(half / np.sqrt(half**2 + eps), [1, -1]), n=n,
+                 magnitude=layer_norm_magnitude(ex.x + ffn(ex.x)))
     a = 0.5 / np.sqrt(0.25 + eps)
-    np.testing.assert_allclose(R.sublayer(ex.x, ffn, norm_first=True), [[4 + a, 0], [3, 1], [4, 1]], atol=1e-12)
+    # LN's roundings at max |x| / std = 2 (the constant row normalises to exactly 0), through the FFN, whose
+    # matrices multiply by at most 2 and 3 (largest absolute row sums)
+    assert_close(R.sublayer(ex.x, ffn, norm_first=True), [[4 + a, 0], [3, 1], [4, 1]], n=n, magnitude=2 * 2 * 3)
 
 
 def test_chapter_3_eps_placement_table():

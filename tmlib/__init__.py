@@ -12,7 +12,8 @@
 * :mod:`tmlib.analysis` — attention capture and head statistics, parameter/memory/FLOP counts, benchmarking.
 * :mod:`tmlib.course` — the lecture's worked examples, exercise checks, quizzes and plots.
 * Command lines: ``python -m tmlib.train`` and ``python -m tmlib.translate``. Shared helpers:
-  :mod:`tmlib.utils` (seeding, devices, atomic writes) and :mod:`tmlib.validation` (argument checks).
+  :mod:`tmlib.utils` (seeding, devices, atomic writes), :mod:`tmlib.validation` (argument checks) and
+  :mod:`tmlib.tolerance` (how far two correct floating-point computations may differ).
 
 ``import tmlib`` and ``import tmlib.ref`` do not import torch; the PyTorch subpackages do. On Python older than
 3.10 (whose typing the library's annotations and command lines need) ``import tmlib`` stops with one line.

@@ -28,8 +28,6 @@ from pathlib import Path
 import pooch
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Largest absolute difference allowed between the ONNX and PyTorch next-token logits (float32, one thread).
-LOGIT_TOLERANCE = 1e-3
 
 
 def _sizes(folder: Path, names) -> dict:
@@ -87,10 +85,12 @@ def main(argv=None) -> int:
         export_onnx(model, tmp / "float32")
         sources = [ids for ids in (tok.encode(de) for de, _ in test[:check]) if ids]
         report = compare_with_torch(model, OnnxTranslator(tmp / "float32"), sources, tok.bos_id, tok.eos_id)
+        # the tolerance: float32's for the model's forward chain at the longest source and output, at the scale of
+        # the largest logit (tmlib.tolerance; ONNX Runtime's kernels round in other places and orders)
         print(f"float32 ONNX vs PyTorch on {report['sentences']} test sentences: {report['identical']} identical "
-              f"outputs, largest logit difference {report['max_logit_diff']:.2g}, largest attention difference "
-              f"{report['max_attention_diff']:.2g}")
-        if report["identical"] != report["sentences"] or report["max_logit_diff"] > LOGIT_TOLERANCE:
+              f"outputs, largest logit difference {report['max_logit_diff']:.2g} (tolerance "
+              f"{report['logit_tolerance']:.2g}), largest attention difference {report['max_attention_diff']:.2g}")
+        if report["identical"] != report["sentences"] or report["max_logit_diff"] > report["logit_tolerance"]:
             print("error: the ONNX graphs disagree with PyTorch", file=sys.stderr)
             return 1
         chosen, measured = tmp / "float32", {"float32": {**report, "bytes": _sizes(tmp / "float32", (ENCODER_FILE, DECODER_FILE))}}

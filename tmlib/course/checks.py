@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from tmlib.tolerance import eps_of, tolerance
 from tmlib.validation import check_float, check_int
 
 __all__ = ["check_shape", "check_close", "tolerance_text", "as_float_array", "how_far"]
@@ -58,8 +59,9 @@ def as_float_array(x, role: str, what: str) -> np.ndarray:
     Raises:
         TypeError: ``x`` is ``...``, None, or not numeric (the message names ``what`` and ``role``).
     """
-    if hasattr(x, "detach"):  # torch tensor: leave the graph and the device
+    if hasattr(x, "detach"):  # torch tensor: leave the graph and the device (NumPy has no bfloat16)
         x = x.detach().cpu()
+        x = x.double() if x.is_floating_point() else x
     if role == "answer" and _unanswered(x):
         raise TypeError(f"{what}: your answer is still `...`; replace the `...` with your answer and run that "
                         "cell again")
@@ -70,6 +72,22 @@ def as_float_array(x, role: str, what: str) -> np.ndarray:
     except (TypeError, ValueError) as err:
         raise TypeError(f"{what}: the {role} must be a number, a list of numbers, an array or a tensor, "
                         f"got {type(x).__name__} ({err})") from None
+
+
+def _low_precision_rtol(*values) -> float:
+    """The default relative tolerance: 0 for float64 (and Python numbers), else ``tolerance(dtype)`` (4 eps) of
+    the least precise floating-point dtype among ``values`` (a float32, bfloat16 or float16 array or tensor)."""
+    eps = []
+    for x in values:
+        dtype = getattr(x, "dtype", None)
+        try:
+            eps.append((eps_of(dtype), dtype))
+        except TypeError:  # not a floating-point dtype, or no dtype: exact or float64
+            continue
+    if not eps:
+        return 0.0
+    worst, dtype = max(eps, key=lambda e: e[0])
+    return tolerance(dtype) if worst > np.finfo(np.float64).eps else 0.0
 
 
 def tolerance_text(atol: float, rtol: float = 0.0, decimals: int | None = None) -> str:
@@ -129,8 +147,13 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
             device; it is compared in float64 on the CPU).
         expected: the reference value, with the same shape as ``answer``.
         what: a short description used in the messages ("attention output").
-        atol: absolute tolerance; default ``1e-6`` (right for an answer computed with NumPy or torch).
-        rtol: relative tolerance, as in ``numpy.allclose``; default 0.
+        atol: absolute tolerance; default ``1e-6`` (right for an answer computed in float64 with NumPy or torch,
+            or by hand to six decimals).
+        rtol: relative tolerance, as in ``numpy.allclose``; default 0, except with the default ``atol`` when the
+            answer or the expected value is a lower-precision array or tensor (float32, bfloat16, float16): then
+            4 eps of that dtype (:func:`tmlib.tolerance.tolerance`; 4.8e-7 for float32), since float32 cannot
+            hold a value of magnitude 100 closer than 3.8e-6 (``tolerance`` gives the bound of a longer
+            computation: pass it as ``atol``).
         decimals: accept a hand computation given to this many decimals: ``atol = 0.5 * 10**-decimals`` (the
             answer must be the expected value correctly rounded, or closer). Give either ``atol`` or
             ``decimals``, not both.
@@ -156,6 +179,8 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
         atol = 0.5 * 10.0 ** -decimals * (1 + 1e-9)  # slack for the binary representation of decimals
     elif atol is None:
         atol = _DEFAULT_ATOL
+        if rtol == 0:
+            rtol = _low_precision_rtol(answer, expected)
     atol, rtol = check_float(atol, "check_close: atol"), check_float(rtol, "check_close: rtol")
     if atol < 0 or rtol < 0:
         raise ValueError(f"check_close: tolerances must be non-negative, got atol={atol}, rtol={rtol}")

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from tmlib.tolerance import tolerance, transformer_reduction_length
+
 __all__ = ["ENCODER_FILE", "DECODER_FILE", "EncoderGraph", "DecoderGraph", "export_onnx", "OnnxTranslator",
            "torch_greedy_with_attention", "compare_with_torch", "quantize_int8"]
 
@@ -214,10 +216,12 @@ def compare_with_torch(model: nn.Module, translator: OnnxTranslator, sources: Se
         sources: token ids of the source sentences (no ``<bos>``/``<eos>``), none empty.
 
     Returns:
-        ``{"sentences", "identical" (outputs equal token for token), "max_logit_diff", "max_attention_diff"}``;
-        the differences are the largest absolute ones over the steps where both decoders had the same prefix.
+        ``{"sentences", "identical" (outputs equal token for token), "max_logit_diff", "max_attention_diff",
+        "max_abs_logit", "max_source_len", "max_steps", "logit_tolerance", "attention_tolerance"}``; the
+        differences are the largest absolute ones over the steps where both decoders had the same prefix; the
+        tolerances are float32's for the model's forward chain at those lengths (:mod:`tmlib.tolerance`).
     """
-    identical, logit_diff, attention_diff = 0, 0.0, 0.0
+    identical, logit_diff, attention_diff, scale, steps = 0, 0.0, 0.0, 0.0, 1
     for ids in sources:
         ref = torch_greedy_with_attention(model, ids, bos_id, eos_id)
         out = translator.greedy(ids, bos_id, eos_id)
@@ -227,8 +231,13 @@ def compare_with_torch(model: nn.Module, translator: OnnxTranslator, sources: Se
                     n - 1) + 1  # steps up to and including the first that differs share their prefix
         logit_diff = max(logit_diff, float(np.abs(ref["logits"][:same] - out["logits"][:same]).max()))
         attention_diff = max(attention_diff, float(np.abs(ref["attention"][:same] - out["attention"][:same]).max()))
+        scale, steps = max(scale, float(np.abs(ref["logits"]).max())), max(steps, len(ref["logits"]))
+    src_len = max(map(len, sources))
+    chain = transformer_reduction_length(model.config, src_len, steps)
     return {"sentences": len(sources), "identical": int(identical), "max_logit_diff": logit_diff,
-            "max_attention_diff": attention_diff}
+            "max_attention_diff": attention_diff, "max_abs_logit": scale, "max_source_len": src_len,
+            "max_steps": steps, "logit_tolerance": tolerance(torch.float32, chain, scale),
+            "attention_tolerance": tolerance(torch.float32, chain, 1.0)}
 
 
 def quantize_int8(folder: str | os.PathLike, out: str | os.PathLike) -> dict[str, Path]:
