@@ -39,7 +39,6 @@ import argparse
 import statistics
 import subprocess
 import sys
-import time
 import types
 from pathlib import Path
 

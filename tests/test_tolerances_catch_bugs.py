@@ -25,7 +25,7 @@ from tmlib.model import layers as L
 from tmlib.model.positional import PositionalEncoding
 from tmlib.model.transformer import Transformer
 from test_model import chain, padded_batch, small_model
-from tolerances import attention_length, max_difference, tolerance, transformer_reduction_length
+from tolerances import attention_length, max_difference, tolerance
 
 
 def margin(actual, expected, *, n: int, magnitude: float | None = None, dtype=None, bug: str = "") -> float:
@@ -98,12 +98,12 @@ def faulty_attend_fused(bug: str):
     return attend_fused
 
 
-def padding_on_the_queries(attn_mask, key_padding_mask):
-    """MultiHeadAttention.merge_masks with the padding mask on the query axis (a self-attention only bug: the
+def padding_on_the_queries(attn_mask, real_keys):
+    """tmlib.model.masks.merge_masks with the padding mask on the query axis (a self-attention only bug: the
     shapes agree there)."""
-    if key_padding_mask is None:
+    if real_keys is None:
         return attn_mask if attn_mask is None or attn_mask.dim() == 4 else attn_mask[None, None]
-    padding = key_padding_mask[:, None, :, None]  # (batch, 1, n_q, 1): the padded *queries* see nothing
+    padding = real_keys[:, None, :, None]  # (batch, 1, n_q, 1): the padded *queries* see nothing
     return padding if attn_mask is None else (attn_mask if attn_mask.dim() == 4 else attn_mask[None, None]) & padding
 
 
@@ -159,7 +159,7 @@ def test_encoder_memory_catches_padding_on_the_wrong_axis(dtype, monkeypatch):
     src, _ = padded_batch()
     with torch.no_grad():
         ref_mem = ref.encoder(model.positional(model.src_embed(src)), src_key_padding_mask=src == 0)
-        monkeypatch.setattr(MultiHeadAttention, "merge_masks", staticmethod(padding_on_the_queries))
+        monkeypatch.setattr(A, "merge_masks", padding_on_the_queries)
         mem = model.encode(src)
     real = src != 0
     assert margin(mem[real], ref_mem[real], n=chain(model), bug="padding mask on the queries") > 1
@@ -170,7 +170,7 @@ def test_source_padding_test_catches_unmasked_padding(dtype, monkeypatch):
     """test_source_padding_does_not_change_logits fails when the model does not mask the padded source."""
     model = small_model(dtype)
     src, tgt = padded_batch()
-    monkeypatch.setattr(Transformer, "source_mask", lambda self, src, *a, **k: None)  # pads are attended to
+    monkeypatch.setattr(Transformer, "real_tokens", lambda self, src: None)  # pads are attended to
     with torch.no_grad():
         base = model(src, tgt)
         longer = model(torch.cat([src, torch.zeros(3, 5, dtype=torch.long)], dim=1), tgt)

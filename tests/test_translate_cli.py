@@ -7,7 +7,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tmlib.training import CHECKPOINT_FORMAT  # noqa: E402
 from tmlib.data import BatchIterator, train_tokenizer  # noqa: E402
 from tmlib.decoding import greedy_decode  # noqa: E402
 from tmlib.model import PRESETS, make_model  # noqa: E402
