@@ -218,7 +218,9 @@ def check_buttons(page, page_path: str, site_dir: Path, origin: str, repo: str, 
             try:
                 nb = json.loads((site_dir / rel).read_text())
                 assert nb["cells"], "no cells"
-                assert not any(c.get("metadata") for c in nb["cells"]), "cells with tags or metadata (hidden checks?)"
+                # a stub keeps only its ``assignment`` record (which exercise, which stub) for the grader's tools
+                extra = [c["metadata"] for c in nb["cells"] if set(c.get("metadata", {})) - {"assignment"}]
+                assert not extra, f"cells with tags or metadata (hidden checks?): {extra[:2]}"
             except Exception as err:  # noqa: BLE001 - any failure to parse is the finding
                 problems.append(f"downloadable notebook {rel} is not a student notebook: {err}")
     return problems
