@@ -106,4 +106,4 @@ def test_attention_bytes_names_the_factor():
         check_attention_bytes(right // 4096, **kw)
     assert str(right) not in str(err.value) and f"{right:,}" not in str(err.value)
     with pytest.raises(AssertionError, match="whole number"):
-        check_attention_bytes(2.5e11, **kw)
+        check_attention_bytes(274_877_906_944.5, **kw)
