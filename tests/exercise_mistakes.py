@@ -103,6 +103,13 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the statistics over the wrong axis", replace=(
             ("mu = x.mean(axis=-1, keepdims=True)", "mu = x.mean(axis=0, keepdims=True)"),
             ("var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)", "var = ((x - mu) ** 2).mean(axis=0, keepdims=True)")))],
+    "ex-03-encoder-layer": [Mistake("the residual left out of the self-attention sub-layer", replace=(
+        ("R.layer_norm(x + R.multi_head_attention(", "R.layer_norm(R.multi_head_attention("),)),
+        Mistake("pre-LN instead of the paper's post-LN", code=(
+            "def my_encoder_layer(x, self_attn, ffn):\n    w_q, w_k, w_v, w_o = self_attn\n    n = R.layer_norm(x)\n"
+            "    z = x + R.multi_head_attention(n, n, n, w_q, w_k, w_v, w_o)[0]\n"
+            "    return z, z + R.feed_forward(R.layer_norm(z), *ffn)")),
+        Mistake("the feed-forward network fed the layer's input", replace=(("R.feed_forward(z, *ffn)", "R.feed_forward(x, *ffn)"),))],
     "ex-03-ln-invariance": [Mistake("LN(x) instead of LN(-2x + 1)", code="flipped = R.layer_norm(x_ln, eps=0.0)")],
     "ex-04-build-pe": [Mistake("the pair index i read as 2i", replace=(
         ("10000.0 ** (-np.arange(0, d_model, 2) / d_model)", "10000.0 ** (-np.arange(0, d_model // 2) / d_model)"),))],

@@ -107,3 +107,26 @@ def test_attention_bytes_names_the_factor():
     assert str(right) not in str(err.value) and f"{right:,}" not in str(err.value)
     with pytest.raises(AssertionError, match="whole number"):
         check_attention_bytes(274_877_906_944.5, **kw)
+
+
+def test_encoder_layer_build_it_names_the_sub_layer():
+    from tmlib.course.exercise_checks import check_encoder_layer
+
+    def layer(residual=True, pre_ln=False, ffn_on_x=False):
+        def fn(x, self_attn, ffn):
+            attn = lambda s: R.multi_head_attention(s, s, s, *self_attn)[0]  # noqa: E731
+            if pre_ln:
+                z = x + attn(R.layer_norm(x))
+                return z, z + R.feed_forward(R.layer_norm(z), *ffn)
+            z = R.layer_norm((x if residual else 0) + attn(x))
+            return z, R.layer_norm(z + R.feed_forward(x if ffn_on_x else z, *ffn))
+        return fn
+
+    assert check_encoder_layer(layer()).startswith("correct:")
+    assert check_encoder_layer(lambda x, a, f: (R.sublayer(x, lambda s: R.multi_head_attention(s, s, s, *a)[0]),
+                                                R.encoder_layer(x, a, f))).startswith("correct:")
+    for fn, symptom in [(layer(residual=False), "self-attention sub-layer: the residual connection is missing"),
+                        (layer(pre_ln=True), "self-attention sub-layer: the normalisation comes before"),
+                        (layer(ffn_on_x=True), "feed-forward sub-layer .*matches.*gets the layer's input x")]:
+        with pytest.raises(AssertionError, match=symptom):
+            check_encoder_layer(fn)

@@ -8,7 +8,7 @@ from tmlib.course.diagnostics import (
     module_stages
 )
 from tmlib.course.exercise_checks import (
-    check_attention_bytes, check_attention_result, check_feed_forward, check_feed_forward_result,
+    check_attention_bytes, check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result,
     check_layer_norm_result, check_multi_head_attention, check_multi_head_result
 )
 from tmlib.course.examples import (
@@ -30,7 +30,7 @@ __all__ = [
     "attention_heads", "attention_heatmap", "check_causal", "check_close", "check_own_work", "check_padding_invariance",
     "check_rows_sum_to_one", "check_shape", "check_stages", "choice", "forbidden_references", "head_grid",
     "mask_panels", "module_stages",
-    "check_attention_bytes", "check_attention_result", "check_feed_forward", "check_feed_forward_result",
+    "check_attention_bytes", "check_attention_result", "check_encoder_layer", "check_feed_forward", "check_feed_forward_result",
     "check_layer_norm_result", "check_multi_head_attention", "check_multi_head_result",
     "numeric", "paper_quiz_block", "positional_encoding_heatmap", "power_law_plot", "tolerance_text"
 ]

@@ -15,7 +15,7 @@ from tmlib import ref
 from tmlib.course.checks import as_float_array, check_close, check_shape
 
 __all__ = ["check_attention_result", "check_attention_bytes", "check_feed_forward_result", "check_layer_norm_result",
-           "check_multi_head_result", "check_multi_head_attention", "check_feed_forward"]
+           "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer"]
 
 
 def _compare(answer, expected, what: str, variants=(), **tolerance) -> str:
@@ -193,3 +193,39 @@ def check_feed_forward(fn, what: str = "your feed-forward network", *, seed: int
             cause = "follow one position (one row of x) through the two linear maps and the ReLU, step by step"
         raise AssertionError(f"{what} {shape_} differs from the right output: {cause}")
     return f"correct: {what} gives the right output for d_ff ≠ d_model and d_ff = d_model (tolerance 1e-09)"
+
+
+def check_encoder_layer(fn, what: str = "your encoder layer", *, seed: int = 0) -> str:
+    """Call ``fn(x, self_attn, ffn) -> (z, out)`` (the first sub-layer's output and the layer's) on seeded random
+    inputs and name the first sub-layer that differs, with the cause where it is a typical one (the residual
+    missing, the normalisation before the sub-layer instead of after the addition, the FFN fed the layer's input)."""
+    rng = np.random.default_rng(seed)
+    n, d_model, n_heads, d_ff = 5, 8, 2, 16
+    x = rng.normal(size=(n, d_model))
+    self_attn = tuple(rng.normal(size=(n_heads, d_model, d_model // n_heads)) for _ in range(3)) + (
+        rng.normal(size=(d_model, d_model)) / np.sqrt(d_model),)
+    ffn = (rng.normal(size=(d_model, d_ff)), rng.normal(size=d_ff), rng.normal(size=(d_ff, d_model)),
+           rng.normal(size=d_model))
+    result = fn(x, self_attn, ffn)
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise AssertionError(f"{what} must return the pair (z, out), got {type(result).__name__}")
+    z_ans, out_ans = (as_float_array(r, "answer", what) for r in result)
+    attn = lambda s: ref.multi_head_attention(s, s, s, *self_attn)[0]  # noqa: E731
+    ff = lambda s: _ffn(s, *ffn)  # noqa: E731
+    z = ref.layer_norm(x + attn(x))
+    for name, ans, exp, variants in [
+            ("self-attention", z_ans, z, [("the residual connection is missing (LN(MultiHead(x)))", ref.layer_norm(attn(x))),
+                                          ("the normalisation comes before the sub-layer (pre-LN), not after the "
+                                           "residual addition", x + attn(ref.layer_norm(x)))]),
+            ("feed-forward", out_ans, ref.layer_norm(z + ff(z)),
+             [("the residual connection is missing (LN(FFN(z)))", ref.layer_norm(ff(z))),
+              ("the feed-forward network gets the layer's input x instead of z", ref.layer_norm(z + ff(x))),
+              ("the normalisation comes before the sub-layer (pre-LN)", z_ans + ff(ref.layer_norm(z_ans)))])]:
+        check_shape(ans, (n, d_model), f"{what}: the output of its {name} sub-layer")
+        if np.allclose(ans, exp, rtol=0, atol=1e-9):
+            continue
+        cause = next((hint for hint, v in variants if np.allclose(ans, v, rtol=0, atol=1e-9)), None)
+        before = "" if name == "self-attention" else " (the self-attention sub-layer before it matches)"
+        raise AssertionError(f"{what} differs from the right output in its {name} sub-layer{before}: "
+                             + (f"{cause}?" if cause else "follow x + Sublayer(x), then the layer normalisation"))
+    return f"correct: both sub-layers of {what} give the right outputs (tolerance 1e-09)"
