@@ -111,14 +111,103 @@ MISTAKES: dict[str, list[Mistake]] = {
             "    return z, z + R.feed_forward(R.layer_norm(z), *ffn)")),
         Mistake("the feed-forward network fed the layer's input", replace=(("R.feed_forward(z, *ffn)", "R.feed_forward(x, *ffn)"),))],
     "ex-03-ln-invariance": [Mistake("LN(x) instead of LN(-2x + 1)", code="flipped = R.layer_norm(x_ln, eps=0.0)")],
-    "ex-04-build-pe": [Mistake("the pair index i read as 2i", replace=(
-        ("10000.0 ** (-np.arange(0, d_model, 2) / d_model)", "10000.0 ** (-np.arange(0, d_model // 2) / d_model)"),))],
-    "ex-04-rope": [Mistake("the public check's inputs set to zero", code=(
-        "rng_rope = np.random.default_rng(3)\nq_vec = k_vec = np.zeros(8)\nscores = [0.0, 0.0, 0.0]"))],
-    "ex-05-decoder-layer": [Mistake("self-attention without the causal mask", replace=(
-        (", mask=R.causal_mask(n_tgt))", ")"),))],
-    "ex-06-gap": [Mistake("the public check's inputs chosen to agree", code=(
-        "V10 = 2\nclosed_form = 0.0\nz = np.zeros(V10)"))],
+    # chapter 4 (each mistake is caught by the public check; the hidden test agrees)
+    "ex-04-build-pe": [
+        Mistake("the pair index i read as 2i (exponent halved)", replace=(
+            ("10000.0 ** (-np.arange(0, d_model, 2) / d_model)", "10000.0 ** (-np.arange(0, d_model // 2) / d_model)"),)),
+        Mistake("the factor 2 applied twice (exponent doubled)", replace=(
+            ("10000.0 ** (-np.arange(0, d_model, 2) / d_model)", "10000.0 ** (-2 * np.arange(0, d_model, 2) / d_model)"),)),
+        Mistake("sin and cos swapped", replace=(("pe_[:, 0::2] = np.sin(", "pe_[:, 0::2] = np.cos("),
+                                                ("pe_[:, 1::2] = np.cos(", "pe_[:, 1::2] = np.sin("))),
+        Mistake("positions counted from 1", replace=(("np.arange(seq_len)[:, None]", "np.arange(1, seq_len + 1)[:, None]"),)),
+    ],
+    "ex-04-pe3": [
+        Mistake("degrees instead of radians", code=(
+            "answer = [np.sin(np.radians(3)), np.cos(np.radians(3)), np.sin(np.radians(0.03)), np.cos(np.radians(0.03))]")),
+        Mistake("the doubled exponent: pair 1 at 3/10000", code=(
+            "answer = [np.sin(3), np.cos(3), np.sin(3 / 10000), np.cos(3 / 10000)]")),
+        Mistake("positions counted from 1 (PE of the third token, pos = 2)", code=(
+            "answer = [np.sin(2), np.cos(2), np.sin(2 / 100), np.cos(2 / 100)]")),
+    ],
+    "ex-04-wavelength": [
+        Mistake("the dimension 2i instead of the pair i", code="i_best = 20"),
+        Mistake("the neighbouring pair", code="i_best = 9"),
+        Mistake("left as the stub", unanswered=True),
+    ],
+    "ex-04-rope": [
+        Mistake("the public check's inputs set to zero", code=(
+            "rng_rope = np.random.default_rng(3)\nq_vec = k_vec = np.zeros(8)\nscores = [0.0, 0.0, 0.0]")),
+        Mistake("no rotation: q · k three times", code=(
+            "rng_rope = np.random.default_rng(3)\nq_vec, k_vec = rng_rope.normal(size=8), rng_rope.normal(size=8)\n"
+            "scores = [float(q_vec @ k_vec)] * 3")),
+        Mistake("the key rotated by the transpose", replace=(
+            ("(R.relative_position_matrix(n, 8) @ k_vec)", "(R.relative_position_matrix(n, 8).T @ k_vec)"),)),
+        Mistake("both rotated by the query's position", replace=(
+            ("(R.relative_position_matrix(n, 8) @ k_vec)", "(R.relative_position_matrix(m, 8) @ k_vec)"),)),
+    ],
+    # chapter 5
+    "ex-05-cross": [
+        Mistake("scores not scaled by sqrt(d_k)", replace=(("b = np.exp(np.sqrt(2))", "b = np.exp(2.0)"),)),
+        Mistake("the old query (1, 1)", code="my_weights = np.array([np.exp(1 / np.sqrt(2))] * 2 + [np.exp(np.sqrt(2))]) / "
+                                            "(2 * np.exp(1 / np.sqrt(2)) + np.exp(np.sqrt(2)))"),
+        Mistake("weights not normalised", replace=(("/ (1 + 2 * b)", ""),)),
+    ],
+    "ex-05-prefix": [
+        Mistake("the unchanged causal mask", code="n_prefix, p = 5, 2\nprefix_mask = R.causal_mask(n_prefix)"),
+        Mistake("the prompt vector broadcast along the queries", replace=(("prefix_keys[None, :]", "prefix_keys[:, None]"),)),
+        Mistake("AND instead of OR", replace=(("R.causal_mask(n_prefix) | prefix_keys", "R.causal_mask(n_prefix) & prefix_keys"),)),
+        Mistake("an integer mask", replace=(("prefix_keys[None, :]  #", "prefix_keys[None, :].astype(int)  #"),)),
+    ],
+    "ex-05-decoder-layer": [
+        Mistake("self-attention without the causal mask", replace=((", mask=R.causal_mask(n_tgt))", ")"),)),
+        Mistake("cross-attention over the decoder itself", replace=(
+            ("R.multi_head_attention(a, memory, memory, *cross_attn)", "R.multi_head_attention(a, a, a, *cross_attn)"),)),
+        Mistake("pre-LN instead of the paper's post-LN", code=(
+            "def my_decoder_layer(y, memory, self_attn, cross_attn, ffn):\n    n = y.shape[0]\n"
+            "    a = y + R.multi_head_attention(R.layer_norm(y), R.layer_norm(y), R.layer_norm(y), *self_attn, "
+            "mask=R.causal_mask(n))[0]\n"
+            "    c = a + R.multi_head_attention(R.layer_norm(a), memory, memory, *cross_attn)[0]\n"
+            "    return c + R.feed_forward(R.layer_norm(c), *ffn)")),
+        Mistake("the feed-forward sub-layer without its residual", replace=(
+            ("R.layer_norm(c + R.feed_forward(c, *ffn))", "R.layer_norm(R.feed_forward(c, *ffn))"),)),
+    ],
+    # chapter 6
+    "ex-06-peak": [
+        Mistake("the base model's peak", code="my_peak = 1 / math.sqrt(512 * 4000)\npeak_step = 4000"),
+        Mistake("d_model left out", code="my_peak = 4000 ** -0.5\npeak_step = 4000"),
+        Mistake("a peak one step late", code="my_peak = 1 / math.sqrt(1024 * 4000)\npeak_step = 4001"),
+    ],
+    "ex-06-gap": [
+        Mistake("the public check's inputs chosen to agree", code="V10 = 2\nclosed_form = 0.0\nz = np.zeros(V10)"),
+        Mistake("nothing minimised (issue 24)", code="V10 = 10\nclosed_form = 0\nz = np.zeros(10)"),
+        Mistake("the exclusive convention's gap", replace=(("closed_form = math.log(0.91 / 0.01)",
+                                                            "closed_form = math.log(0.9 / (0.1 / 9))"),)),
+        Mistake("too few gradient steps", replace=(("for _ in range(5000):", "for _ in range(20):"),)),
+    ],
+    "ex-06-crossover": [
+        Mistake("the projections' crossover for both", code="d = 512\nn_a = 2 * d\nn_b = 2 * d"),
+        Mistake("d_ff left out of (b)", code="d = 512\nn_a = 2 * d\nn_b = 4 * d"),
+        Mistake("n = d, the recurrent crossover", code="d = 512\nn_a = d\nn_b = 6 * d"),
+    ],
+    "ex-06-lrate": [
+        Mistake("the warm-up exponent -0.5 instead of -1.5: the peak moves", replace=(
+            ("step * warmup_steps ** -1.5", "step * warmup_steps ** -0.5"),)),
+        Mistake("d_model^-0.5 left out", replace=(("return d_model ** -0.5 * min(", "return min("),)),
+        Mistake("max instead of min", replace=(("* min(step", "* max(step"),)),
+    ],
+    "ex-06-smoothed-loss": [
+        Mistake("the smoothing mass spread over V - 1 classes (the exclusive target)", replace=(
+            ("np.full((n, V), label_smoothing / V)", "np.full((n, V), label_smoothing / (V - 1))"),
+            ("t[np.arange(n), targets] += 1.0 - label_smoothing", "t[np.arange(n), targets] = 1.0 - label_smoothing"))),
+        Mistake("padding not excluded", replace=(("per_position[real].mean()", "per_position.mean()"),)),
+        Mistake("log of a softmax that underflows: log 0", replace=(
+            ("log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))",
+             "log_p = np.log(np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True))"),)),
+        Mistake("a mean over positions and classes instead of a sum over the classes", replace=(
+            ("return float(per_position[real].mean())", "return float(-(t * log_p)[real].mean())"),)),
+        Mistake("the target row not normalised: 1 - eps + eps on the true class", replace=(
+            ("t[np.arange(n), targets] += 1.0 - label_smoothing", "t[np.arange(n), targets] += 1.0"),)),
+    ],
     "ex-07-mha-module": [Mistake("scores not scaled by sqrt(d_k)", replace=(("/ self.d_k ** 0.5", ""),))],
     "ex-07-cache-cost": [Mistake("n set so that any count passes", code=(
         "n = 10**9\nwithout_cache = 5 * 10**8\nwith_cache = 1"))],
