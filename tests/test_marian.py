@@ -241,3 +241,47 @@ def test_export_command_line(trained, tokenizer, tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and err[0].startswith("error: ") and "is not an empty folder" in err[0]
     assert err[1].startswith("error: no checkpoint at")
+
+
+def test_the_folder_loads_on_another_transformers(trained, tokenizer, sources, tmp_path):
+    """The folder written here loads, with AutoTokenizer and MarianMTModel, in another transformers installation
+    (the oldest the hf extra allows, 4.46): ``TM_OTHER_TRANSFORMERS`` names a folder put first on the path, e.g.
+    ``pip install --no-deps --target DIR transformers==4.46.3 tokenizers==0.20.3 huggingface_hub==0.36.0``;
+    skipped without it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    other = os.environ.get("TM_OTHER_TRANSFORMERS")
+    if not other:
+        pytest.skip("set TM_OTHER_TRANSFORMERS to a folder holding another transformers version")
+    from tmlib.export import save_marian
+
+    model, hf, _ = trained
+    folder = save_marian(model, tokenizer, tmp_path / "hf")
+    tgt = torch.full((sources.shape[0], 3), BOS)
+    with torch.no_grad():
+        expected = hf(input_ids=sources, attention_mask=sources != PAD, decoder_input_ids=tgt).logits
+    torch.save({"sources": sources, "tgt": tgt}, tmp_path / "inputs.pt")
+    code = f"""
+import json, torch, transformers
+from transformers import AutoTokenizer, MarianMTModel
+tok = AutoTokenizer.from_pretrained({str(folder)!r})
+model = MarianMTModel.from_pretrained({str(folder)!r}).eval()
+x = torch.load({str(tmp_path / 'inputs.pt')!r})
+with torch.no_grad():
+    logits = model(input_ids=x["sources"], attention_mask=x["sources"] != {PAD}, decoder_input_ids=x["tgt"]).logits
+torch.save(logits, {str(tmp_path / 'logits.pt')!r})
+print(json.dumps({{"version": transformers.__version__, "class": type(tok).__name__,
+                  "ids": tok(["Ein Mann"])["input_ids"]}}))
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([other, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    import transformers
+
+    assert got["version"] != transformers.__version__, "TM_OTHER_TRANSFORMERS holds this same version"
+    assert got["ids"] == [tokenizer.encode("Ein Mann")]
+    torch.testing.assert_close(torch.load(tmp_path / "logits.pt"), expected, atol=1e-5, rtol=1e-5)
