@@ -120,7 +120,8 @@ def test_missing_graph_is_named(tmp_path):
 
 
 def test_site_ships_model_or_says_how_to_build_it(exported, tmp_path):
-    """_ext/translator_model.py copies a complete export into _static/translator/, else writes a model.json message."""
+    """_ext/translator_model.py copies a complete export into _static/translator/, else writes a model.json message;
+    beside each file, its script copy for file:// pages."""
     import json
 
     from translator_model import MISSING_MODEL_MESSAGE, WEB_MODEL_FILES, ship_web_model
@@ -132,7 +133,18 @@ def test_site_ships_model_or_says_how_to_build_it(exported, tmp_path):
     (folder / "model.json").write_text("{}")
     (folder / "tokenizer.json").write_text("{}")
     assert ship_web_model(folder, tmp_path / "b")
-    assert sorted(p.name for p in (tmp_path / "b/translator").iterdir()) == sorted(WEB_MODEL_FILES)
+    shipped = tmp_path / "b/translator"
+    assert sorted(p.name for p in shipped.iterdir()) == sorted(WEB_MODEL_FILES + tuple(f + ".js" for f in WEB_MODEL_FILES))
+    # the script copies that a page opened from the disk (file://) loads: the file's bytes, base64, under the
+    # script's own address
+    import base64
+    import re
+
+    for name in WEB_MODEL_FILES:
+        text = (shipped / (name + ".js")).read_text()
+        m = re.fullmatch(r'\(window\.tmAssets = window\.tmAssets \|\| \{\}\)\[document\.currentScript\.src\] = "([A-Za-z0-9+/=]*)";\n', text)
+        assert m and base64.b64decode(m.group(1)) == (shipped / name).read_bytes(), name
+    assert (tmp_path / "a/translator/model.json.js").is_file()
 
 
 def test_a_padded_batch_equals_each_sentence_alone(exported):

@@ -47,6 +47,7 @@ import os
 import re
 import signal
 import sys
+import textwrap
 import typing
 from pathlib import Path
 
@@ -194,7 +195,9 @@ def _help_formatter():
         def add_text(self, text):
             if self._next_description is not None:
                 text, self._next_description = self._next_description, None
-            super().add_text(plain_text(text) if text else text)
+            if text and "\n" not in text:  # one paragraph: wrapped to the terminal (the raw formatter would not)
+                text = textwrap.fill(plain_text(text), self._width)
+            super().add_text(text)
 
         def _get_help_string(self, action):
             text = plain_text(action.help or "")
@@ -391,7 +394,8 @@ def _budget(config: TrainConfig) -> str:
 def _first_line(config: TrainConfig, args) -> str:
     """The line printed at once, before the seconds of data preparation: what runs, where, for how long."""
     what = f"continuing the run in {args.out}" if args.resume else f"a new run in {args.out}"
-    return (f"tmlib.train: {what}, training for {_budget(config)} (in total); first loading Multi30k and "
+    return (f"tmlib.train: {what}, training for {_budget(config)}{' in total' if args.resume else ''}; first "
+            "loading Multi30k and "
             f"{'reading the stored' if args.resume else 'training the'} BPE tokenizer (about 10 seconds)")
 
 

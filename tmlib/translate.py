@@ -95,14 +95,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def read_pieces(stream, name: str, piece_bytes: int = PIECE_BYTES, max_line_bytes: int = MAX_LINE_BYTES):
-    """Read a binary stream in pieces of whole lines, about ``piece_bytes`` each, so that memory stays bounded
-    whatever the input's size (a 3 GB file, ``/dev/zero``); yields ``(number of the first line, lines)``.
+def read_pieces(stream, name: str, piece_bytes: int | None = None, max_line_bytes: int | None = None):
+    """Read a binary stream in pieces of whole lines, about ``piece_bytes`` each (default :data:`PIECE_BYTES`), so
+    that memory stays bounded whatever the input's size (a 3 GB file, ``/dev/zero``); yields ``(number of the first
+    line, lines)``. ``max_line_bytes``: default :data:`MAX_LINE_BYTES`.
 
     Raises:
         ValueError: a line longer than ``max_line_bytes`` (binary data, or text without line ends; the message
             names the line), bytes that are not UTF-8 (:func:`read_lines`), or the stream cannot be read.
     """
+    piece_bytes = PIECE_BYTES if piece_bytes is None else piece_bytes
+    max_line_bytes = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     first, number, piece, size, offset = 1, 0, [], 0, 0
     while True:
         try:

@@ -133,9 +133,9 @@ def _missing_checkpoint(path: Path) -> str:
 def _holds_code(message: str) -> bool:
     """Whether torch's weights-only unpickler refused the file because it names Python objects to import or call
     (what a pickle uses to run code), rather than because the bytes are not a pickle at all."""
-    return any(s in message for s in ("Unsupported global", "not an allowed global", "Unsupported operand",
-                                      "reduce for unrecognized function", "Trying to call reduce",
-                                      "Trying to instantiate", "Unsupported class", "GLOBAL", "REDUCE", "BUILD"))
+    return any(s in message for s in ("Unsupported global", "not an allowed global", "Trying to call reduce",
+                                      "reduce for unrecognized function", "Trying to instantiate",
+                                      "Unsupported class"))
 
 
 def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_format: bool = True) -> dict:
