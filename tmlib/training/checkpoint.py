@@ -135,7 +135,20 @@ def _holds_code(message: str) -> bool:
     (what a pickle uses to run code), rather than because the bytes are not a pickle at all."""
     return any(s in message for s in ("Unsupported global", "not an allowed global", "Trying to call reduce",
                                       "reduce for unrecognized function", "Trying to instantiate",
-                                      "Unsupported class"))
+                                      "Unsupported class", "unsupported GLOBAL", "is blocked"))
+
+
+def _pickle_calls(path: Path, limit: int = 1 << 24) -> bool:
+    """Whether ``path`` is a plain pickle that imports or calls Python objects (read with ``pickletools``, which
+    runs nothing; torch's unpickler stops earlier on some protocols' framing)."""
+    import pickletools
+
+    try:
+        with open(path, "rb") as f:
+            ops = {op.name for op, _, _ in pickletools.genops(f.read(limit))}
+    except Exception:  # noqa: BLE001 - not a pickle at all
+        return False
+    return bool(ops & {"GLOBAL", "STACK_GLOBAL", "REDUCE", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX"})
 
 
 def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_format: bool = True) -> dict:
@@ -164,7 +177,7 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_form
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
-        if _holds_code(str(err)):
+        if _holds_code(str(err)) or _pickle_calls(path):
             raise CheckpointError(
                 f"{path} holds Python objects that could run code when loaded; it was refused (tmlib checkpoints "
                 "hold only tensors and plain values, so this file was not written by tmlib)") from err
