@@ -9,6 +9,7 @@ works, else without). A few minutes. The attacks on the grader are in `test_grad
 from __future__ import annotations
 
 import csv
+import os
 import re
 from pathlib import Path
 
@@ -22,8 +23,11 @@ import grading  # noqa: E402
 import student_edition as S  # noqa: E402
 
 MIN_MISTAKES = 1  # typical mistakes per build-it, at least (issue 24: three)
+MIN_MISTAKES_BY_CHAPTER = {"01": 3, "02": 3, "03": 3}  # the chapters whose build-its have their three
 
-CHAPTERS = sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))
+# TMLIB_ASSIGNMENT_CHAPTERS=01,02,03 grades only those chapters (a quicker loop while working on them)
+_ONLY = [c for c in os.environ.get("TMLIB_ASSIGNMENT_CHAPTERS", "").split(",") if c]
+CHAPTERS = [p for p in sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb")) if not _ONLY or p.stem[:2] in _ONLY]
 
 
 def _read(path):
@@ -247,7 +251,8 @@ def test_every_build_it_has_typical_mistakes():
         for cell in source.cells:
             mark = cell.metadata.get("assignment", {})
             if "stub" in mark and re.search(r"^(def|class) \w+", mark["stub"], re.M):
-                assert len(found.get(mark["exercise"], [])) >= MIN_MISTAKES, f"{mark['exercise']}: too few mistakes"
+                least = MIN_MISTAKES_BY_CHAPTER.get(path.stem[:2], MIN_MISTAKES)
+                assert len(found.get(mark["exercise"], [])) >= least, f"{mark['exercise']}: too few mistakes"
 
 
 def test_rebinding_check_close_and_zeros_score_nothing(graded):
