@@ -678,7 +678,7 @@ def test_cli_resume_errors(tmp_path, capsys):
     T.save_checkpoint(run / "checkpoint.pt", {"format": T.CHECKPOINT_FORMAT, "config": config.to_dict()})
     assert "already holds a run" in _cli_error(capsys, ["--out", str(run), "--max-steps", "3"])
     msg = _cli_error(capsys, ["--out", str(run), "--resume", "--lr-factor", "1.0"])
-    assert "cannot change lr_factor (the run has 0.3, the command line gives 1.0)" in msg
+    assert "cannot change --lr-factor (the run has 0.3, the command line gives 1.0)" in msg
     assert "keeps its model" in _cli_error(capsys, ["--out", str(run), "--resume", "--preset", "base"])
 
 
