@@ -102,9 +102,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             "    optimizer.step()                                                    # Adam (§5.3)\n"
             "    scheduler.step()                                                    # the next step's learning rate\n",
             "    scheduler.step()\n    optimizer.step()\n"),)),
-        Mistake("no gradient clipping", replace=((
-            "    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)        # global gradient norm <= max_norm\n",
-            ""),)),
+        Mistake("gradients zeroed between backward and the step", replace=((
+            "optimizer.zero_grad()\n    loss.backward()", "loss.backward()\n    optimizer.zero_grad()"),)),
     ],
     "ex-08-greedy": [
         Mistake("the first position's logits", replace=(
