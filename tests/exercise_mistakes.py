@@ -55,19 +55,62 @@ def delegating(stub: str, forbidden: str) -> Mistake | None:
 MISTAKES: dict[str, list[Mistake]] = {
     "ex-01-example3": [Mistake("a slip in the second decimal", code="my_answer = np.array([[2.26]])")],
     "ex-01-shift": [Mistake("the key-dependent shift not applied", code=(
-        "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = w_shifted"))],
-    "ex-01-temperature": [Mistake("left as the stub", unanswered=True)],
+        "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = w_shifted")),
+        Mistake("any row-stochastic matrix", code=(
+            "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = np.eye(3)"))],
+    "ex-01-temperature": [Mistake("left as the stub", unanswered=True),
+                          Mistake("the scores multiplied by the temperature", replace=(("scores[2] / t", "scores[2] * t"),))],
     "ex-01-softmax": [Mistake("no maximum subtracted: overflows", code=(
-        "def stable_softmax(x):\n    return np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)"))],
-    "ex-01-masked": [Mistake("left as the stub", unanswered=True)],
+        "def stable_softmax(x):\n    return np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)")),
+        Mistake("the maximum of the whole array, not of each row", replace=(
+            ("x.max(axis=-1, keepdims=True)", "x.max()"),)),
+        Mistake("the sum over the wrong axis", replace=(("e.sum(axis=-1, keepdims=True)", "e.sum(axis=0, keepdims=True)"),)),
+        Mistake("the maximum without keepdims", replace=(("x.max(axis=-1, keepdims=True)", "x.max(axis=-1)"),))],
+    "ex-01-masked": [Mistake("scores not divided by sqrt(d_k)", replace=((" / np.sqrt(q.shape[-1])  #", "  #"),)),
+                     Mistake("the mask applied to the weights after the softmax", replace=(
+                         ("scores = np.where(mask, scores, -np.inf)", "scores = scores"),
+                         ("weights = R.softmax(scores)", "weights = np.where(mask, R.softmax(scores), 0.0)"))),
+                     Mistake("k.T reverses the batch axes too", replace=(("np.swapaxes(k, -1, -2)", "k.T"),)),
+                     Mistake("the mask's polarity inverted", replace=(
+                         ("np.where(mask, scores, -np.inf)", "np.where(mask, -np.inf, scores)"),))],
+    "ex-02-mha": [Mistake("scores not divided by sqrt(d_k)", replace=(("q @ k.T / np.sqrt(q.shape[-1])", "q @ k.T"),)),
+                  Mistake("the softmax over the queries", replace=(
+                      ("R.softmax(q @ k.T / np.sqrt(q.shape[-1]))", "R.softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=0)"),)),
+                  Mistake("the heads concatenated in the reverse order", replace=(
+                      ("np.concatenate(heads, axis=-1) @ w_o", "np.concatenate(heads[::-1], axis=-1) @ w_o"),)),
+                  Mistake("W^O left out", replace=(("np.concatenate(heads, axis=-1) @ w_o", "np.concatenate(heads, axis=-1)"),))],
     "ex-02-split-merge": [Mistake("heads cut without transposing", replace=(
         ("x = x.reshape(*lead, n, n_heads, d_model // n_heads)", "x = x.reshape(*lead, n_heads, n, d_model // n_heads)"),
-        ("return np.swapaxes(x, -2, -3)  #", "return x  #")))],
+        ("return np.swapaxes(x, -2, -3)  #", "return x  #"))),
+        Mistake("merge without moving the heads back behind the positions", replace=(
+            ("x = np.swapaxes(np.asarray(x, dtype=float), -2, -3)", "x = np.asarray(x, dtype=float)"),)),
+        Mistake("the batch axes dropped (one sequence only)", replace=(
+            ("*lead, n, d_model = x.shape", "lead, (n, d_model) = [], x.shape[-2:]"),))],
+    "ex-02-memory": [Mistake("the layers left out", code="attention_bytes = 8 * 32 * 4096**2 * 2")],
+    "ex-02-one-head": [Mistake("the two-head output", code="out_one = output.copy()")],
+    "ex-03-ffn": [Mistake("the ReLU left out", replace=(
+        ("np.maximum(0.0, np.asarray(x, dtype=float) @ w1 + b1)", "np.asarray(x, dtype=float) @ w1 + b1"),)),
+        Mistake("b1 and b2 exchanged", replace=(("@ w1 + b1)", "@ w1 + b2)"), ("hidden @ w2 + b2", "hidden @ w2 + b1"))),
+        Mistake("the ReLU after the second linear map", code=(
+            "def my_feed_forward(x, w1, b1, w2, b2):\n    return np.maximum(0.0, (np.asarray(x, dtype=float) @ w1 + b1) @ w2 + b2)")),
+        Mistake("W1 transposed", replace=(("@ w1 + b1", "@ w1.T + b1"),))],
     "ex-03-relu": [Mistake("sign slip in the new bias", code=(
         "b1_new = np.array([2.0, 0.0])\nout_new = R.feed_forward(x, w1, b1_new, w2, b2)"))],
     "ex-03-layernorm": [Mistake("unbiased variance", code=(
         "def my_layer_norm(x, gamma, beta, eps=1e-5):\n    return gamma * (x - x.mean(-1, keepdims=True)) / "
-        "np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) + beta"))],
+        "np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) + beta")),
+        Mistake("epsilon outside the square root", replace=(("np.sqrt(var + eps)", "(np.sqrt(var) + eps)"),)),
+        Mistake("the statistics over the wrong axis", replace=(
+            ("mu = x.mean(axis=-1, keepdims=True)", "mu = x.mean(axis=0, keepdims=True)"),
+            ("var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)", "var = ((x - mu) ** 2).mean(axis=0, keepdims=True)")))],
+    "ex-03-encoder-layer": [Mistake("the residual left out of the self-attention sub-layer", replace=(
+        ("R.layer_norm(x + R.multi_head_attention(", "R.layer_norm(R.multi_head_attention("),)),
+        Mistake("pre-LN instead of the paper's post-LN", code=(
+            "def my_encoder_layer(x, self_attn, ffn):\n    w_q, w_k, w_v, w_o = self_attn\n    n = R.layer_norm(x)\n"
+            "    z = x + R.multi_head_attention(n, n, n, w_q, w_k, w_v, w_o)[0]\n"
+            "    return z, z + R.feed_forward(R.layer_norm(z), *ffn)")),
+        Mistake("the feed-forward network fed the layer's input", replace=(("R.feed_forward(z, *ffn)", "R.feed_forward(x, *ffn)"),))],
+    "ex-03-ln-invariance": [Mistake("LN(x) instead of LN(-2x + 1)", code="flipped = R.layer_norm(x_ln, eps=0.0)")],
     "ex-04-build-pe": [Mistake("the pair index i read as 2i", replace=(
         ("10000.0 ** (-np.arange(0, d_model, 2) / d_model)", "10000.0 ** (-np.arange(0, d_model // 2) / d_model)"),))],
     "ex-04-rope": [Mistake("the public check's inputs set to zero", code=(

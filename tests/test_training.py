@@ -805,3 +805,7 @@ def test_time_precisions_times_both_types_interleaved_and_stops_once_clear(monke
     t = P.time_precisions(step_costing({None: 0.3125, torch.bfloat16: 0.25}), max_repeats=3)  # close: three pairs
     assert calls[2:] == [None, torch.bfloat16, torch.bfloat16, None, None, torch.bfloat16]  # the order alternates
     assert t == {"float32_s": 0.3125, "bf16_s": 0.25}
+    calls.clear()
+    t = P.time_precisions(step_costing({None: 0.25, torch.bfloat16: 4.0}))  # bf16 emulated with AVX2: 16 times
+    assert calls == [None, torch.bfloat16, None]  # its warm-up settles it: not called again, float32 timed once
+    assert t == {"float32_s": 0.25, "bf16_s": 4.0}
