@@ -173,8 +173,8 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "ex-11-mfu-big": [
         Mistake("one forward pass, not a training step", replace=(("return 3 * (encoder", "return (encoder"),)),
-        Mistake("cross-attention's keys and values projected over the target", replace=(
-            ("4 * T * d * d + 4 * S * d * d + 4 * T * S * d", "4 * T * d * d + 4 * T * d * d + 4 * T * S * d"),)),
+        Mistake("the decoder's feed-forward counted as one matrix", replace=(
+            ("+ 4 * T * d * f)", "+ 2 * T * d * f)"),)),
         Mistake("the output projection left out", replace=(("(encoder + decoder + 2 * T * d * vocab)", "(encoder + decoder)"),)),
     ],
     "ex-12-kv": [
