@@ -209,9 +209,95 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("t[np.arange(n), targets] += 1.0 - label_smoothing", "t[np.arange(n), targets] += 1.0"),)),
     ],
     "ex-07-mha-module": [Mistake("scores not scaled by sqrt(d_k)", replace=(("/ self.d_k ** 0.5", ""),))],
+    "ex-04-build-pe": [Mistake("the pair index i read as 2i", replace=(
+        ("10000.0 ** (-np.arange(0, d_model, 2) / d_model)", "10000.0 ** (-np.arange(0, d_model // 2) / d_model)"),))],
+    "ex-04-rope": [Mistake("the public check's inputs set to zero", code=(
+        "rng_rope = np.random.default_rng(3)\nq_vec = k_vec = np.zeros(8)\nscores = [0.0, 0.0, 0.0]"))],
+    "ex-05-decoder-layer": [Mistake("self-attention without the causal mask", replace=(
+        (", mask=R.causal_mask(n_tgt))", ")"),))],
+    "ex-06-gap": [Mistake("the public check's inputs chosen to agree", code=(
+        "V10 = 2\nclosed_form = 0.0\nz = np.zeros(V10)"))],
+    "ex-07-mha-module": [
+        Mistake("scores not scaled by sqrt(d_k)", replace=(("/ self.d_k ** 0.5", ""),)),
+        Mistake("mask polarity inverted: True read as blocked", replace=(("masked_fill(~attn_mask,", "masked_fill(attn_mask,"),)),
+        Mistake("heads split without transposing", replace=((
+            "x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)",
+            "x.view(x.shape[0], self.n_heads, x.shape[1], self.d_k)"),)),
+        Mistake("softmax over the queries instead of the keys", replace=(
+            ("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),)),
+    ],
     "ex-07-cache-cost": [Mistake("n set so that any count passes", code=(
         "n = 10**9\nwithout_cache = 5 * 10**8\nwith_cache = 1"))],
-    "ex-08-train-step": [Mistake("padding counted in the loss", replace=(("ignore_index=pad_id, ", ""),))],
-    "ex-08-greedy": [Mistake("the first position's logits", replace=(
-        ("logits[:, -1].argmax(dim=-1)", "logits[:, 0].argmax(dim=-1)"),))],
+    "ex-08-count": [
+        Mistake("untied: three vocabulary tables", replace=(
+            ("return vocab * d + vocab + encoder", "return 3 * vocab * d + vocab + encoder"),)),
+        Mistake("the LayerNorms forgotten", replace=(("ln = 2 * d", "ln = 0"),)),
+        Mistake("the decoder's cross-attention forgotten", replace=(
+            ("decoder = n_layers * (2 * attn", "decoder = n_layers * (attn"),)),
+        Mistake("the attention biases forgotten", replace=(("attn = 4 * (d * d + d)", "attn = 4 * d * d"),)),
+    ],
+    "ex-08-train-step": [
+        Mistake("padding counted in the loss", replace=(("ignore_index=pad_id, ", ""),)),
+        Mistake("no label smoothing", replace=(("label_smoothing=label_smoothing)", "label_smoothing=0.0)"),)),
+        Mistake("the schedule stepped before the optimizer", replace=((
+            "    optimizer.step()                                                    # Adam (§5.3)\n"
+            "    scheduler.step()                                                    # the next step's learning rate\n",
+            "    scheduler.step()\n    optimizer.step()\n"),)),
+        Mistake("gradients zeroed between backward and the step", replace=((
+            "optimizer.zero_grad()\n    loss.backward()", "loss.backward()\n    optimizer.zero_grad()"),)),
+    ],
+    "ex-08-greedy": [
+        Mistake("the first position's logits", replace=(
+            ("logits[:, -1].argmax(dim=-1)", "logits[:, 0].argmax(dim=-1)"),)),
+        Mistake("every sentence stops at the first EOS of the batch", replace=(("if ended.all():", "if ended.any():"),)),
+        Mistake("a finished sentence keeps growing", replace=(("if not ended[i]:", "if next_token[i] != eos_id:"),)),
+        Mistake("one step short of max_len", replace=(("for _ in range(max_len):", "for _ in range(max_len - 1):"),)),
+    ],
+    "ex-11-kv-big": [
+        Mistake("keys counted, values forgotten", replace=(
+            ("per_position = 2 * n_layers * d_model * bytes_per_element", "per_position = n_layers * d_model * bytes_per_element"),)),
+        Mistake("the cross-attention keys and values of the source left out", replace=(
+            ("batch * (n_tokens + src_len) * per_position", "batch * n_tokens * per_position"),)),
+        Mistake("four bytes per number whatever the dtype", replace=(
+            ("2 * n_layers * d_model * bytes_per_element", "2 * n_layers * d_model * 4"),)),
+    ],
+    "ex-11-causal": [
+        Mistake("a new running maximum does not rescale the old sum", replace=(
+            ("l * rescale + p.sum(axis=1, keepdims=True)", "l + p.sum(axis=1, keepdims=True)"),)),
+        Mistake("causal mask off by one: a query sees the next key", replace=(
+            ("> rows[:, None], -np.inf", "> rows[:, None] + 1, -np.inf"),)),
+        Mistake("scores not scaled by 1/sqrt(d_k)", replace=(("q.shape[0], 1.0 / np.sqrt(q.shape[1]), np.zeros", "q.shape[0], 1.0, np.zeros"),)),
+        Mistake("no block pair skipped (only the keys tiled)", replace=(("if k0 > rows[-1]:", "if False:"),)),
+    ],
+    "ex-11-mfu-big": [
+        Mistake("one forward pass, not a training step", replace=(("return 3 * (encoder", "return (encoder"),)),
+        Mistake("the decoder's feed-forward counted as one matrix", replace=(
+            ("+ 4 * T * d * f)", "+ 2 * T * d * f)"),)),
+        Mistake("the output projection left out", replace=(("(encoder + decoder + 2 * T * d * vocab)", "(encoder + decoder)"),)),
+    ],
+    "ex-12-kv": [
+        Mistake("keys counted, values forgotten", replace=(("return 2 * n_layers", "return n_layers"),)),
+        Mistake("one layer's cache", replace=(("2 * n_layers * n_kv_heads", "2 * n_kv_heads"),)),
+        Mistake("four bytes per number whatever the dtype", replace=(("* d_head * bytes_per_number", "* d_head * 4"),)),
+        Mistake("multi-head attention counted with the 8 key/value heads of GQA", replace=(
+            ("kv_bytes_per_token(80, 64, 128, 2)", "kv_bytes_per_token(80, 8, 128, 2)"),)),
+    ],
+    "ex-12-rmsnorm": [
+        Mistake("epsilon added outside the root", replace=(("torch.sqrt(mean_square + eps)", "(torch.sqrt(mean_square) + eps)"),)),
+        Mistake("the square of the mean instead of the mean of the squares", replace=(
+            ("(x * x).mean(dim=-1, keepdim=True)", "x.mean(dim=-1, keepdim=True) ** 2"),)),
+        Mistake("the gain left out", replace=(("torch.sqrt(mean_square + eps) * g", "torch.sqrt(mean_square + eps)"),)),
+        Mistake("the mean subtracted as in LayerNorm", replace=(
+            ("return x / torch.sqrt(mean_square + eps)", "return (x - x.mean(dim=-1, keepdim=True)) / torch.sqrt(mean_square + eps)"),)),
+    ],
+    "ex-13-names": [
+        Mistake("the encoder's second LayerNorm named as the decoder's", replace=(
+            ('"encoder": {"norm1": "self_attn_layer_norm", "norm2": "final_layer_norm"}',
+             '"encoder": {"norm1": "self_attn_layer_norm", "norm2": "encoder_attn_layer_norm"}'),)),
+        Mistake("the decoder's second and third LayerNorms swapped", replace=(
+            ('"norm2": "encoder_attn_layer_norm",\n                         "norm3": "final_layer_norm"',
+             '"norm2": "final_layer_norm",\n                         "norm3": "encoder_attn_layer_norm"'),)),
+        Mistake("keys and values swapped", replace=(('"w_k": "k_proj", "w_v": "v_proj"', '"w_k": "v_proj", "w_v": "k_proj"'),)),
+        Mistake("cross-attention mapped onto self-attention", replace=(('"cross_attn": "encoder_attn"', '"cross_attn": "self_attn"'),)),
+    ],
 }
