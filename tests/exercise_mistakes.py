@@ -208,15 +208,6 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the target row not normalised: 1 - eps + eps on the true class", replace=(
             ("t[np.arange(n), targets] += 1.0 - label_smoothing", "t[np.arange(n), targets] += 1.0"),)),
     ],
-    "ex-07-mha-module": [Mistake("scores not scaled by sqrt(d_k)", replace=(("/ self.d_k ** 0.5", ""),))],
-    "ex-04-build-pe": [Mistake("the pair index i read as 2i", replace=(
-        ("10000.0 ** (-np.arange(0, d_model, 2) / d_model)", "10000.0 ** (-np.arange(0, d_model // 2) / d_model)"),))],
-    "ex-04-rope": [Mistake("the public check's inputs set to zero", code=(
-        "rng_rope = np.random.default_rng(3)\nq_vec = k_vec = np.zeros(8)\nscores = [0.0, 0.0, 0.0]"))],
-    "ex-05-decoder-layer": [Mistake("self-attention without the causal mask", replace=(
-        (", mask=R.causal_mask(n_tgt))", ")"),))],
-    "ex-06-gap": [Mistake("the public check's inputs chosen to agree", code=(
-        "V10 = 2\nclosed_form = 0.0\nz = np.zeros(V10)"))],
     "ex-07-mha-module": [
         Mistake("scores not scaled by sqrt(d_k)", replace=(("/ self.d_k ** 0.5", ""),)),
         Mistake("mask polarity inverted: True read as blocked", replace=(("masked_fill(~attn_mask,", "masked_fill(attn_mask,"),)),
