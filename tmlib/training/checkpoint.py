@@ -22,13 +22,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tmlib.training.rundir import CHECKPOINT_NAME, RUN_MARKER, training_in_progress
 from tmlib.utils import atomic_write, mount_point
 
 __all__ = ["CHECKPOINT_NAME", "CHECKPOINT_FORMAT", "CheckpointError", "save_checkpoint", "load_checkpoint",
            "find_nonfinite", "get_rng_state", "set_rng_state"]
 
-#: File name of the checkpoint inside a run folder.
-CHECKPOINT_NAME = "checkpoint.pt"
 #: The ``"format"`` entry of the checkpoints this version writes, and the only one it reads.
 CHECKPOINT_FORMAT = "tmlib-checkpoint-2"
 
@@ -111,7 +110,6 @@ def save_checkpoint(path: str | os.PathLike, state: dict) -> None:
 def _missing_checkpoint(path: Path) -> str:
     """Why there is no checkpoint file at ``path``: a link that loops or leads nowhere, a run that is still
     before its first save (it holds its folder's lock), or simply none yet."""
-    from tmlib.training.rundir import RUN_MARKER, training_in_progress
     from tmlib.validation import missing_path_reason
 
     for candidate in (path, path.parent):

@@ -22,13 +22,14 @@ import warnings
 from pathlib import Path
 
 from tmlib.training import distributed
-from tmlib.training.checkpoint import CHECKPOINT_NAME
 
 __all__ = ["RUN_MARKER", "RunFolderError", "is_run_folder", "check_run_folder", "check_run_files", "hold_run_folder",
            "training_in_progress"]
 
 #: The marker and lock file of a run folder.
 RUN_MARKER = ".tmlib-run"
+#: The checkpoint file of a run folder (written by :mod:`tmlib.training.checkpoint`)
+CHECKPOINT_NAME = "checkpoint.pt"
 
 
 class RunFolderError(Exception):
