@@ -26,7 +26,9 @@ def _pins() -> set[str | None]:
 def test_install_cells_use_the_configured_address():
     url = sync_repository.repository_url()
     notebooks = sync_repository.notebooks()
-    assert len(notebooks) == 2 * len(list((ROOT / "notebooks").glob("*.ipynb")))  # each chapter and its student copy
+    chapters = list((ROOT / "notebooks").glob("*.ipynb"))
+    numbered = [p for p in chapters if p.name[:1].isdigit()]  # a chapter still being written has no number, no copy
+    assert len(notebooks) == len(chapters) + len(numbered)  # each chapter and its student copy
     for nb in notebooks:
         found = sync_repository.notebook_requirements(nb)
         assert found and all(a == url for a, _ in found), (f"{nb.relative_to(ROOT)} installs from {found}, "

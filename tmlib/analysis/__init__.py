@@ -10,7 +10,9 @@ it runs on which machine (chapter 11, ``benchmarks/``).
 * :mod:`~tmlib.analysis.costs`: parameter counts, memory, the paper's Table 1;
 * :mod:`~tmlib.analysis.flops`: FLOPs (counted once, from one attention and one feed-forward unit), device peaks,
   MFU;
-* :mod:`~tmlib.analysis.benchmarking`: timers, measured peak memory, power-law fits, KV-cache bytes.
+* :mod:`~tmlib.analysis.benchmarking`: timers, measured peak memory, power-law fits, KV-cache bytes;
+* :mod:`~tmlib.analysis.bugcheck`: the tests a Transformer must pass (causality, padding, the scale of the scores,
+  the first loss, one batch learnt by heart) and attention with a planted bug, for the chapter on finding bugs.
 
 The description of the machine a number was measured on is :mod:`tmlib.machine` (training stores it too).
 """
