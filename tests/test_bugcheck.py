@@ -125,11 +125,43 @@ def test_token_signal():
     right = B.token_position_ratio(embed(math.sqrt), 64)
     assert 1.5 < right < 3.0
     assert B.token_position_ratio(embed(lambda d: 1.0), 64) == pytest.approx(right / 8, rel=1e-9)
+    assert abs(B.token_scale(embed(math.sqrt), 64) - 1) < 0.15
     assert B.check_token_signal(embed(math.sqrt)).startswith("correct")
     with pytest.raises(AssertionError, match="words drown"):
         B.check_token_signal(embed(lambda d: 1.0))
     with pytest.raises(AssertionError, match="positions drown"):
         B.check_token_signal(embed(lambda d: d))
+    with pytest.raises(AssertionError, match="at d_model = 256 the words drown"):
+        B.check_token_signal(embed(lambda d: 8.0))  # right for d_model = 64 only
+    with pytest.raises(AssertionError, match="words drown"):
+        B.check_token_signal(embed(lambda d: 1.0, scale_pe=0.1))  # the positions shrunk instead
+
+
+def _smoothed(logits, targets, eps, log_p=None):
+    n, vocab = logits.shape
+    t = np.full((n, vocab), eps / vocab)
+    t[np.arange(n), targets] += 1 - eps
+    z = logits - logits.max(axis=-1, keepdims=True)
+    lp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True)) if log_p is None else log_p(logits)
+    return float(-(t * lp).sum(axis=-1).mean())
+
+
+def test_confident_loss():
+    assert B.check_confident_loss(_smoothed).startswith("correct")
+    with np.errstate(divide="ignore", over="ignore"):
+        with pytest.raises(AssertionError, match="not finite"):
+            B.check_confident_loss(lambda z, t, e: _smoothed(z, t, e, lambda z: np.log(R.softmax(z))))
+        with pytest.raises(AssertionError, match="should double"):
+            B.check_confident_loss(lambda z, t, e: _smoothed(z, t, e, lambda z: np.log(R.softmax(z) + 1e-12)))
+    with pytest.raises(AssertionError, match="should cost something"):
+        B.check_confident_loss(lambda z, t, e: _smoothed(z, t, 0.0))
+
+
+def test_queries_independent():
+    q, k = np.random.default_rng(5).normal(size=(2, 4, 3))
+    assert B.check_queries_independent(lambda q, k: R.softmax(q @ k.T), q, k).startswith("correct")
+    with pytest.raises(AssertionError, match="query 1 change"):
+        B.check_queries_independent(lambda q, k: R.softmax(q @ k.T - (q @ k.T).max(axis=0)), q, k)
 
 
 def test_finite_and_repeatable():

@@ -9,8 +9,11 @@ The tests a Transformer must pass, as functions. Checks return a line that start
 * :func:`dependency_matrix`: which input positions each output position depends on (causality at a glance);
 * :func:`check_no_leak`: the decoder's input must not show the token it is asked to predict;
 * :func:`score_spread`, :func:`check_score_scale`: the spread of the attention scores must not grow with d_k;
-* :func:`check_token_signal`: the token embeddings must not drown in the positional encodings (or the reverse);
-* :func:`check_finite`, :func:`check_repeatable`: log 0 in a loss; dropout left on at evaluation;
+* :func:`token_position_ratio`, :func:`check_token_signal`: the token embeddings must not drown in the positional
+  encodings (or the reverse);
+* :func:`check_queries_independent`: each query's softmax is its own (not taken across the queries);
+* :func:`check_finite`, :func:`check_confident_loss`: log 0 in a loss; a label-smoothed loss of a confident model;
+* :func:`check_repeatable`: dropout left on at evaluation;
 * :func:`check_first_loss`: a fresh model's loss is about log |V|;
 * :func:`overfit_batch`: the loss curve of one batch learnt by heart.
 
@@ -25,8 +28,8 @@ import numpy as np
 from tmlib.course.checks import as_float_array
 
 __all__ = ["BUGS", "attention_with_bug", "dependency_matrix", "check_no_leak", "score_spread", "check_score_scale",
-           "token_position_ratio", "check_token_signal", "check_finite", "check_repeatable", "check_first_loss",
-           "overfit_batch"]
+           "token_position_ratio", "token_scale", "check_token_signal", "check_confident_loss",
+           "check_queries_independent", "check_finite", "check_repeatable", "check_first_loss", "overfit_batch"]
 
 #: The bugs :func:`attention_with_bug` can plant (``None``: the paper's attention).
 BUGS = ("mask transposed", "mask one key late", "mask polarity inverted", "softmax over the queries",
@@ -181,22 +184,84 @@ def token_position_ratio(embed_fn, d_model: int, vocab_size: int = 100, n: int =
     return float(np.sqrt(((ea - eb) ** 2).mean()) / np.sqrt(((es[1:] - es[:1]) ** 2).mean()))
 
 
-def check_token_signal(embed_fn, d_model: int = 64, what: str = "your embedding", band=(1.0, 5.0)) -> str:
-    """Assert that changing the tokens moves ``embed_fn``'s output between ``band`` times as much as changing the
-    positions (:func:`token_position_ratio`): below, the words drown in their positions; above, the positions in
-    the words.
+def token_scale(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed: int = 0) -> float:
+    """How far ``embed_fn(ids, table)`` moves, per entry (root mean square over √2), when every token changes, for a
+    table ``(vocab_size, d_model)`` with entries of standard deviation 1/√d_model: about 1 for embeddings scaled by
+    √d_model, whatever d_model (a positional encoding's entries have a root mean square of 1/√2)."""
+    rng = np.random.default_rng(seed + d_model)
+    table = rng.normal(size=(vocab_size, d_model)) / math.sqrt(d_model)
+    a = rng.integers(0, vocab_size, n)
+    b = (a + rng.integers(1, vocab_size, n)) % vocab_size  # another token at every position
+    ea, eb = (as_float_array(embed_fn(ids, table), "answer", "the embeddings") for ids in (a, b))
+    if ea.shape != (n, d_model):
+        raise AssertionError(f"the embeddings have shape {ea.shape} for {n} tokens, expected ({n}, {d_model})")
+    return float(np.sqrt(((ea - eb) ** 2).mean() / 2))
+
+
+def check_token_signal(embed_fn, widths=(16, 256), what: str = "your embedding", band=(0.7, 1.4)) -> str:
+    """Assert that the tokens move ``embed_fn``'s output by about as much per entry as the positional encodings do
+    (:func:`token_scale` within ``band`` at every d_model in ``widths``): below, the words drown in their positions;
+    above, the positions in the words.
 
     Raises:
-        AssertionError: which of the two drowns, with the ratio measured.
+        AssertionError: the scales measured, and which of the two drowns.
     """
-    r = token_position_ratio(embed_fn, d_model)
-    if r < band[0]:
-        raise AssertionError(f"{what}: changing every token moves the output only {r:.2f} times as much as changing "
-                             "the positions: the words drown in the positional encodings")
-    if r > band[1]:
-        raise AssertionError(f"{what}: changing every token moves the output {r:.1f} times as much as changing the "
-                             "positions: the positions drown in the words")
-    return f"correct: {what} keeps both the tokens and their positions readable (ratio {r:.2f})"
+    scales = {d: token_scale(embed_fn, d) for d in widths}
+    shown = ", ".join(f"{s:.2f} at d_model = {d}" for d, s in scales.items())
+    low = [d for d, s in scales.items() if s < band[0]]
+    high = [d for d, s in scales.items() if s > band[1]]
+    if low:
+        raise AssertionError(f"{what}: changing the tokens moves the output by {shown} per entry, while the positional "
+                             f"encodings' entries are about 0.7: at d_model = {low[0]} the words drown in their "
+                             "positions")
+    if high:
+        raise AssertionError(f"{what}: changing the tokens moves the output by {shown} per entry, while the positional "
+                             f"encodings' entries are about 0.7: at d_model = {high[0]} the positions drown in the "
+                             "words")
+    return f"correct: {what} keeps both the tokens and their positions readable ({shown} per entry)"
+
+
+def check_confident_loss(loss_fn, vocab_size: int = 7, label_smoothing: float = 0.1,
+                         what: str = "your loss") -> str:
+    """Assert that a label-smoothed ``loss_fn(logits (n, V), targets (n,), label_smoothing)`` stays finite for a
+    confident, correct model (logits c at the target, 0 elsewhere, c = 1000 and 2000) and grows in proportion to c:
+    label smoothing charges ε/|V| times the logit gap for every token the model rules out.
+
+    Raises:
+        AssertionError: an infinite or NaN loss, a loss that ignores the ruled-out tokens, or one that stops growing.
+    """
+    targets = np.arange(4) % vocab_size
+    losses = []
+    for c in (1000.0, 2000.0):
+        logits = np.zeros((4, vocab_size))
+        logits[np.arange(4), targets] = c
+        value = as_float_array(loss_fn(logits, targets, label_smoothing), "answer", what)
+        check_finite(value, f"{what} of a confident model")
+        losses.append(float(value))
+    if losses[0] < 1.0:
+        raise AssertionError(f"{what}: a confident, correct model costs only {losses[0]:.3g} nats with label smoothing "
+                             f"{label_smoothing}: the tokens it rules out should cost something")
+    if not 1.9 < losses[1] / losses[0] < 2.1:
+        raise AssertionError(f"{what}: doubling the model's confidence changes the loss from {losses[0]:.4g} to "
+                             f"{losses[1]:.4g}: with label smoothing it should double (each ruled-out token costs "
+                             "ε/|V| times its logit gap)")
+    return f"correct: {what} stays finite and grows with the model's confidence"
+
+
+def check_queries_independent(weights_fn, q, k, what: str = "your attention") -> str:
+    """Assert that each query's row of ``weights_fn(q, k)`` is the same when that query is computed alone
+    (``q`` ``(n_q, d_k)``, ``k`` ``(n_k, d_k)``): a softmax must normalise each query's scores on their own.
+
+    Raises:
+        AssertionError: the first query whose weights change with the other queries.
+    """
+    together = as_float_array(weights_fn(q, k), "answer", what)
+    for i in range(len(q)):
+        alone = as_float_array(weights_fn(q[i:i + 1], k), "answer", what)
+        if alone.shape != together[i:i + 1].shape or not np.allclose(alone, together[i:i + 1], atol=1e-9):
+            raise AssertionError(f"{what}: the weights of query {i + 1} change when the other queries are computed "
+                                 "with it: each query's weights must depend on its own scores only")
+    return f"correct: {what} normalises each query on its own"
 
 
 def check_finite(x, what: str = "the loss") -> str:
