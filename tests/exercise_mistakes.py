@@ -55,33 +55,242 @@ def delegating(stub: str, forbidden: str) -> Mistake | None:
 MISTAKES: dict[str, list[Mistake]] = {
     "ex-01-example3": [Mistake("a slip in the second decimal", code="my_answer = np.array([[2.26]])")],
     "ex-01-shift": [Mistake("the key-dependent shift not applied", code=(
-        "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = w_shifted"))],
-    "ex-01-temperature": [Mistake("left as the stub", unanswered=True)],
+        "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = w_shifted")),
+        Mistake("any row-stochastic matrix", code=(
+            "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = np.eye(3)"))],
+    "ex-01-temperature": [Mistake("left as the stub", unanswered=True),
+                          Mistake("the scores multiplied by the temperature", replace=(("scores[2] / t", "scores[2] * t"),))],
     "ex-01-softmax": [Mistake("no maximum subtracted: overflows", code=(
-        "def stable_softmax(x):\n    return np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)"))],
-    "ex-01-masked": [Mistake("left as the stub", unanswered=True)],
+        "def stable_softmax(x):\n    return np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)")),
+        Mistake("the maximum of the whole array, not of each row", replace=(
+            ("x.max(axis=-1, keepdims=True)", "x.max()"),)),
+        Mistake("the sum over the wrong axis", replace=(("e.sum(axis=-1, keepdims=True)", "e.sum(axis=0, keepdims=True)"),)),
+        Mistake("the maximum without keepdims", replace=(("x.max(axis=-1, keepdims=True)", "x.max(axis=-1)"),))],
+    "ex-01-masked": [Mistake("scores not divided by sqrt(d_k)", replace=((" / np.sqrt(q.shape[-1])  #", "  #"),)),
+                     Mistake("the mask applied to the weights after the softmax", replace=(
+                         ("scores = np.where(mask, scores, -np.inf)", "scores = scores"),
+                         ("weights = R.softmax(scores)", "weights = np.where(mask, R.softmax(scores), 0.0)"))),
+                     Mistake("k.T reverses the batch axes too", replace=(("np.swapaxes(k, -1, -2)", "k.T"),)),
+                     Mistake("the mask's polarity inverted", replace=(
+                         ("np.where(mask, scores, -np.inf)", "np.where(mask, -np.inf, scores)"),))],
+    "ex-02-mha": [Mistake("scores not divided by sqrt(d_k)", replace=(("q @ k.T / np.sqrt(q.shape[-1])", "q @ k.T"),)),
+                  Mistake("the softmax over the queries", replace=(
+                      ("R.softmax(q @ k.T / np.sqrt(q.shape[-1]))", "R.softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=0)"),)),
+                  Mistake("the heads concatenated in the reverse order", replace=(
+                      ("np.concatenate(heads, axis=-1) @ w_o", "np.concatenate(heads[::-1], axis=-1) @ w_o"),)),
+                  Mistake("W^O left out", replace=(("np.concatenate(heads, axis=-1) @ w_o", "np.concatenate(heads, axis=-1)"),))],
     "ex-02-split-merge": [Mistake("heads cut without transposing", replace=(
         ("x = x.reshape(*lead, n, n_heads, d_model // n_heads)", "x = x.reshape(*lead, n_heads, n, d_model // n_heads)"),
-        ("return np.swapaxes(x, -2, -3)  #", "return x  #")))],
+        ("return np.swapaxes(x, -2, -3)  #", "return x  #"))),
+        Mistake("merge without moving the heads back behind the positions", replace=(
+            ("x = np.swapaxes(np.asarray(x, dtype=float), -2, -3)", "x = np.asarray(x, dtype=float)"),)),
+        Mistake("the batch axes dropped (one sequence only)", replace=(
+            ("*lead, n, d_model = x.shape", "lead, (n, d_model) = [], x.shape[-2:]"),))],
+    "ex-02-memory": [Mistake("the layers left out", code="attention_bytes = 8 * 32 * 4096**2 * 2")],
+    "ex-02-one-head": [Mistake("the two-head output", code="out_one = output.copy()")],
+    "ex-03-ffn": [Mistake("the ReLU left out", replace=(
+        ("np.maximum(0.0, np.asarray(x, dtype=float) @ w1 + b1)", "np.asarray(x, dtype=float) @ w1 + b1"),)),
+        Mistake("b1 and b2 exchanged", replace=(("@ w1 + b1)", "@ w1 + b2)"), ("hidden @ w2 + b2", "hidden @ w2 + b1"))),
+        Mistake("the ReLU after the second linear map", code=(
+            "def my_feed_forward(x, w1, b1, w2, b2):\n    return np.maximum(0.0, (np.asarray(x, dtype=float) @ w1 + b1) @ w2 + b2)")),
+        Mistake("W1 transposed", replace=(("@ w1 + b1", "@ w1.T + b1"),))],
     "ex-03-relu": [Mistake("sign slip in the new bias", code=(
         "b1_new = np.array([2.0, 0.0])\nout_new = R.feed_forward(x, w1, b1_new, w2, b2)"))],
     "ex-03-layernorm": [Mistake("unbiased variance", code=(
         "def my_layer_norm(x, gamma, beta, eps=1e-5):\n    return gamma * (x - x.mean(-1, keepdims=True)) / "
-        "np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) + beta"))],
-    "ex-04-build-pe": [Mistake("the pair index i read as 2i", replace=(
-        ("10000.0 ** (-np.arange(0, d_model, 2) / d_model)", "10000.0 ** (-np.arange(0, d_model // 2) / d_model)"),))],
-    "ex-04-rope": [Mistake("the public check's inputs set to zero", code=(
-        "rng_rope = np.random.default_rng(3)\nq_vec = k_vec = np.zeros(8)\nscores = [0.0, 0.0, 0.0]"))],
-    "ex-05-decoder-layer": [Mistake("self-attention without the causal mask", replace=(
-        (", mask=R.causal_mask(n_tgt))", ")"),))],
-    "ex-06-gap": [Mistake("the public check's inputs chosen to agree", code=(
-        "V10 = 2\nclosed_form = 0.0\nz = np.zeros(V10)"))],
-    "ex-07-mha-module": [Mistake("scores not scaled by sqrt(d_k)", replace=(("/ self.d_k ** 0.5", ""),))],
+        "np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) + beta")),
+        Mistake("epsilon outside the square root", replace=(("np.sqrt(var + eps)", "(np.sqrt(var) + eps)"),)),
+        Mistake("the statistics over the wrong axis", replace=(
+            ("mu = x.mean(axis=-1, keepdims=True)", "mu = x.mean(axis=0, keepdims=True)"),
+            ("var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)", "var = ((x - mu) ** 2).mean(axis=0, keepdims=True)")))],
+    "ex-03-encoder-layer": [Mistake("the residual left out of the self-attention sub-layer", replace=(
+        ("R.layer_norm(x + R.multi_head_attention(", "R.layer_norm(R.multi_head_attention("),)),
+        Mistake("pre-LN instead of the paper's post-LN", code=(
+            "def my_encoder_layer(x, self_attn, ffn):\n    w_q, w_k, w_v, w_o = self_attn\n    n = R.layer_norm(x)\n"
+            "    z = x + R.multi_head_attention(n, n, n, w_q, w_k, w_v, w_o)[0]\n"
+            "    return z, z + R.feed_forward(R.layer_norm(z), *ffn)")),
+        Mistake("the feed-forward network fed the layer's input", replace=(("R.feed_forward(z, *ffn)", "R.feed_forward(x, *ffn)"),))],
+    "ex-03-ln-invariance": [Mistake("LN(x) instead of LN(-2x + 1)", code="flipped = R.layer_norm(x_ln, eps=0.0)")],
+    # chapter 4 (each mistake is caught by the public check; the hidden test agrees)
+    "ex-04-build-pe": [
+        Mistake("the pair index i read as 2i (exponent halved)", replace=(
+            ("10000.0 ** (-np.arange(0, d_model, 2) / d_model)", "10000.0 ** (-np.arange(0, d_model // 2) / d_model)"),)),
+        Mistake("the factor 2 applied twice (exponent doubled)", replace=(
+            ("10000.0 ** (-np.arange(0, d_model, 2) / d_model)", "10000.0 ** (-2 * np.arange(0, d_model, 2) / d_model)"),)),
+        Mistake("sin and cos swapped", replace=(("pe_[:, 0::2] = np.sin(", "pe_[:, 0::2] = np.cos("),
+                                                ("pe_[:, 1::2] = np.cos(", "pe_[:, 1::2] = np.sin("))),
+        Mistake("positions counted from 1", replace=(("np.arange(seq_len)[:, None]", "np.arange(1, seq_len + 1)[:, None]"),)),
+    ],
+    "ex-04-pe3": [
+        Mistake("degrees instead of radians", code=(
+            "answer = [np.sin(np.radians(3)), np.cos(np.radians(3)), np.sin(np.radians(0.03)), np.cos(np.radians(0.03))]")),
+        Mistake("the doubled exponent: pair 1 at 3/10000", code=(
+            "answer = [np.sin(3), np.cos(3), np.sin(3 / 10000), np.cos(3 / 10000)]")),
+        Mistake("positions counted from 1 (PE of the third token, pos = 2)", code=(
+            "answer = [np.sin(2), np.cos(2), np.sin(2 / 100), np.cos(2 / 100)]")),
+    ],
+    "ex-04-wavelength": [
+        Mistake("the dimension 2i instead of the pair i", code="i_best = 20"),
+        Mistake("the neighbouring pair", code="i_best = 9"),
+        Mistake("left as the stub", unanswered=True),
+    ],
+    "ex-04-rope": [
+        Mistake("the public check's inputs set to zero", code=(
+            "rng_rope = np.random.default_rng(3)\nq_vec = k_vec = np.zeros(8)\nscores = [0.0, 0.0, 0.0]")),
+        Mistake("no rotation: q · k three times", code=(
+            "rng_rope = np.random.default_rng(3)\nq_vec, k_vec = rng_rope.normal(size=8), rng_rope.normal(size=8)\n"
+            "scores = [float(q_vec @ k_vec)] * 3")),
+        Mistake("the key rotated by the transpose", replace=(
+            ("(R.relative_position_matrix(n, 8) @ k_vec)", "(R.relative_position_matrix(n, 8).T @ k_vec)"),)),
+        Mistake("both rotated by the query's position", replace=(
+            ("(R.relative_position_matrix(n, 8) @ k_vec)", "(R.relative_position_matrix(m, 8) @ k_vec)"),)),
+    ],
+    # chapter 5
+    "ex-05-cross": [
+        Mistake("scores not scaled by sqrt(d_k)", replace=(("b = np.exp(np.sqrt(2))", "b = np.exp(2.0)"),)),
+        Mistake("the old query (1, 1)", code="my_weights = np.array([np.exp(1 / np.sqrt(2))] * 2 + [np.exp(np.sqrt(2))]) / "
+                                            "(2 * np.exp(1 / np.sqrt(2)) + np.exp(np.sqrt(2)))"),
+        Mistake("weights not normalised", replace=(("/ (1 + 2 * b)", ""),)),
+    ],
+    "ex-05-prefix": [
+        Mistake("the unchanged causal mask", code="n_prefix, p = 5, 2\nprefix_mask = R.causal_mask(n_prefix)"),
+        Mistake("the prompt vector broadcast along the queries", replace=(("prefix_keys[None, :]", "prefix_keys[:, None]"),)),
+        Mistake("AND instead of OR", replace=(("R.causal_mask(n_prefix) | prefix_keys", "R.causal_mask(n_prefix) & prefix_keys"),)),
+        Mistake("an integer mask", replace=(("prefix_keys[None, :]  #", "prefix_keys[None, :].astype(int)  #"),)),
+    ],
+    "ex-05-decoder-layer": [
+        Mistake("self-attention without the causal mask", replace=((", mask=R.causal_mask(n_tgt))", ")"),)),
+        Mistake("cross-attention over the decoder itself", replace=(
+            ("R.multi_head_attention(a, memory, memory, *cross_attn)", "R.multi_head_attention(a, a, a, *cross_attn)"),)),
+        Mistake("pre-LN instead of the paper's post-LN", code=(
+            "def my_decoder_layer(y, memory, self_attn, cross_attn, ffn):\n    n = y.shape[0]\n"
+            "    a = y + R.multi_head_attention(R.layer_norm(y), R.layer_norm(y), R.layer_norm(y), *self_attn, "
+            "mask=R.causal_mask(n))[0]\n"
+            "    c = a + R.multi_head_attention(R.layer_norm(a), memory, memory, *cross_attn)[0]\n"
+            "    return c + R.feed_forward(R.layer_norm(c), *ffn)")),
+        Mistake("the feed-forward sub-layer without its residual", replace=(
+            ("R.layer_norm(c + R.feed_forward(c, *ffn))", "R.layer_norm(R.feed_forward(c, *ffn))"),)),
+    ],
+    # chapter 6
+    "ex-06-peak": [
+        Mistake("the base model's peak", code="my_peak = 1 / math.sqrt(512 * 4000)\npeak_step = 4000"),
+        Mistake("d_model left out", code="my_peak = 4000 ** -0.5\npeak_step = 4000"),
+        Mistake("a peak one step late", code="my_peak = 1 / math.sqrt(1024 * 4000)\npeak_step = 4001"),
+    ],
+    "ex-06-gap": [
+        Mistake("the public check's inputs chosen to agree", code="V10 = 2\nclosed_form = 0.0\nz = np.zeros(V10)"),
+        Mistake("nothing minimised (issue 24)", code="V10 = 10\nclosed_form = 0\nz = np.zeros(10)"),
+        Mistake("the exclusive convention's gap", replace=(("closed_form = math.log(0.91 / 0.01)",
+                                                            "closed_form = math.log(0.9 / (0.1 / 9))"),)),
+        Mistake("too few gradient steps", replace=(("for _ in range(5000):", "for _ in range(20):"),)),
+    ],
+    "ex-06-crossover": [
+        Mistake("the projections' crossover for both", code="d = 512\nn_a = 2 * d\nn_b = 2 * d"),
+        Mistake("d_ff left out of (b)", code="d = 512\nn_a = 2 * d\nn_b = 4 * d"),
+        Mistake("n = d, the recurrent crossover", code="d = 512\nn_a = d\nn_b = 6 * d"),
+    ],
+    "ex-06-lrate": [
+        Mistake("the warm-up exponent -0.5 instead of -1.5: the peak moves", replace=(
+            ("step * warmup_steps ** -1.5", "step * warmup_steps ** -0.5"),)),
+        Mistake("d_model^-0.5 left out", replace=(("return d_model ** -0.5 * min(", "return min("),)),
+        Mistake("max instead of min", replace=(("* min(step", "* max(step"),)),
+    ],
+    "ex-06-smoothed-loss": [
+        Mistake("the smoothing mass spread over V - 1 classes (the exclusive target)", replace=(
+            ("np.full((n, V), label_smoothing / V)", "np.full((n, V), label_smoothing / (V - 1))"),
+            ("t[np.arange(n), targets] += 1.0 - label_smoothing", "t[np.arange(n), targets] = 1.0 - label_smoothing"))),
+        Mistake("padding not excluded", replace=(("per_position[real].mean()", "per_position.mean()"),)),
+        Mistake("log of a softmax that underflows: log 0", replace=(
+            ("log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))",
+             "log_p = np.log(np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True))"),)),
+        Mistake("a mean over positions and classes instead of a sum over the classes", replace=(
+            ("return float(per_position[real].mean())", "return float(-(t * log_p)[real].mean())"),)),
+        Mistake("the target row not normalised: 1 - eps + eps on the true class", replace=(
+            ("t[np.arange(n), targets] += 1.0 - label_smoothing", "t[np.arange(n), targets] += 1.0"),)),
+    ],
+    "ex-07-mha-module": [
+        Mistake("scores not scaled by sqrt(d_k)", replace=(("/ self.d_k ** 0.5", ""),)),
+        Mistake("mask polarity inverted: True read as blocked", replace=(("masked_fill(~attn_mask,", "masked_fill(attn_mask,"),)),
+        Mistake("heads split without transposing", replace=((
+            "x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)",
+            "x.view(x.shape[0], self.n_heads, x.shape[1], self.d_k)"),)),
+        Mistake("softmax over the queries instead of the keys", replace=(
+            ("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),)),
+    ],
     "ex-07-cache-cost": [Mistake("n set so that any count passes", code=(
         "n = 10**9\nwithout_cache = 5 * 10**8\nwith_cache = 1"))],
-    "ex-08-train-step": [Mistake("padding counted in the loss", replace=(("ignore_index=pad_id, ", ""),))],
-    "ex-08-greedy": [Mistake("the first position's logits", replace=(
-        ("logits[:, -1].argmax(dim=-1)", "logits[:, 0].argmax(dim=-1)"),))],
+    "ex-08-count": [
+        Mistake("untied: three vocabulary tables", replace=(
+            ("return vocab * d + vocab + encoder", "return 3 * vocab * d + vocab + encoder"),)),
+        Mistake("the LayerNorms forgotten", replace=(("ln = 2 * d", "ln = 0"),)),
+        Mistake("the decoder's cross-attention forgotten", replace=(
+            ("decoder = n_layers * (2 * attn", "decoder = n_layers * (attn"),)),
+        Mistake("the attention biases forgotten", replace=(("attn = 4 * (d * d + d)", "attn = 4 * d * d"),)),
+    ],
+    "ex-08-train-step": [
+        Mistake("padding counted in the loss", replace=(("ignore_index=pad_id, ", ""),)),
+        Mistake("no label smoothing", replace=(("label_smoothing=label_smoothing)", "label_smoothing=0.0)"),)),
+        Mistake("the schedule stepped before the optimizer", replace=((
+            "    optimizer.step()                                                    # Adam (§5.3)\n"
+            "    scheduler.step()                                                    # the next step's learning rate\n",
+            "    scheduler.step()\n    optimizer.step()\n"),)),
+        Mistake("gradients zeroed between backward and the step", replace=((
+            "optimizer.zero_grad()\n    loss.backward()", "loss.backward()\n    optimizer.zero_grad()"),)),
+    ],
+    "ex-08-greedy": [
+        Mistake("the first position's logits", replace=(
+            ("logits[:, -1].argmax(dim=-1)", "logits[:, 0].argmax(dim=-1)"),)),
+        Mistake("every sentence stops at the first EOS of the batch", replace=(("if ended.all():", "if ended.any():"),)),
+        Mistake("a finished sentence keeps growing", replace=(("if not ended[i]:", "if next_token[i] != eos_id:"),)),
+        Mistake("one step short of max_len", replace=(("for _ in range(max_len):", "for _ in range(max_len - 1):"),)),
+    ],
+    "ex-11-kv-big": [
+        Mistake("keys counted, values forgotten", replace=(
+            ("per_position = 2 * n_layers * d_model * bytes_per_element", "per_position = n_layers * d_model * bytes_per_element"),)),
+        Mistake("the cross-attention keys and values of the source left out", replace=(
+            ("batch * (n_tokens + src_len) * per_position", "batch * n_tokens * per_position"),)),
+        Mistake("four bytes per number whatever the dtype", replace=(
+            ("2 * n_layers * d_model * bytes_per_element", "2 * n_layers * d_model * 4"),)),
+    ],
+    "ex-11-causal": [
+        Mistake("a new running maximum does not rescale the old sum", replace=(
+            ("l * rescale + p.sum(axis=1, keepdims=True)", "l + p.sum(axis=1, keepdims=True)"),)),
+        Mistake("causal mask off by one: a query sees the next key", replace=(
+            ("> rows[:, None], -np.inf", "> rows[:, None] + 1, -np.inf"),)),
+        Mistake("scores not scaled by 1/sqrt(d_k)", replace=(("q.shape[0], 1.0 / np.sqrt(q.shape[1]), np.zeros", "q.shape[0], 1.0, np.zeros"),)),
+        Mistake("no block pair skipped (only the keys tiled)", replace=(("if k0 > rows[-1]:", "if False:"),)),
+    ],
+    "ex-11-mfu-big": [
+        Mistake("one forward pass, not a training step", replace=(("return 3 * (encoder", "return (encoder"),)),
+        Mistake("the decoder's feed-forward counted as one matrix", replace=(
+            ("+ 4 * T * d * f)", "+ 2 * T * d * f)"),)),
+        Mistake("the output projection left out", replace=(("(encoder + decoder + 2 * T * d * vocab)", "(encoder + decoder)"),)),
+    ],
+    "ex-12-kv": [
+        Mistake("keys counted, values forgotten", replace=(("return 2 * n_layers", "return n_layers"),)),
+        Mistake("one layer's cache", replace=(("2 * n_layers * n_kv_heads", "2 * n_kv_heads"),)),
+        Mistake("four bytes per number whatever the dtype", replace=(("* d_head * bytes_per_number", "* d_head * 4"),)),
+        Mistake("multi-head attention counted with the 8 key/value heads of GQA", replace=(
+            ("kv_bytes_per_token(80, 64, 128, 2)", "kv_bytes_per_token(80, 8, 128, 2)"),)),
+    ],
+    "ex-12-rmsnorm": [
+        Mistake("epsilon added outside the root", replace=(("torch.sqrt(mean_square + eps)", "(torch.sqrt(mean_square) + eps)"),)),
+        Mistake("the square of the mean instead of the mean of the squares", replace=(
+            ("(x * x).mean(dim=-1, keepdim=True)", "x.mean(dim=-1, keepdim=True) ** 2"),)),
+        Mistake("the gain left out", replace=(("torch.sqrt(mean_square + eps) * g", "torch.sqrt(mean_square + eps)"),)),
+        Mistake("the mean subtracted as in LayerNorm", replace=(
+            ("return x / torch.sqrt(mean_square + eps)", "return (x - x.mean(dim=-1, keepdim=True)) / torch.sqrt(mean_square + eps)"),)),
+    ],
+    "ex-13-names": [
+        Mistake("the encoder's second LayerNorm named as the decoder's", replace=(
+            ('"encoder": {"norm1": "self_attn_layer_norm", "norm2": "final_layer_norm"}',
+             '"encoder": {"norm1": "self_attn_layer_norm", "norm2": "encoder_attn_layer_norm"}'),)),
+        Mistake("the decoder's second and third LayerNorms swapped", replace=(
+            ('"norm2": "encoder_attn_layer_norm",\n                         "norm3": "final_layer_norm"',
+             '"norm2": "final_layer_norm",\n                         "norm3": "encoder_attn_layer_norm"'),)),
+        Mistake("keys and values swapped", replace=(('"w_k": "k_proj", "w_v": "v_proj"', '"w_k": "v_proj", "w_v": "k_proj"'),)),
+        Mistake("cross-attention mapped onto self-attention", replace=(('"cross_attn": "encoder_attn"', '"cross_attn": "self_attn"'),)),
+    ],
     # the chapter on finding bugs: each exercise's stub is the planted bug ("left as the stub" = the bug left in)
     "ex-bugs-causal": [
         Mistake("the bug left in: the mask one key late", unanswered=True),

@@ -9,6 +9,7 @@ works, else without). A few minutes. The attacks on the grader are in `test_grad
 from __future__ import annotations
 
 import csv
+import os
 import re
 from pathlib import Path
 
@@ -21,9 +22,16 @@ import exercise_mistakes as M  # noqa: E402
 import grading  # noqa: E402
 import student_edition as S  # noqa: E402
 
-MIN_MISTAKES = 1  # typical mistakes per build-it, at least (issue 24: three)
+MIN_MISTAKES = 3  # typical mistakes per build-it, at least (issue 24), in every graded chapter
+MIN_MISTAKES_BY_CHAPTER: dict = {}  # a chapter that needs another minimum (none now)
 
-CHAPTERS = sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))
+# chapters 1-8, and the later chapters whose exercises are graded (by name: chapters after 9 may be renumbered);
+# TMLIB_ASSIGNMENT_CHAPTERS=01,02,03 grades only those chapters (a quicker loop while working on them)
+GRADED_LATER = {"efficiency", "modern_transformer"}
+_ONLY = [c for c in os.environ.get("TMLIB_ASSIGNMENT_CHAPTERS", "").split(",") if c]
+CHAPTERS = [p for p in sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb")) + [
+    p for p in sorted((ROOT / "notebooks").glob("1[0-9]_*.ipynb")) if p.stem.split("_", 1)[1] in GRADED_LATER]
+    if not _ONLY or p.stem[:2] in _ONLY]
 
 
 def _read(path):
@@ -247,7 +255,8 @@ def test_every_build_it_has_typical_mistakes():
         for cell in source.cells:
             mark = cell.metadata.get("assignment", {})
             if "stub" in mark and re.search(r"^(def|class) \w+", mark["stub"], re.M):
-                assert len(found.get(mark["exercise"], [])) >= MIN_MISTAKES, f"{mark['exercise']}: too few mistakes"
+                least = MIN_MISTAKES_BY_CHAPTER.get(path.stem[:2], MIN_MISTAKES)
+                assert len(found.get(mark["exercise"], [])) >= least, f"{mark['exercise']}: too few mistakes"
 
 
 def test_rebinding_check_close_and_zeros_score_nothing(graded):
@@ -262,3 +271,4 @@ def test_student_id_rules(tmp_path):
     assert A.student_id(tmp_path / "alice__01_x.ipynb", tmp_path) == "alice"
     assert A.student_id(tmp_path / "bob.ipynb", tmp_path) == "bob"
     assert A.student_id(tmp_path / "carol" / "whatever__01.ipynb", tmp_path) == "carol"
+

@@ -52,6 +52,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REQUIRED = os.environ.get("TM_REQUIRE_BROWSER", "") not in ("", "0")
 INSTALL = "sudo apt-get install chromium chromium-driver"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+#: Addresses that never leave the machine: a site opened from the file system, and what its scripts make.
+LOCAL_SCHEMES = {"file", "blob", "data"}
 VIEWPORT = {"width": 1280, "height": 900}
 #: A phone held upright (CSS pixels): equations, code and attention views must fit or scroll here too.
 PHONE = {"width": 390, "height": 844}
@@ -180,7 +182,7 @@ class PageVisit:
 
     def _route(self, route):
         url = route.request.url
-        if urlsplit(url).hostname in LOCAL_HOSTS:
+        if urlsplit(url).hostname in LOCAL_HOSTS or urlsplit(url).scheme in LOCAL_SCHEMES:
             route.continue_()
         else:
             self.blocked.append({"url": url, "page": self.url, "type": route.request.resource_type})

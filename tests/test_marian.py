@@ -182,3 +182,106 @@ def test_unsupported_options_raise(option, value):
     config = dataclasses.replace(make_model("tiny", src_vocab_size=60).config, n_heads=4, **{option: value})
     with pytest.raises(ValueError, match=option):
         marian_config(config, BOS, EOS)
+
+
+def test_save_marian_writes_a_folder_every_allowed_transformers_loads(trained, tokenizer, sources, tmp_path):
+    """`save_marian`: the tokenizer class is one that transformers 4 and 5 both know (5's save_pretrained writes
+    "TokenizersBackend", unknown to 4.x), AutoTokenizer and MarianMTModel load it back to the same ids and logits,
+    and a model card README.md gives the data, the BLEU with its signature, the limits and the licence."""
+    import json
+
+    from transformers import AutoTokenizer, MarianMTModel
+
+    from tmlib.export import save_marian
+
+    model, hf, hf_tok = trained
+    bleu = {"bleu": 12.345, "bleu_lowercase": 13.0, "chrf": 40.0,
+            "signatures": {"bleu": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.5.1"}}
+    folder = save_marian(model, tokenizer, tmp_path / "hf", {"bleu": bleu, "beam_size": 4, "train_steps": 30,
+                                                            "train_minutes": 0.1})
+    tok_config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert tok_config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert "TokenizersBackend" not in "".join(p.read_text(errors="replace") for p in folder.glob("*.json"))
+    loaded = AutoTokenizer.from_pretrained(folder)
+    assert loaded(["Ein Mann"])["input_ids"] == hf_tok(["Ein Mann"])["input_ids"]
+    again = MarianMTModel.from_pretrained(folder, attn_implementation="eager").eval()
+    tgt = torch.full((sources.shape[0], 3), BOS)
+    with torch.no_grad():
+        a = hf(input_ids=sources, attention_mask=sources != PAD, decoder_input_ids=tgt).logits
+        b = again(input_ids=sources, attention_mask=sources != PAD, decoder_input_ids=tgt).logits
+    torch.testing.assert_close(b, a, atol=0, rtol=0)
+    card = (folder / "README.md").read_text()
+    for part in ("license: mit", "## Data", "Multi30k", "BLEU **12.3**", "nrefs:1|case:mixed|eff:no|tok:13a",
+                 "beam search of width 4", "## Limits", "## Licence", "Flickr30k", "MarianMTModel.from_pretrained"):
+        assert part in card, part
+
+
+def test_export_command_line(trained, tokenizer, tmp_path, capsys):
+    """`python -m tmlib.export`: a run folder → hf/ (with the card) and onnx/; a non-empty --out and a missing
+    checkpoint are one error line, exit status 2."""
+    pytest.importorskip("onnxruntime")
+    from tmlib.data.batching import BatchIterator
+    from tmlib.export.__main__ import main
+    from tmlib.training import TrainConfig, Trainer
+
+    model, _, _ = trained
+    run = tmp_path / "run"
+    examples = [(tokenizer.encode(de), tokenizer.encode(en)) for de, en in PAIRS]
+    Trainer(model, BatchIterator(examples, 64), None, TrainConfig(model=model.config, max_steps=1, device="cpu",
+                                                                   progress=False), tokenizer,
+            run / "checkpoint.pt").save()
+    out = tmp_path / "out"
+    assert main(["--checkpoint", str(run), "--out", str(out), "--no-bleu"]) == 0
+    assert {p.name for p in (out / "hf").iterdir()} >= {"config.json", "model.safetensors", "tokenizer.json",
+                                                         "tokenizer_config.json", "README.md"}
+    assert {p.name for p in (out / "onnx").iterdir()} == {"encoder.onnx", "decoder.onnx", "tokenizer.json"}
+    capsys.readouterr()
+    assert main(["--checkpoint", str(run), "--out", str(out)]) == 2
+    assert main(["--checkpoint", str(tmp_path / "none"), "--out", str(tmp_path / "new")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[0].startswith("error: ") and "is not an empty folder" in err[0]
+    assert err[1].startswith("error: no checkpoint at")
+
+
+def test_the_folder_loads_on_another_transformers(trained, tokenizer, sources, tmp_path):
+    """The folder written here loads, with AutoTokenizer and MarianMTModel, in another transformers installation
+    (the oldest the hf extra allows, 4.46): ``TM_OTHER_TRANSFORMERS`` names a folder put first on the path, e.g.
+    ``pip install --no-deps --target DIR transformers==4.46.3 tokenizers==0.20.3 huggingface_hub==0.36.0``;
+    skipped without it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    other = os.environ.get("TM_OTHER_TRANSFORMERS")
+    if not other:
+        pytest.skip("set TM_OTHER_TRANSFORMERS to a folder holding another transformers version")
+    from tmlib.export import save_marian
+
+    model, hf, _ = trained
+    folder = save_marian(model, tokenizer, tmp_path / "hf")
+    tgt = torch.full((sources.shape[0], 3), BOS)
+    with torch.no_grad():
+        expected = hf(input_ids=sources, attention_mask=sources != PAD, decoder_input_ids=tgt).logits
+    torch.save({"sources": sources, "tgt": tgt}, tmp_path / "inputs.pt")
+    code = f"""
+import json, torch, transformers
+from transformers import AutoTokenizer, MarianMTModel
+tok = AutoTokenizer.from_pretrained({str(folder)!r})
+model = MarianMTModel.from_pretrained({str(folder)!r}).eval()
+x = torch.load({str(tmp_path / 'inputs.pt')!r})
+with torch.no_grad():
+    logits = model(input_ids=x["sources"], attention_mask=x["sources"] != {PAD}, decoder_input_ids=x["tgt"]).logits
+torch.save(logits, {str(tmp_path / 'logits.pt')!r})
+print(json.dumps({{"version": transformers.__version__, "class": type(tok).__name__,
+                  "ids": tok(["Ein Mann"])["input_ids"]}}))
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([other, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    import transformers
+
+    assert got["version"] != transformers.__version__, "TM_OTHER_TRANSFORMERS holds this same version"
+    assert got["ids"] == [tokenizer.encode("Ein Mann")]
+    torch.testing.assert_close(torch.load(tmp_path / "logits.pt"), expected, atol=1e-5, rtol=1e-5)

@@ -3,7 +3,8 @@
 The translator page runs these graphs; `tests/test_translator_browser.py` checks the page against PyTorch in a
 real browser. Here: the next-token logits and the cross-attention agree within float32's tolerance for the model's
 forward chain (tests/tolerances.py), greedy decoding gives the same tokens, for sources of many lengths (the
-lengths are dynamic); and the comparison can fail (another model's graphs are caught).
+lengths are dynamic), and on a padded batch of several sentences (the batch is dynamic, padding masked); and the
+comparison can fail (another model's graphs are caught).
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def test_files_and_shapes(exported):
     tr = OnnxTranslator(folder)
     memory = tr.encode([5, 6, 7])
     assert memory.shape == (1, 3, model.d_model) and memory.dtype == np.float32
-    logits, cross = tr.step([BOS, 9, 10, 11], memory)
+    logits, cross = tr.step([BOS, 9, 10, 11], memory, [5, 6, 7])
     n_layers = len(model.decoder.layers)
     assert logits.shape == (model.tgt_vocab_size,)
     assert cross.shape == (n_layers, model.n_heads, 3)
@@ -76,7 +77,7 @@ def test_step_by_step_against_the_model(exported):
     with torch.no_grad():
         s = torch.tensor([src])
         expected = model.decode(torch.tensor([prefix]), model.encode(s), s)[0, -1].numpy()
-    logits, _ = tr.step(prefix, tr.encode(src))
+    logits, _ = tr.step(prefix, tr.encode(src), src)
     assert_close(logits, expected, n=transformer_reduction_length(model.config, len(src), len(prefix)))
 
 
@@ -119,7 +120,8 @@ def test_missing_graph_is_named(tmp_path):
 
 
 def test_site_ships_model_or_says_how_to_build_it(exported, tmp_path):
-    """_ext/translator_model.py copies a complete export into _static/translator/, else writes a model.json message."""
+    """_ext/translator_model.py copies a complete export into _static/translator/, else writes a model.json message;
+    beside each file, its script copy for file:// pages."""
     import json
 
     from translator_model import MISSING_MODEL_MESSAGE, WEB_MODEL_FILES, ship_web_model
@@ -131,4 +133,44 @@ def test_site_ships_model_or_says_how_to_build_it(exported, tmp_path):
     (folder / "model.json").write_text("{}")
     (folder / "tokenizer.json").write_text("{}")
     assert ship_web_model(folder, tmp_path / "b")
-    assert sorted(p.name for p in (tmp_path / "b/translator").iterdir()) == sorted(WEB_MODEL_FILES)
+    shipped = tmp_path / "b/translator"
+    assert sorted(p.name for p in shipped.iterdir()) == sorted(WEB_MODEL_FILES + tuple(f + ".js" for f in WEB_MODEL_FILES))
+    # the script copies that a page opened from the disk (file://) loads: the file's bytes, base64, under the
+    # script's own address
+    import base64
+    import re
+
+    for name in WEB_MODEL_FILES:
+        text = (shipped / (name + ".js")).read_text()
+        m = re.fullmatch(r'\(window\.tmAssets = window\.tmAssets \|\| \{\}\)\[document\.currentScript\.src\] = "([A-Za-z0-9+/=]*)";\n', text)
+        assert m and base64.b64decode(m.group(1)) == (shipped / name).read_bytes(), name
+    assert (tmp_path / "a/translator/model.json.js").is_file()
+
+
+def test_a_padded_batch_equals_each_sentence_alone(exported):
+    """Three sources of 3, 7 and 12 tokens padded to one (3, 12) batch: each row's next-token logits and
+    cross-attention equal those of the sentence run alone, and of `model.decode` on the padded batch; the
+    attention on the padding is zero."""
+    model, folder, _ = exported
+    pad = model.pad_id
+    assert pad is not None
+    tr = OnnxTranslator(folder)
+    sources = [[7, 8, 9], [10, 11, 12, 13, 14, 15, 16], list(range(20, 32))]
+    width = max(map(len, sources))
+    src = np.full((3, width), pad, dtype=np.int64)  # (3, 12)
+    for i, ids in enumerate(sources):
+        src[i, :len(ids)] = ids
+    tgt = np.array([[BOS, 40, 41, 42]] * 3, dtype=np.int64)  # (3, 4)
+    logits, cross = tr.run_batch(src, tgt)  # (3, vocab), (3, n_layers, n_heads, 12)
+    assert logits.shape == (3, model.tgt_vocab_size)
+    assert cross.shape == (3, len(model.decoder.layers), model.n_heads, width)
+    n = transformer_reduction_length(model.config, width, tgt.shape[1])
+    with torch.no_grad():
+        s = torch.from_numpy(src)
+        expected = model.decode(torch.from_numpy(tgt), model.encode(s), s)[:, -1].numpy()  # (3, vocab)
+    assert_close(logits, expected, n=n)
+    for i, ids in enumerate(sources):
+        alone, alone_cross = tr.step(tgt[i].tolist(), tr.encode(ids), ids)
+        assert_close(logits[i], alone, n=n)
+        assert_close(cross[i, ..., :len(ids)], alone_cross, n=n)
+        assert np.all(cross[i, ..., len(ids):] == 0.0), "attention on padding"

@@ -678,7 +678,7 @@ def test_cli_resume_errors(tmp_path, capsys):
     T.save_checkpoint(run / "checkpoint.pt", {"format": T.CHECKPOINT_FORMAT, "config": config.to_dict()})
     assert "already holds a run" in _cli_error(capsys, ["--out", str(run), "--max-steps", "3"])
     msg = _cli_error(capsys, ["--out", str(run), "--resume", "--lr-factor", "1.0"])
-    assert "cannot change lr_factor (the run has 0.3, the command line gives 1.0)" in msg
+    assert "cannot change --lr-factor (the run has 0.3, the command line gives 1.0)" in msg
     assert "keeps its model" in _cli_error(capsys, ["--out", str(run), "--resume", "--preset", "base"])
 
 
@@ -805,3 +805,7 @@ def test_time_precisions_times_both_types_interleaved_and_stops_once_clear(monke
     t = P.time_precisions(step_costing({None: 0.3125, torch.bfloat16: 0.25}), max_repeats=3)  # close: three pairs
     assert calls[2:] == [None, torch.bfloat16, torch.bfloat16, None, None, torch.bfloat16]  # the order alternates
     assert t == {"float32_s": 0.3125, "bf16_s": 0.25}
+    calls.clear()
+    t = P.time_precisions(step_costing({None: 0.25, torch.bfloat16: 4.0}))  # bf16 emulated with AVX2: 16 times
+    assert calls == [None, torch.bfloat16, None]  # its warm-up settles it: not called again, float32 timed once
+    assert t == {"float32_s": 0.25, "bf16_s": 4.0}

@@ -4,6 +4,7 @@ a run folder is never a user's folder and holds one run at a time; a full disk n
 the previous checkpoint; every bad argument is one ``error:`` line and exit status 2 before any work."""
 import errno
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -409,3 +410,91 @@ def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(T.Trainer, "train_step", oom)
     line = _one_error(capsys, FAST + ["--out", str(tmp_path / "run"), "--max-steps", "1"], code=1)
     assert line.startswith("error: out of memory (") and "lower --max-tokens (this run: 512)" in line
+
+
+# ------------------------------------------------------------------ issue 26: resuming, the command line's words
+
+
+@needs_data
+def test_resume_never_overwrites_a_users_files_beside_a_copied_checkpoint(tmp_path, capsys):
+    """A course checkpoint copied into a folder of one's own, beside one's config.json and history.json: resuming
+    there is refused and the files are untouched; the run's own folder resumes (its files are the checkpoint's)."""
+    run = tmp_path / "run"
+    code, _ = _main(capsys, FAST + ["--out", str(run), "--max-steps", "1"])
+    assert code == 0
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    shutil.copy2(run / "checkpoint.pt", mine / "checkpoint.pt")
+    (mine / "config.json").write_text('{"my": "settings"}')
+    (mine / "history.json").write_text("my notes")
+    line = _one_error(capsys, ["--out", str(mine), "--resume", "--max-steps", "2", "--data-dir", str(SHARED)])
+    assert "holds a config.json and history.json that are not its checkpoint's own" in line
+    assert "--out NEW --resume" in line
+    assert (mine / "config.json").read_text() == '{"my": "settings"}' and (mine / "history.json").read_text() == "my notes"
+    assert sorted(os.listdir(mine)) == ["checkpoint.pt", "config.json", "history.json"]  # no marker written either
+    (mine / "history.json").unlink()
+    assert "holds a config.json that is not" in _one_error(capsys, ["--out", str(mine), "--resume"])
+    with pytest.raises(T.RunFolderError, match="config.json that is not"):  # the library refuses too
+        T.run_training(T.SMOKE, mine, resume=True)
+    assert (mine / "config.json").read_text() == '{"my": "settings"}'
+    code, _ = _main(capsys, ["--out", str(run), "--resume", "--max-steps", "2", "--max-minutes", "5",
+                             "--data-dir", str(SHARED)])
+    assert code == 0 and T.load_checkpoint(run / "checkpoint.pt")["step"] == 2
+
+
+@needs_data
+@pytest.mark.parametrize("argv, field", [(["--vocab-size", "400"], "--vocab-size"), (["--dropout", "0.3"], "--dropout"),
+                                         (["--max-len", "100"], "--max-len")])
+def test_resume_names_the_model_field_that_differs(tmp_path, capsys, argv, field):
+    run = tmp_path / "run"
+    assert _main(capsys, FAST + ["--out", str(run), "--max-steps", "1"])[0] == 0
+    line = _one_error(capsys, ["--out", str(run), "--resume", "--data-dir", str(SHARED)] + argv)
+    assert f"cannot change {field} (the run has " in line and f"the command line gives {argv[1]}" in line
+    assert "ModelConfig" not in line and len(line) < 200, line
+
+
+def test_help_has_no_doubled_defaults_headers_or_markup(capsys):
+    from tmlib.train import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])  # (simple_parsing adds the dataclasses' options when parsing)
+    text = capsys.readouterr().out
+    flat = " ".join(text.split())
+    assert "(default: $TMLIB_DATA_DIR, else the user cache)" in flat
+    for bad in ("['config']", "['model']", "``", ":class:", ":data:", ":func:", ":mod:", "(default: None)"):
+        assert bad not in text, bad
+    for option_help in re.split(r"\n  -", text):
+        assert option_help.count("(default") <= 1, option_help
+    assert "--max-minutes" in text and "--d-model" in text
+
+
+@needs_data
+def test_the_first_line_comes_before_the_data_is_prepared(tmp_path, capsys, monkeypatch):
+    """The command says at once what it does (before the seconds of loading and the tokenizer)."""
+    seen = []
+
+    def prepare(*args, **kwargs):
+        seen.append(capsys.readouterr().out)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(T.TranslationData, "prepare", prepare)
+    _main(capsys, FAST + ["--out", str(tmp_path / "run"), "--max-minutes", "2"])
+    assert seen and seen[0].startswith(f"tmlib.train: a new run in {tmp_path / 'run'}, training for 2 minutes"), seen
+
+
+def test_a_budget_in_minutes_shows_minutes_done_of_minutes_planned(tmp_path, capsys):
+    from test_training import _trainer
+
+    import dataclasses
+
+    trainer = _trainer(tmp_path, "run", max_minutes=0.05)
+    trainer.config = dataclasses.replace(trainer.config, progress=True, progress_interval=0.0)
+    trainer.fit()
+    err = capsys.readouterr().err
+    shown = re.findall(r"(\d+\.\d)/(\d+\.\d) min", err)
+    assert shown and all(total == "0.1" for _, total in shown), err[-500:]  # 0.05 minutes, shown as 0.1
+    assert "step=" in err and "step/s" not in err
+    trainer = _trainer(tmp_path, "steps", max_steps=3)
+    trainer.config = dataclasses.replace(trainer.config, progress=True, progress_interval=0.0)
+    trainer.fit()
+    assert "3/3" in capsys.readouterr().err

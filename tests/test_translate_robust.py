@@ -195,3 +195,77 @@ def test_a_closed_output_pipe_in_a_real_process(run, tmp_path):
     proc.stdout.close()  # the reader is gone before the first line is written (like `| head -0`)
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141 and err == ""
+
+
+# -------------------------------------------------------------------------------- unbounded input, odd files
+def test_dev_zero_is_one_error_line_in_bounded_memory(run):
+    """/dev/zero has no line end: the first megabyte is read, not all of it (a MemoryError before)."""
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero")
+    proc = subprocess.run([sys.executable, "-m", "tmlib.translate", "--checkpoint", str(run[0]), "--input", "/dev/zero",
+                           "--quiet"] + FAST, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr == "error: line 1 of /dev/zero is longer than 1,048,576 bytes (is it text, with one sentence " \
+                          "per line?)\n"
+
+
+def test_input_is_read_and_translated_in_pieces(run, capsys, monkeypatch):
+    """Many lines are read in pieces of about PIECE_BYTES: the output is the same, in order, line for line, and a
+    warning and a decoding error still name the line of the whole input."""
+    import tmlib.translate as tr
+
+    monkeypatch.setattr(tr, "PIECE_BYTES", 64)
+    lines = [SENTENCES[i % len(SENTENCES)] for i in range(12)] + ["", UNKNOWN]
+    pieces = list(tr.read_pieces(io.BytesIO(("\n".join(lines) + "\n").encode()), "x", piece_bytes=64))
+    assert len(pieces) > 3 and [p[0] for p in pieces] == [1] + [1 + sum(len(p[1]) for p in pieces[:i])
+                                                              for i in range(1, len(pieces))]
+    assert [line for _, p in pieces for line in p] == lines
+    code, out, err = _main(["--checkpoint", str(run[0])] + FAST, capsys, ("\n".join(lines) + "\n").encode(),
+                           monkeypatch)
+    monkeypatch.setattr(tr, "PIECE_BYTES", 1 << 20)
+    whole = _main(["--checkpoint", str(run[0])] + FAST, capsys, ("\n".join(lines) + "\n").encode(), monkeypatch)
+    assert code == 0 and out == whole[1] and out.count("\n") == len(lines)
+    assert err.count("translating (greedy): 100%") > whole[2].count("translating (greedy): 100%")  # pieces
+    assert f"warning: line {len(lines)} is made only of characters unknown" in err
+    bad = "\n".join(lines[:8]).encode() + b"\n\xff\n"
+    with pytest.raises(ValueError, match=r"line 9, byte %d" % (len(bad) - 2)):
+        list(tr.read_pieces(io.BytesIO(bad), "x", piece_bytes=16))
+
+
+def test_a_symbolic_link_loop_is_named(run, tmp_path, capsys):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    code, out, err = _main(["--checkpoint", str(run[0]), "--input", str(loop)] + FAST, capsys)
+    _one_error(code, out, err, f"--input {loop} is a symbolic link that loops back on itself")
+    code, out, err = _main(["--checkpoint", str(loop), "--input", os.devnull] + FAST, capsys)
+    _one_error(code, out, err, f"--checkpoint {loop} is a symbolic link that loops back on itself")
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    code, out, err = _main(["--checkpoint", str(run[0]), "--input", str(dangling)] + FAST, capsys)
+    _one_error(code, out, err, "is a symbolic link to a missing file")
+
+
+def test_a_pickle_with_code_is_refused_as_code(run, tmp_path, capsys):
+    import pickle
+
+    class Exploit:
+        def __reduce__(self):
+            return (os.system, ("echo owned > " + str(tmp_path / "owned"),))
+
+    for name, write in (("zip.pt", lambda p: torch.save({"format": 1, "x": Exploit()}, p)),
+                        ("raw.pt", lambda p: p.write_bytes(pickle.dumps(Exploit())))):
+        write(tmp_path / name)
+        code, out, err = _main(["--checkpoint", str(tmp_path / name), "--input", os.devnull] + FAST, capsys)
+        _one_error(code, out, err, "holds Python objects that could run code when loaded; it was refused")
+    assert not (tmp_path / "owned").exists()
+
+
+def test_a_run_before_its_first_save_is_training(run, tmp_path, capsys):
+    from tmlib.training import hold_run_folder
+
+    folder = tmp_path / "training"
+    with hold_run_folder(folder):  # a run that has started and not saved yet
+        code, out, err = _main(["--checkpoint", str(folder), "--input", os.devnull] + FAST, capsys)
+        _one_error(code, out, err, f"a training run (pid {os.getpid()} on ", "has not saved its first checkpoint")
+    code, out, err = _main(["--checkpoint", str(folder), "--input", os.devnull] + FAST, capsys)  # it died
+    _one_error(code, out, err, "stopped before its first save")

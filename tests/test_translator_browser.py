@@ -13,6 +13,12 @@ and over the whole visit: no console error, no failed or blocked request, the ru
 when Translate is first pressed. The bytes loaded, the time to the first translation and per sentence go to
 ``_build/browser/translator.json``.
 
+The README's way to open the site is from the file system (``file://.../_build/html/index.html``), where a page may
+neither fetch nor import modules: :func:`test_translator_from_the_file_system` opens the page at its ``file://``
+address and checks the same for ``TM_TRANSLATOR_DISK_SENTENCES`` (default 5) sentences, then that a source longer
+than the model's ``max_len`` positions is cut to them with a warning, as the command line does, and decoded as
+tmlib decodes the cut source.
+
 The Python side loads the run that the site's ``model.json`` was exported from (its checkpoint's SHA-256 must
 match): the smoke run for a smoke export (``TMLIB_SMOKE=1 make browser``), else ``$TMLIB_RUN_DIR`` or
 ``runs/multi30k``; ``TM_WEB_RUN_DIR`` names another. Skips when Chromium, Playwright, the build or the run are
@@ -36,6 +42,7 @@ PAGE = "book/translator.html"
 #: float32 in WebAssembly against float32 PyTorch on the CPU: the same operations in another order.
 ATTENTION_TOL = 1e-4
 N_SENTENCES = int(os.environ.get("TM_TRANSLATOR_SENTENCES", "50"))
+N_DISK_SENTENCES = int(os.environ.get("TM_TRANSLATOR_DISK_SENTENCES", "5"))
 
 WAIT_DONE_JS = """(n) => { const w = document.querySelector('.tm-translator');
   return w && (w.dataset.state === 'error' || (w.dataset.state === 'done' && +w.dataset.translations === n)); }"""
@@ -155,3 +162,48 @@ def test_translator_equals_tmlib(browser, reference):  # noqa: F811
     assert max_attention < ATTENTION_TOL, f"largest attention difference {max_attention:.3g} >= {ATTENTION_TOL}"
     assert all(r["heat"] == len(r["src"]) * len(r["attention"]) for r in results if r["tokens"]), \
         "the heatmap does not have one cell per (output step, source piece)"
+
+
+def test_translator_from_the_file_system(browser, reference):  # noqa: F811
+    """The page opened as the README says (file://): it translates as tmlib does, and cuts an over-long source."""
+    import torch
+
+    from tmlib.export import torch_greedy_with_attention
+
+    info, trained, sentences = reference
+    model, tok = trained.model, trained.tokenizer
+    torch.set_num_threads(1)
+    visit = PageVisit(browser, (SITE / PAGE).as_uri())
+    try:
+        page = visit.open()
+        page.wait_for_function("() => { const s = document.querySelector('.tm-translator .tm-status');"
+                               " return s && !s.textContent.startsWith('Reading'); }", timeout=20000)
+        state = page.eval_on_selector(".tm-translator", "w => [w.dataset.state, w.querySelector('.tm-status').textContent]")
+        assert state[0] == "idle", f"the translator did not start from the file system: {state[1]}"
+        long_source = " ".join(sentences[:3] * 40)  # far more subwords than the model's positions
+        assert len(tok.encode(long_source)) > info["max_len"]
+        results = []
+        for i, sentence in enumerate(sentences[:N_DISK_SENTENCES] + [long_source], start=1):
+            page.fill(".tm-translator textarea", sentence)
+            page.click(".tm-translator button.tm-translate")
+            page.wait_for_function(WAIT_DONE_JS, arg=i, timeout=180000 if i == 1 else 120000)
+            results.append(page.evaluate("() => { const w = document.querySelector('.tm-translator');"
+                                         " const r = w.tmResult || {}; return {state: w.dataset.state, src: r.sourceIds,"
+                                         " tokens: r.tokens, cut: r.cut, status: w.querySelector('.tm-status').textContent}; }"))
+            assert results[-1]["state"] == "done", f"{sentence[:60]!r}: {results[-1]['status']}"
+    finally:
+        visit.close()
+    assert not visit.errors, "\n".join(visit.errors[:20])
+    assert not visit.blocked, f"requests that left the machine: {visit.blocked[:5]}"
+    for sentence, r in zip(sentences[:N_DISK_SENTENCES], results):
+        src = tok.encode(sentence)
+        assert r["src"] == src, f"tokenizer differs on {sentence!r}: page {r['src']}, Python {src}"
+        assert not r["cut"]
+        assert r["tokens"] == torch_greedy_with_attention(model, src, tok.bos_id, tok.eos_id)["tokens"], sentence
+    long = results[-1]
+    src = tok.encode(long_source)[:info["max_len"]]
+    assert long["cut"] and long["src"] == src
+    assert f"more subwords than the model's {info['max_len']} positions" in long["status"], long["status"]
+    expected = torch_greedy_with_attention(model, src, tok.bos_id, tok.eos_id)["tokens"]
+    assert len(long["tokens"]) <= info["max_len"]
+    assert long["tokens"] == expected, "the page decodes a cut source otherwise than tmlib"

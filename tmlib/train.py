@@ -47,6 +47,7 @@ import os
 import re
 import signal
 import sys
+import textwrap
 import typing
 from pathlib import Path
 
@@ -161,6 +162,53 @@ def _default_out() -> str:
     return str(default_run(smoke=False)[0])
 
 
+#: The help's sections for the two configuration dataclasses (simple_parsing would title them
+#: "TrainConfig ['config']" and "ModelConfig ['model']", under the classes' whole docstrings).
+SECTIONS = {
+    "TrainConfig ['config']": ("training recipe", "The paper's recipe (§5), the budgets and the runtime settings. A "
+                               "resumed run keeps its recipe; budgets, device, precision, threads and logging may "
+                               "change."),
+    "ModelConfig ['model']": ("model", "The architecture (the paper's Table 3 sizes, vocabulary, padding) and the "
+                              "variants of chapter 12. A resumed run keeps its model."),
+}
+
+
+def plain_text(text: str) -> str:
+    """``text`` without reStructuredText markup: ``code`` → code, :class:`~a.B` → B, :data:`X` → X."""
+    text = re.sub(r":[a-z]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`", lambda m: m.group(1).split(".")[-1] if "~" in m.group(0)
+                  else m.group(1), text)
+    return re.sub(r"``([^`]*)``", r"\1", text)
+
+
+def _help_formatter():
+    """simple_parsing's help formatter with one default per option (none where the help states it, none for an
+    option without one), plain text instead of reST markup, and the :data:`SECTIONS` titles."""
+    from simple_parsing.help_formatter import SimpleHelpFormatter
+
+    class HelpFormatter(SimpleHelpFormatter):
+        _next_description = None
+
+        def start_section(self, heading):
+            title, self._next_description = SECTIONS.get(heading, (heading, None))
+            super().start_section(title)
+
+        def add_text(self, text):
+            if self._next_description is not None:
+                text, self._next_description = self._next_description, None
+            if text and "\n" not in text:  # one paragraph: wrapped to the terminal (the raw formatter would not)
+                text = textwrap.fill(plain_text(text), self._width)
+            super().add_text(text)
+
+        def _get_help_string(self, action):
+            text = plain_text(action.help or "")
+            if ("(default" in text or "%(default)" in text or not action.option_strings
+                    or action.default in (None, argparse.SUPPRESS) or action.nargs == 0):  # (a flag: --resume)
+                return text
+            return text + " (default: %(default)s)"
+
+    return HelpFormatter
+
+
 def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
     """The argument parser, whose configuration options default to ``default``.
 
@@ -177,6 +225,7 @@ def build_parser(default: TrainConfig = RECOMMENDED) -> argparse.ArgumentParser:
 
     p = Parser(
         prog="python -m tmlib.train", add_option_string_dash_variants=DashVariant.DASH, add_config_path_arg=False,
+        formatter_class=_help_formatter(),
         allow_abbrev=False,  # --lr is not --lr-factor
         description="Train a Transformer (Vaswani et al. 2017) on Multi30k German→English with the paper's recipe: "
                     "Adam (0.9, 0.98, 1e-9), warm-up then inverse-square-root learning rate, label smoothing 0.1, "
@@ -230,7 +279,7 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
             _fail("--preset cannot be combined with --resume: a resumed run keeps its model")
         try:
             stored = resume_config(known.out)
-        except (FileNotFoundError, CheckpointError) as err:
+        except (FileNotFoundError, CheckpointError, RunFolderError) as err:
             _fail(str(err))
         default = stored
     elif known.preset is not None:
@@ -249,9 +298,7 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
         _fail(re.sub(r"^([a-z_]+) (must|is|has)", lambda m: f"--{m.group(1).replace('_', '-')} {m.group(2)}",
                      str(err)))
     if stored is not None:
-        changed = [f"{name} (the run has {getattr(stored, name)!r}, the command line gives {getattr(config, name)!r})"
-                   for name in (f.name for f in dataclasses.fields(TrainConfig))
-                   if name not in RUNTIME_FIELDS and getattr(stored, name) != getattr(config, name)]
+        changed = _changed_fields(stored, config)
         if changed:
             _fail("a resumed run keeps its model, data and recipe; cannot change " + "; ".join(changed))
     else:
@@ -262,6 +309,17 @@ def parse_config(argv=None) -> tuple[TrainConfig, argparse.Namespace]:
     if not args.resume and ckpt.exists():
         _fail(f"{args.out} already holds a run: continue it with --resume, or choose another --out")
     return config, args
+
+
+def _changed_fields(stored: TrainConfig, config: TrainConfig) -> list[str]:
+    """The non-runtime settings in which ``config`` differs from the resumed run's ``stored`` one, each as
+    ``"--option (the run has A, the command line gives B)"``; the model's fields one by one."""
+    pairs = [(f.name, getattr(stored, f.name), getattr(config, f.name)) for f in dataclasses.fields(TrainConfig)
+             if f.name not in RUNTIME_FIELDS and f.name != "model"]
+    pairs += [(f.name, getattr(stored.model, f.name), getattr(config.model, f.name))
+              for f in dataclasses.fields(ModelConfig)]
+    return [f"--{name.replace('_', '-')} (the run has {old!r}, the command line gives {new!r})"
+            for name, old, new in pairs if old != new]
 
 
 def _check_sizes(config: TrainConfig) -> None:
@@ -326,6 +384,21 @@ def _as_options(message: str) -> str:
                   else m.group(0), message)
 
 
+def _budget(config: TrainConfig) -> str:
+    """The run's budgets in words: ``"15 minutes"``, ``"30 steps or 2 epochs"``."""
+    parts = [f"{n:g} {unit}" for n, unit in ((config.max_minutes, "minutes"), (config.max_steps, "steps"),
+                                               (config.max_epochs, "epochs")) if n is not None]
+    return " or ".join(parts) + (", whichever comes first" if len(parts) > 1 else "")
+
+
+def _first_line(config: TrainConfig, args) -> str:
+    """The line printed at once, before the seconds of data preparation: what runs, where, for how long."""
+    what = f"continuing the run in {args.out}" if args.resume else f"a new run in {args.out}"
+    return (f"tmlib.train: {what}, training for {_budget(config)}{' in total' if args.resume else ''}; first "
+            "loading Multi30k and "
+            f"{'reading the stored' if args.resume else 'training the'} BPE tokenizer (about 10 seconds)")
+
+
 def main(argv=None) -> int:
     """Entry point of ``python -m tmlib.train``; returns the exit status: 0 done, 1 failure (diverged, a
     checkpoint that cannot be written, out of memory; the last checkpoint is intact), 2 user error (before any
@@ -358,6 +431,8 @@ def main(argv=None) -> int:
         return 2
     from tmlib.training.experiment import run_training
 
+    if not rank:  # the data takes seconds to prepare before the progress bar appears: say what is happening
+        print(_first_line(config, args), flush=True)
     try:
         with sigterm_interrupts(), distributed.process_group(config.device, env):
             trainer = run_training(config, args.out, resume=args.resume, data_dir=args.data_dir)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from tmlib.model.config import MAX_POSITIONS
 
-__all__ = ["build_parser", "main", "read_lines", "BEAM_SIZE_MAX", "BATCH_TOKENS_MAX", "LENGTH_PENALTY_MAX",
+__all__ = ["build_parser", "main", "read_lines", "read_pieces", "PIECE_BYTES", "MAX_LINE_BYTES", "BEAM_SIZE_MAX", "BATCH_TOKENS_MAX", "LENGTH_PENALTY_MAX",
            "CONFIG_LIMITS", "MAX_MODEL_NUMBERS", "EXIT_BROKEN_PIPE"]
 
 #: Bounds of the command's numeric options (stated in ``--help``): wide enough for any real use, small enough
@@ -53,6 +53,11 @@ CONFIG_LIMITS = {"max_len": MAX_POSITIONS, "d_model": 65_536, "d_ff": 262_144, "
 #: The most numbers (weights and positional table) a configuration may describe: 2**31, 8 GiB in float32, ten
 #: times the paper's big model.
 MAX_MODEL_NUMBERS = 2 ** 31
+#: The input is read and translated in pieces of whole lines of about this many bytes (memory stays bounded).
+PIECE_BYTES = 1 << 20
+#: The longest input line read, in bytes: longer ones (``/dev/zero``, a binary file) are an error, not a
+#: ``MemoryError``. A line of 1 MiB is already far past the model's positions, which cut it anyway.
+MAX_LINE_BYTES = 1 << 20
 #: Exit status when the output's reader went away (128 + SIGPIPE).
 EXIT_BROKEN_PIPE = 141
 
@@ -90,17 +95,50 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def read_lines(data: bytes, name: str) -> list[str]:
-    """Decode UTF-8 input into lines (without their line ends), ignoring a leading byte-order mark.
+def read_pieces(stream, name: str, piece_bytes: int | None = None, max_line_bytes: int | None = None):
+    """Read a binary stream in pieces of whole lines, about ``piece_bytes`` each (default :data:`PIECE_BYTES`), so
+    that memory stays bounded whatever the input's size (a 3 GB file, ``/dev/zero``); yields ``(number of the first
+    line, lines)``. ``max_line_bytes``: default :data:`MAX_LINE_BYTES`.
+
+    Raises:
+        ValueError: a line longer than ``max_line_bytes`` (binary data, or text without line ends; the message
+            names the line), bytes that are not UTF-8 (:func:`read_lines`), or the stream cannot be read.
+    """
+    piece_bytes = PIECE_BYTES if piece_bytes is None else piece_bytes
+    max_line_bytes = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
+    first, number, piece, size, offset = 1, 0, [], 0, 0
+    while True:
+        try:
+            raw = stream.readline(max_line_bytes + 1)
+        except OSError as err:
+            raise ValueError(f"cannot read {name}: {err.strerror or err}") from err
+        if not raw:
+            break
+        number += 1
+        if len(raw.rstrip(b"\r\n")) > max_line_bytes:
+            raise ValueError(f"line {number} of {name} is longer than {max_line_bytes:,} bytes (is it text, with one "
+                             "sentence per line?)")
+        piece.append(raw)
+        size += len(raw)
+        if size >= piece_bytes:
+            yield first, read_lines(b"".join(piece), name, first=first, offset=offset)
+            first, piece, offset, size = number + 1, [], offset + size, 0
+    if piece or first == 1:
+        yield first, read_lines(b"".join(piece), name, first=first, offset=offset)
+
+
+def read_lines(data: bytes, name: str, first: int = 1, offset: int = 0) -> list[str]:
+    """Decode UTF-8 input into lines (without their line ends), ignoring a leading byte-order mark. ``first`` and
+    ``offset``: the number of the first line and the byte offset of ``data`` in the input (for the message).
 
     Raises:
         ValueError: the bytes are not UTF-8; the message names the line and the byte offset.
     """
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig" if offset == 0 else "utf-8")
     except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise ValueError(f"{name} is not valid UTF-8 (line {line}, byte {err.start}: {data[err.start:err.start + 1]!r});"
+        line = data[:err.start].count(b"\n") + first
+        raise ValueError(f"{name} is not valid UTF-8 (line {line}, byte {offset + err.start}: {data[err.start:err.start + 1]!r});"
                          " convert it, e.g. with `iconv -f latin1 -t utf-8`") from err
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -110,7 +148,7 @@ def read_lines(data: bytes, name: str) -> list[str]:
 
 def _check_args(args) -> None:
     """Every argument within its bounds, the input readable and the checkpoint present, before any work."""
-    from tmlib.validation import check_float, check_int
+    from tmlib.validation import check_float, check_int, missing_path_reason
 
     try:
         check_int(args.beam_size, "--beam-size", minimum=1, maximum=BEAM_SIZE_MAX)
@@ -123,11 +161,13 @@ def _check_args(args) -> None:
         path = Path(args.input)
         if path.is_dir():
             raise _UsageError(f"--input {args.input} is a folder, not a text file")
-        if not path.exists():
-            raise _UsageError(f"--input {args.input} does not exist")
+        if missing_path_reason(path):
+            raise _UsageError(f"--input {args.input} {missing_path_reason(path)}")
         if not os.access(path, os.R_OK):
             raise _UsageError(f"--input {args.input} cannot be read (permission denied)")
     ckpt = Path(args.checkpoint)
+    if missing_path_reason(ckpt) not in (None, "does not exist"):
+        raise _UsageError(f"--checkpoint {ckpt} {missing_path_reason(ckpt)}")
     if not ckpt.exists():
         raise _UsageError(f"no checkpoint at {ckpt}: train one with `python -m tmlib.train --out DIR`")
 
@@ -314,14 +354,16 @@ def _run(argv) -> int:
                     line = line.lstrip("\ufeff") if number == 1 else line
                     print(translate([line], number, progress=False)[0], flush=True)
                 return 0
+            name = "stdin" if args.input == "-" else args.input
             try:
-                data = sys.stdin.buffer.read() if args.input == "-" else Path(args.input).read_bytes()
+                stream = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
             except OSError as err:
                 raise ValueError(f"cannot read {args.input}: {err.strerror or err}") from err
-            lines = read_lines(data, "stdin" if args.input == "-" else args.input)
-            for out in translate(lines, 1, progress=not args.quiet):
-                print(out)
-            sys.stdout.flush()  # a closed pipe shows here, not in Python's flush at exit
+            with stream:
+                for first, lines in read_pieces(stream, name):
+                    for out in translate(lines, first, progress=not args.quiet):
+                        print(out)
+                    sys.stdout.flush()  # a closed pipe shows here, not in Python's flush at exit
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -294,3 +294,23 @@ def optional_field(default, kind):
     ``float`` or ``bool``."""
     parser = parse_optional_bool if kind is bool else parse_optional(kind)
     return dataclasses.field(default=default, metadata={"custom_args": {"type": parser}})
+
+
+def missing_path_reason(path) -> str | None:
+    """Why ``path`` cannot be opened, in words for an error message (``"does not exist"``, ``"is a symbolic link
+    that loops back on itself"``, ``"is a symbolic link to a missing file"``, ``"cannot be reached (...)"``), or
+    ``None`` when it can be. ``Path.exists()`` says False for all of these alike."""
+    import errno
+    import os
+
+    try:
+        os.stat(path)
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "is a symbolic link that loops back on itself (or a chain of links too long to follow)"
+        if err.errno == errno.ENOENT:
+            return "is a symbolic link to a missing file" if os.path.islink(path) else "does not exist"
+        if err.errno == errno.ENAMETOOLONG:
+            return "is a name too long for the file system"
+        return f"cannot be reached ({err.strerror or err})"

@@ -11,6 +11,10 @@
  * tokenizer.json) and the two graphs are loaded when the reader first presses Translate. Everything comes from
  * the site itself: no network beyond it.
  *
+ * Over http(s) the files are fetched. A page opened from the file system (file://) may neither fetch nor import
+ * modules, so there each file is read from its script copy NAME.js (written by _ext/translator_model.py), loaded
+ * with a <script> element: the bytes, base64-encoded, in window.tmAssets; the modules are imported from blob: URLs.
+ *
  * Each widget element gets `tmResult` (the last translation: source ids and pieces, output ids and pieces,
  * cross-attention per step, timings) and `data-state` ("idle", "loading", "translating", "done", "error").
  */
@@ -18,6 +22,9 @@
   "use strict";
   const STATIC = new URL("../", document.currentScript.src).href; // .../_static/
   const ORT_DIR = STATIC + "vendor/onnxruntime-web/";
+  const FROM_DISK = location.protocol === "file:";
+  const DISK_HINT = " (this page was opened from the file system, where the translator reads the script copies " +
+    "of its files, NAME.js, that the site build writes: build the site again with `make book`)";
 
   const CSS = `
 .tm-translator { border: 1px solid #ccc; border-radius: 6px; padding: 0.8em; margin: 1em 0; }
@@ -46,22 +53,44 @@
     });
   }
 
+  // The bytes of one of the site's files: fetched, or on a file:// page read from its script copy url + ".js".
+  async function readBytes(url) {
+    if (!FROM_DISK) {
+      const r = await fetch(url);
+      if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+      return new Uint8Array(await r.arrayBuffer());
+    }
+    const script = url + ".js";
+    await loadScript(script);
+    const data = (window.tmAssets || {})[script];
+    if (typeof data !== "string") throw new Error(`${script} did not define the file's contents`);
+    delete window.tmAssets[script];
+    const text = atob(data), bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    return bytes;
+  }
+
+  // An address from which an ES module can be imported: its own over http(s), a blob: URL of its bytes on file://.
+  async function moduleUrl(url) {
+    if (!FROM_DISK) return url;
+    return URL.createObjectURL(new Blob([await readBytes(url)], { type: "text/javascript" }));
+  }
+
   // The runtime's WebAssembly binary is stored gzipped (3.7 MB instead of 14 MB): unpack it in the browser. A
   // server that already sent it with Content-Encoding: gzip hands over the unpacked bytes: use them as they are.
   async function fetchWasm(url) {
-    const r = await fetch(url);
-    if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
-    const bytes = new Uint8Array(await r.arrayBuffer());
+    const bytes = await readBytes(url);
     if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) return bytes; // not gzip: already unpacked
     const unpacked = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
     return new Uint8Array(await new Response(unpacked).arrayBuffer());
   }
 
   async function fetchJson(url) {
-    const r = await fetch(url);
-    if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
-    return r.json();
+    return JSON.parse(new TextDecoder().decode(await readBytes(url)));
   }
+
+  // A graph for ort.InferenceSession.create: its address over http(s), its bytes on file://.
+  const graph = async (url) => (FROM_DISK ? readBytes(url) : url);
 
   // The runtime, the tokenizer and the two graphs, loaded once per model folder (lazily: on first use).
   const runtimes = {};
@@ -71,13 +100,13 @@
         const t0 = performance.now();
         if (!window.ort) await loadScript(ORT_DIR + "ort.wasm.min.js");
         ort.env.wasm.numThreads = 1; // no SharedArrayBuffer: no cross-origin isolation needed
-        ort.env.wasm.wasmPaths = ORT_DIR;
+        ort.env.wasm.wasmPaths = FROM_DISK ? { mjs: await moduleUrl(ORT_DIR + "ort-wasm-simd-threaded.mjs") } : ORT_DIR;
         ort.env.wasm.wasmBinary = await fetchWasm(ORT_DIR + "ort-wasm-simd-threaded.wasm.gz");
-        const { Tokenizer } = await import(STATIC + "vendor/tokenizers/tokenizers.min.mjs");
+        const { Tokenizer } = await import(await moduleUrl(STATIC + "vendor/tokenizers/tokenizers.min.mjs"));
         const tokenizer = new Tokenizer(await fetchJson(modelUrl + "tokenizer.json"), {});
         const options = { executionProviders: ["wasm"] };
-        const encoder = await ort.InferenceSession.create(modelUrl + "encoder.onnx", options);
-        const decoder = await ort.InferenceSession.create(modelUrl + "decoder.onnx", options);
+        const encoder = await ort.InferenceSession.create(await graph(modelUrl + "encoder.onnx"), options);
+        const decoder = await ort.InferenceSession.create(await graph(modelUrl + "decoder.onnx"), options);
         return { info, tokenizer, encoder, decoder, loadMs: performance.now() - t0 };
       })();
     }
@@ -92,15 +121,18 @@
     return best;
   }
 
-  // Greedy decoding, as in chapter 9: start from <bos>, append the most probable next token, stop at <eos> or
-  // after source length + 50 tokens. Each step runs the decoder over the whole prefix and also returns the
-  // cross-attention of the new position: (layers, heads, source length).
+  // Greedy decoding, as in chapter 9 (tmlib.decoding.greedy_decode): start from <bos>, append the most probable
+  // next token, stop at <eos> or after source length + 50 tokens, at most the model's max_len positions. Each step
+  // runs the decoder over the whole prefix and also returns the cross-attention of the new position: (layers,
+  // heads, source length).
   async function greedyDecode(rt, src, onToken) {
-    const { bos_id, eos_id } = rt.info;
-    const { memory } = await rt.encoder.run({ src: ids(src) }); // (1, src_len, d_model)
+    const { bos_id, eos_id, max_len } = rt.info;
+    const srcTensor = ids(src); // (1, src_len)
+    const { memory } = await rt.encoder.run({ src: srcTensor }); // (1, src_len, d_model)
     const prefix = [bos_id], attention = [];
-    for (let step = 0; step < src.length + 50; step++) {
-      const out = await rt.decoder.run({ tgt: ids(prefix), memory });
+    const limit = Math.max(1, Math.min(src.length + 50, max_len ?? Infinity));
+    for (let step = 0; step < limit; step++) {
+      const out = await rt.decoder.run({ tgt: ids(prefix), memory, src: srcTensor });
       attention.push(Array.from(out.cross_attention.data)); // (n_layers * n_heads * src_len)
       const next = argmax(out.logits.data);
       if (next === eos_id) break;
@@ -174,7 +206,7 @@
     const heat = el("div", { class: "tm-heat" });
     root.append(input, el("div", { class: "tm-row" }), status, output, text, controls, heat);
     root.children[1].append(button);
-    let info = null;
+    let info = null, stage = null;
 
     const redraw = () => root.tmResult && drawHeatmap(heat, root.tmResult, info, +layerSel.value, +headSel.value);
     layerSel.onchange = headSel.onchange = redraw;
@@ -192,7 +224,7 @@
       for (let h = 0; h < m.n_heads; h++) headSel.append(el("option", { value: h }, `${h + 1}`));
       layerSel.value = m.n_decoder_layers - 1;
     }).catch((err) => {
-      status.textContent = `The translator cannot start: ${err.message}`;
+      status.textContent = `The translator cannot start: ${err.message}` + (FROM_DISK ? DISK_HINT : "");
       button.disabled = true;
       root.dataset.state = "error";
     });
@@ -206,11 +238,16 @@
           root.dataset.state = "loading";
           status.textContent = "Loading the runtime and the model (once)…";
         }
+        stage = "load";
         const rt = await loadRuntime(modelUrl, info);
+        stage = "translate";
         root.dataset.state = "translating";
         const enc = rt.tokenizer.encode(input.value.replace(/^\ufeff/, ""), { add_special_tokens: false });
-        const src = input.value.trim() ? enc.ids : [];
-        const content = src.filter((i, k) => enc.tokens[k] !== "▁");
+        // as the command line does: a source longer than the model's positions is cut to its first max_len tokens
+        const cut = info.max_len != null && enc.ids.length > info.max_len;
+        const pieces = Array.from(enc.tokens).slice(0, cut ? info.max_len : undefined);
+        const src = input.value.trim() ? Array.from(enc.ids).slice(0, pieces.length) : [];
+        const content = src.filter((i, k) => pieces[k] !== "▁");
         if (!src.length || content.every((i) => i === info.unk_id)) {
           status.textContent = src.length
             ? "None of this text is in the model's vocabulary (every piece is the unknown token <unk>): it only knows German and English."
@@ -223,18 +260,23 @@
           const ms = performance.now() - t0;
           const targetPieces = tokens.map(piece);
           if (attention.length > tokens.length) targetPieces.push("<eos>");
-          root.tmResult = { sourceIds: src, sourcePieces: enc.tokens, tokens, targetPieces, attention, ms,
-            loadMs: rt.loadMs };
+          root.tmResult = { sourceIds: src, sourcePieces: pieces, tokens, targetPieces, attention, ms,
+            loadMs: rt.loadMs, cut };
           text.textContent = tokens.length ? rt.tokenizer.decode(tokens, { skip_special_tokens: true })
             : "(the model wrote <eos> at once: an empty translation)";
-          status.textContent = `${tokens.length} tokens in ${ms.toFixed(0)} ms (the first translation also loaded the runtime and the model in ${rt.loadMs.toFixed(0)} ms).`;
+          status.textContent = `${tokens.length} tokens in ${ms.toFixed(0)} ms (the first translation also loaded the runtime and the model in ${rt.loadMs.toFixed(0)} ms).` +
+            (cut ? ` The text has more subwords than the model's ${info.max_len} positions: only its first ${info.max_len} were translated.` : "");
           controls.hidden = false;
           redraw();
         }
         root.dataset.translations = String(+(root.dataset.translations || 0) + 1);
         root.dataset.state = "done";
       } catch (err) {
-        status.textContent = `The translation failed: ${err.message}`;
+        output.textContent = text.textContent = heat.textContent = "";
+        controls.hidden = true;
+        root.tmResult = null;
+        status.textContent = `The translation failed: ${err.message}` + (FROM_DISK && stage === "load" ? DISK_HINT : "");
+        if (stage === "load") delete runtimes[modelUrl]; // the next press tries again
         root.dataset.state = "error";
         throw err;
       } finally {

@@ -7,6 +7,10 @@ from tmlib.course.diagnostics import (
     check_causal, check_own_work, check_padding_invariance, check_rows_sum_to_one, check_stages, forbidden_references,
     module_stages
 )
+from tmlib.course.exercise_checks import (
+    check_attention_bytes, check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result,
+    check_layer_norm_result, check_multi_head_attention, check_multi_head_result
+)
 from tmlib.course.examples import (
     ATTENTION_EXAMPLES, ATTENTION_EXAMPLE_1, ATTENTION_EXAMPLE_2, ATTENTION_EXAMPLE_3, AttentionExample,
     CROSS_ATTENTION_EXAMPLE, FFN_EXAMPLE, FeedForwardExample, LECTURE_PRINTED, LR_EXAMPLE, MHA_EXAMPLE_2,
@@ -26,5 +30,7 @@ __all__ = [
     "attention_heads", "attention_heatmap", "check_causal", "check_close", "check_own_work", "check_padding_invariance",
     "check_rows_sum_to_one", "check_shape", "check_stages", "choice", "forbidden_references", "head_grid",
     "mask_panels", "module_stages",
+    "check_attention_bytes", "check_attention_result", "check_encoder_layer", "check_feed_forward", "check_feed_forward_result",
+    "check_layer_norm_result", "check_multi_head_attention", "check_multi_head_result",
     "numeric", "paper_quiz_block", "positional_encoding_heatmap", "power_law_plot", "tolerance_text"
 ]

@@ -39,7 +39,12 @@ from torch import nn
 
 from tmlib.model.config import ModelConfig
 
-__all__ = ["marian_permutation", "marian_config", "marian_tokenizer", "to_marian"]
+__all__ = ["marian_permutation", "marian_config", "marian_tokenizer", "to_marian", "save_marian", "model_card",
+           "TOKENIZER_CLASS"]
+
+#: The tokenizer class written into the folder's tokenizer_config.json: the name every transformers version that
+#: the ``hf`` extra allows knows (4.x and 5.x). transformers 5 writes "TokenizersBackend", which 4.x cannot load.
+TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 
 
 def marian_permutation(d_model: int) -> torch.Tensor:
@@ -194,3 +199,100 @@ def to_marian(model, tokenizer):
         raise RuntimeError(f"weight mapping incomplete: missing {missing}, unexpected {unexpected}")
     marian.tie_weights()
     return marian.eval(), marian_tokenizer(tokenizer)
+
+
+def model_card(info: dict) -> str:
+    """The folder's ``README.md``: what the model is, its data, its BLEU with sacreBLEU's signature, how to load
+    it, its limits and licences. ``info``: ``config`` (a ``ModelConfig``), ``parameters``, ``train_steps``,
+    ``train_minutes``, and optionally ``bleu`` (:func:`tmlib.decoding.bleu_scores`' dict) with ``beam_size``."""
+    c = info["config"]
+    bleu = info.get("bleu")
+    if bleu is not None:
+        score = (f"BLEU **{bleu['bleu']:.1f}** (lowercased {bleu['bleu_lowercase']:.1f}, chrF {bleu['chrf']:.1f}) on "
+                 f"Multi30k test 2016 (1,000 sentences), {'greedy decoding' if info.get('beam_size', 1) == 1 else 'beam search of width ' + str(info['beam_size'])}"
+                 f", sacreBLEU signature `{bleu['signatures']['bleu']}`.")
+    else:
+        score = "Not scored at export (`python -m tmlib.export` without `--no-bleu` adds the score)."
+    return f"""---
+language:
+- de
+- en
+license: mit
+library_name: transformers
+pipeline_tag: translation
+tags:
+- translation
+- marian
+---
+
+# A German→English caption translator (the course "Attention, executable")
+
+A Transformer (Vaswani et al. 2017) with the paper's architecture, trained from scratch for
+{info.get('train_minutes', '?')} minutes ({info.get('train_steps', '?')} steps) on Multi30k and converted to a
+`transformers` MarianMT model: {c.n_encoder_layers} + {c.n_decoder_layers} layers, d_model {c.d_model},
+{c.n_heads} heads, d_ff {c.d_ff}, a shared BPE vocabulary of {c.vocab_size:,} tokens, {info['parameters']:,}
+parameters, at most {c.max_len} tokens per sentence.
+
+## Use
+
+```python
+from transformers import AutoTokenizer, MarianMTModel
+
+tokenizer = AutoTokenizer.from_pretrained("path/to/this/folder")
+model = MarianMTModel.from_pretrained("path/to/this/folder")
+batch = tokenizer(["Ein Mann fährt Fahrrad."], return_tensors="pt", padding=True)
+print(tokenizer.batch_decode(model.generate(**batch, num_beams=4), skip_special_tokens=True))
+```
+
+## Data
+
+Multi30k (Elliott et al. 2016), task 1: 29,000 German descriptions of Flickr30k photographs with their English
+translations for training, 1,014 for validation; scored on test 2016 (1,000 pairs).
+
+## Score
+
+{score}
+
+## Limits
+
+- It translates image captions: short, literal descriptions of people, animals and places. On news, dialogue,
+  technical or any other text it writes a fluent-looking caption that need not mean the source, and it does not
+  signal that it is unsure.
+- It reads German only; text in other scripts becomes unknown tokens `<unk>`.
+- A source longer than {c.max_len} tokens is beyond its positions: cut it first.
+- A model trained for minutes on 29,000 sentences: for real translation use a model trained on far more data
+  (e.g. Helsinki-NLP/opus-mt-de-en).
+
+## Licence
+
+The weights, like the course's code, are under the MIT licence. They are learned from Multi30k, whose captions
+describe Flickr30k images: check the terms of Multi30k and Flickr30k before any use beyond research and teaching.
+"""
+
+
+def save_marian(model, tokenizer, folder, info: dict | None = None):
+    """Write the model as a Hugging Face folder: ``save_pretrained`` of :func:`to_marian`'s model and tokenizer,
+    the tokenizer class named :data:`TOKENIZER_CLASS` (loadable by ``AutoTokenizer`` on transformers 4 and 5), and
+    a model card ``README.md`` (:func:`model_card`; ``info`` as there, ``config`` and ``parameters`` filled in
+    from the model when missing). Returns the folder as a ``Path``.
+
+    Raises:
+        TypeError, ValueError: as :func:`to_marian`.
+    """
+    import json
+    from pathlib import Path
+
+    from tmlib.model import count_parameters
+
+    folder = Path(folder)
+    hf_model, hf_tokenizer = to_marian(model, tokenizer)
+    folder.mkdir(parents=True, exist_ok=True)
+    hf_model.save_pretrained(folder)
+    hf_tokenizer.save_pretrained(folder)
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = TOKENIZER_CLASS
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    info = {"config": model.config, "parameters": count_parameters(model), **(info or {})}
+    (folder / "README.md").write_text(model_card(info), encoding="utf-8")
+    return folder

@@ -4,16 +4,18 @@
 representations z = (z_1, ..., z_n). Given z, the decoder then generates an output sequence (y_1, ..., y_m) of
 symbols one element at a time." (§3)  The two halves of that sentence are the two graphs:
 
-* ``encoder.onnx``: ``src`` int64 ``(1, src_len)`` → ``memory`` float32 ``(1, src_len, d_model)``;
-* ``decoder.onnx``: ``tgt`` int64 ``(1, tgt_len)`` (the whole prefix, ``<bos>`` first) and ``memory`` →
-  ``logits`` ``(1, vocab)`` of the next token and ``cross_attention`` ``(1, n_layers, n_heads, src_len)``: the
-  weights with which the last position attended over the source, in every decoder layer and head.
+* ``encoder.onnx``: ``src`` int64 ``(batch, src_len)`` → ``memory`` float32 ``(batch, src_len, d_model)``;
+* ``decoder.onnx``: ``tgt`` int64 ``(batch, tgt_len)`` (the whole prefix, ``<bos>`` first), ``memory`` and ``src``
+  → ``logits`` ``(batch, vocab)`` of the next token and ``cross_attention`` ``(batch, n_layers, n_heads,
+  src_len)``: the weights with which the last position attended over the source, in every decoder layer and head.
 
-Both lengths are dynamic. There is no key/value cache in the graphs: each step recomputes the prefix, as
+The batch and both lengths are dynamic. Sources of different lengths are padded with the model's ``pad_id`` at
+the end: both graphs mask the padding keys (``src != pad_id``, True = may attend), so a padded row decodes as the
+sentence alone does (the web page sends one sentence at a time). There is no key/value cache in the graphs: each step recomputes the prefix, as
 :func:`tmlib.decoding.greedy.greedy_decode` does with ``use_cache=False``. A cache would add two inputs and two
 outputs per layer (and an empty cache at the first step) for little gain here: the sentences are short (13
 tokens on average in Multi30k), the model has two decoder layers, and a step over the whole prefix costs a few
-milliseconds in the browser. One sentence at a time, so the source has no padding and needs no mask.
+milliseconds in the browser.
 
 :class:`OnnxTranslator` runs the graphs with ``onnxruntime`` (one thread, as the page runs them), and
 :func:`compare_with_torch` checks them against the PyTorch model: the next-token logits, the greedy outputs and
@@ -41,10 +43,10 @@ OPSET = 17
 
 class EncoderGraph(nn.Module):
     """The encoder half of a :class:`~tmlib.model.transformer.Transformer` for export: embeddings (§3.4), positional
-    encoding (§3.5) and the encoder stack (§3.1), without the argument checks and masks of ``model.encode``
-    (one unpadded sentence).
+    encoding (§3.5) and the encoder stack (§3.1) with the padding mask ``src != pad_id`` always built (the
+    model's own ``real_tokens`` skips it when a batch has no padding, which tracing would make permanent).
 
-    Shapes: ``src`` int64 ``(1, src_len)`` → ``memory`` float32 ``(1, src_len, d_model)``.
+    Shapes: ``src`` int64 ``(batch, src_len)`` → ``memory`` float32 ``(batch, src_len, d_model)``.
     """
 
     def __init__(self, model: nn.Module):
@@ -53,8 +55,8 @@ class EncoderGraph(nn.Module):
 
     def forward(self, src: torch.Tensor) -> torch.Tensor:
         m = self.model
-        x = m.positional(m.src_embed(src))  # (1, src_len, d_model)
-        return m.encoder(x)  # (1, src_len, d_model)
+        x = m.positional(m.src_embed(src))  # (batch, src_len, d_model)
+        return m.encoder(x, _real(m, src))  # (batch, src_len, d_model)
 
 
 class DecoderGraph(nn.Module):
@@ -62,23 +64,31 @@ class DecoderGraph(nn.Module):
     attention over the memory, §3.1), the generator on the last position, and the cross-attention weights of
     that position in every layer (the layers record them: ``keep_attention``).
 
-    Shapes: ``tgt`` int64 ``(1, tgt_len)``, ``memory`` ``(1, src_len, d_model)`` → ``logits``
-    ``(1, vocab)``, ``cross_attention`` ``(1, n_layers, n_heads, src_len)``.
+    Shapes: ``tgt`` int64 ``(batch, tgt_len)``, ``memory`` ``(batch, src_len, d_model)``, ``src`` int64
+    ``(batch, src_len)`` (for its padding mask) → ``logits`` ``(batch, vocab)``, ``cross_attention`` ``(batch,
+    n_layers, n_heads, src_len)``.
     """
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, tgt: torch.Tensor, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         m = self.model
         for layer in m.decoder.layers:
             layer.keep_attention = True
-        y = m.positional(m.tgt_embed(tgt))  # (1, tgt_len, d_model)
-        y = m.decoder(y, memory, None)  # (1, tgt_len, d_model)
-        logits = m.generator(y[:, -1:])[:, 0]  # (1, vocab): the next token after the prefix
-        cross = [layer.attention_weights["cross"][:, :, -1] for layer in m.decoder.layers]  # (1, n_heads, src_len)
-        return logits, torch.stack(cross, dim=1)  # (1, vocab), (1, n_layers, n_heads, src_len)
+        y = m.positional(m.tgt_embed(tgt))  # (batch, tgt_len, d_model)
+        y = m.decoder(y, memory, _real(m, src))  # (batch, tgt_len, d_model)
+        logits = m.generator(y[:, -1:])[:, 0]  # (batch, vocab): the next token after the prefix
+        cross = [layer.attention_weights["cross"][:, :, -1] for layer in m.decoder.layers]  # (batch, n_heads, src_len)
+        return logits, torch.stack(cross, dim=1)  # (batch, vocab), (batch, n_layers, n_heads, src_len)
+
+
+def _real(model, src: torch.Tensor) -> torch.Tensor:
+    """Bool ``(batch, src_len)``, True = a real token (may be attended to), False = padding."""
+    if model.pad_id is None:
+        return torch.ones_like(src, dtype=torch.bool)
+    return src != model.pad_id
 
 
 def _check_model(model) -> None:
@@ -93,7 +103,7 @@ def _check_model(model) -> None:
 def export_onnx(model: nn.Module, folder: str | os.PathLike, opset: int = OPSET) -> dict[str, Path]:
     """Write ``encoder.onnx`` and ``decoder.onnx`` for ``model`` (sinusoidal positions) into ``folder``: traced with
     ``torch.onnx.export`` (TorchScript tracer; the dynamo exporter would turn shape checks into guards) on a float32 CPU
-    copy in eval mode, ``src_len`` and ``tgt_len`` dynamic. Returns ``{"encoder": path, "decoder": path}``.
+    copy in eval mode, the batch, ``src_len`` and ``tgt_len`` dynamic. Returns ``{"encoder": path, "decoder": path}``.
 
     Raises:
         TypeError: not a ``Transformer``. ValueError: positions other than sinusoidal.
@@ -105,22 +115,23 @@ def export_onnx(model: nn.Module, folder: str | os.PathLike, opset: int = OPSET)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     model = copy.deepcopy(model).cpu().float().eval()
-    src = torch.tensor([[5, 6, 7, 8, 9]])  # (1, 5): any ids; the lengths are dynamic
-    tgt = torch.tensor([[1, 5, 6]])  # (1, 3): a prefix longer than one, so the causal mask is in the graph
+    src = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 8, 9]])  # (2, 5): any ids; the batch and lengths are dynamic
+    tgt = torch.tensor([[1, 5, 6], [1, 5, 6]])  # (2, 3): a prefix longer than one, so the causal mask is in the graph
     paths = {"encoder": folder / ENCODER_FILE, "decoder": folder / DECODER_FILE}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's warnings about Python values in shape checks
         memory = EncoderGraph(model)(src)
         torch.onnx.export(EncoderGraph(model), (src,), str(paths["encoder"]), dynamo=False, opset_version=opset,
                           input_names=["src"], output_names=["memory"],
-                          dynamic_axes={"src": {1: "src_len"}, "memory": {1: "src_len"}})
+                          dynamic_axes={"src": {0: "batch", 1: "src_len"}, "memory": {0: "batch", 1: "src_len"}})
         # No constant folding in the decoder: it would store the generator's transposed copy of the tied
         # embedding matrix (§3.4) beside the embedding, 8 MB more for the chapter 9 model.
-        torch.onnx.export(DecoderGraph(model), (tgt, memory), str(paths["decoder"]), dynamo=False,
-                          opset_version=opset, do_constant_folding=False, input_names=["tgt", "memory"],
+        torch.onnx.export(DecoderGraph(model), (tgt, memory, src), str(paths["decoder"]), dynamo=False,
+                          opset_version=opset, do_constant_folding=False, input_names=["tgt", "memory", "src"],
                           output_names=["logits", "cross_attention"],
-                          dynamic_axes={"tgt": {1: "tgt_len"}, "memory": {1: "src_len"},
-                                        "cross_attention": {3: "src_len"}})
+                          dynamic_axes={"tgt": {0: "batch", 1: "tgt_len"}, "memory": {0: "batch", 1: "src_len"},
+                                        "src": {0: "batch", 1: "src_len"}, "logits": {0: "batch"},
+                                        "cross_attention": {0: "batch", 3: "src_len"}})
     return paths
 
 
@@ -152,11 +163,23 @@ class OnnxTranslator:
         src = np.asarray([list(src_ids)], dtype=np.int64)  # (1, src_len)
         return self.sessions["encoder"].run(["memory"], {"src": src})[0]
 
-    def step(self, prefix: Sequence[int], memory: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, prefix: Sequence[int], memory: np.ndarray, src_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """The logits of the next token ``(vocab,)`` and the cross-attention ``(n_layers, n_heads, src_len)``."""
         tgt = np.asarray([list(prefix)], dtype=np.int64)  # (1, tgt_len)
-        logits, cross = self.sessions["decoder"].run(["logits", "cross_attention"], {"tgt": tgt, "memory": memory})
+        src = np.asarray([list(src_ids)], dtype=np.int64)  # (1, src_len)
+        logits, cross = self.sessions["decoder"].run(["logits", "cross_attention"],
+                                                     {"tgt": tgt, "memory": memory, "src": src})
         return logits[0], cross[0]
+
+    def run_batch(self, src: np.ndarray, tgt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Both graphs on a batch: ``src`` int64 ``(batch, src_len)`` padded with ``pad_id``, ``tgt`` int64
+        ``(batch, tgt_len)`` → the next-token logits ``(batch, vocab)`` and cross-attention ``(batch, n_layers,
+        n_heads, src_len)``."""
+        src, tgt = np.asarray(src, dtype=np.int64), np.asarray(tgt, dtype=np.int64)
+        memory = self.sessions["encoder"].run(["memory"], {"src": src})[0]  # (batch, src_len, d_model)
+        logits, cross = self.sessions["decoder"].run(["logits", "cross_attention"],
+                                                     {"tgt": tgt, "memory": memory, "src": src})
+        return logits, cross
 
     def greedy(self, src_ids: Sequence[int], bos_id: int, eos_id: int, max_len: int | None = None) -> dict:
         """Greedy decoding (chapter 9): start from ``<bos>``, append the argmax, stop at ``<eos>`` or after
@@ -172,7 +195,7 @@ class OnnxTranslator:
         memory = self.encode(src_ids)
         prefix, logits, attention = [bos_id], [], []
         for _ in range(limit):
-            step_logits, cross = self.step(prefix, memory)
+            step_logits, cross = self.step(prefix, memory, src_ids)
             logits.append(step_logits)
             attention.append(cross)
             token = int(np.argmax(step_logits))

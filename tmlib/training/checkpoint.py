@@ -108,6 +108,49 @@ def save_checkpoint(path: str | os.PathLike, state: dict) -> None:
         raise CheckpointError(f"cannot write {path} ({reason}); {kept}") from err
 
 
+def _missing_checkpoint(path: Path) -> str:
+    """Why there is no checkpoint file at ``path``: a link that loops or leads nowhere, a run that is still
+    before its first save (it holds its folder's lock), or simply none yet."""
+    from tmlib.training.rundir import RUN_MARKER, training_in_progress
+    from tmlib.validation import missing_path_reason
+
+    for candidate in (path, path.parent):
+        reason = missing_path_reason(candidate)
+        if reason not in (None, "does not exist"):
+            return f"no checkpoint at {path}: {candidate} {reason}"
+    holder = training_in_progress(path.parent)
+    if holder is not None:
+        return (f"no checkpoint at {path} yet: a training run ({holder}) is writing into {path.parent} and has not "
+                "saved its first checkpoint; it saves every --checkpoint-minutes (5 by default), at its end and at "
+                "Ctrl-C: try again then")
+    if (path.parent / RUN_MARKER).is_file():
+        return (f"no checkpoint at {path}: a run started in {path.parent} but stopped before its first save; train "
+                f"again with `python -m tmlib.train --out {path.parent}`")
+    return (f"no checkpoint at {path}: train one with `python -m tmlib.train --out {path.parent}` (or "
+            "tmlib.training.experiment.run_training)")
+
+
+def _holds_code(message: str) -> bool:
+    """Whether torch's weights-only unpickler refused the file because it names Python objects to import or call
+    (what a pickle uses to run code), rather than because the bytes are not a pickle at all."""
+    return any(s in message for s in ("Unsupported global", "not an allowed global", "Trying to call reduce",
+                                      "reduce for unrecognized function", "Trying to instantiate",
+                                      "Unsupported class", "unsupported GLOBAL", "is blocked"))
+
+
+def _pickle_calls(path: Path, limit: int = 1 << 24) -> bool:
+    """Whether ``path`` is a plain pickle that imports or calls Python objects (read with ``pickletools``, which
+    runs nothing; torch's unpickler stops earlier on some protocols' framing)."""
+    import pickletools
+
+    try:
+        with open(path, "rb") as f:
+            ops = {op.name for op, _, _ in pickletools.genops(f.read(limit))}
+    except Exception:  # noqa: BLE001 - not a pickle at all
+        return False
+    return bool(ops & {"GLOBAL", "STACK_GLOBAL", "REDUCE", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX"})
+
+
 def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_format: bool = True) -> dict:
     """Read a checkpoint with ``torch.load(weights_only=True)``.
 
@@ -130,12 +173,11 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu", *, require_form
     if path.is_dir():
         raise CheckpointError(f"{path} is a folder, not a checkpoint file: pass the run folder's {CHECKPOINT_NAME}")
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}: train one with `python -m tmlib.train --out "
-                                f"{path.parent}` (or tmlib.training.experiment.run_training)")
+        raise FileNotFoundError(_missing_checkpoint(path))
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
-        if "Unsupported global" in str(err) or "not an allowed global" in str(err):
+        if _holds_code(str(err)) or _pickle_calls(path):
             raise CheckpointError(
                 f"{path} holds Python objects that could run code when loaded; it was refused (tmlib checkpoints "
                 "hold only tensors and plain values, so this file was not written by tmlib)") from err

@@ -34,7 +34,7 @@ from tmlib.model.transformer import make_model
 from tmlib.training.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
 from tmlib.training import distributed
-from tmlib.training.rundir import hold_run_folder
+from tmlib.training.rundir import check_run_files, hold_run_folder
 from tmlib.training.trainer import Trainer
 from tmlib.utils import atomic_write
 
@@ -202,6 +202,8 @@ def resume_config(path: str | os.PathLike) -> TrainConfig:
     Raises:
         FileNotFoundError: there is no checkpoint (the message says to check the folder or start a new run).
         tmlib.training.checkpoint.CheckpointError: the file is not a readable tmlib checkpoint.
+        tmlib.training.rundir.RunFolderError: the folder's config.json or history.json is not the checkpoint's own
+            (:func:`~tmlib.training.rundir.check_run_files`), so a continued run would overwrite a user's file.
     """
     path = Path(path)
     ckpt = path / CHECKPOINT_NAME if path.suffix != ".pt" else path
@@ -209,6 +211,8 @@ def resume_config(path: str | os.PathLike) -> TrainConfig:
         raise FileNotFoundError(f"there is no checkpoint to resume in {ckpt.parent} ({ckpt.name} is missing): check "
                                 "the run folder, or start a new run without resuming")
     state = load_checkpoint(ckpt)
+    if path.suffix != ".pt":
+        check_run_files(path, state)
     try:
         return TrainConfig.from_dict(state["config"])
     except (KeyError, TypeError, ValueError) as err:
@@ -235,7 +239,9 @@ def run_training(config: TrainConfig, out_dir: str | os.PathLike | None = None, 
 
     Raises:
         tmlib.training.rundir.RunFolderError: ``out_dir`` is not a run folder and holds other files, is the
-            current folder, cannot be created, or another run holds it (:func:`~tmlib.training.rundir.hold_run_folder`).
+            current folder, cannot be created, or another run holds it (:func:`~tmlib.training.rundir.hold_run_folder`);
+            or (``resume``) its config.json or history.json is not the checkpoint's own
+            (:func:`~tmlib.training.rundir.check_run_files`).
         FileExistsError: ``out_dir`` already holds a checkpoint and ``resume`` is False.
         FileNotFoundError: ``resume`` is True but ``out_dir`` holds no checkpoint (a mistyped folder would
             otherwise silently start a new run).
@@ -270,6 +276,7 @@ def _train_in(config: TrainConfig, out: Path | None, resume: bool, data, data_di
             raise FileNotFoundError(f"there is no checkpoint to resume in {out} ({CHECKPOINT_NAME} is missing): "
                                     "check the run folder, or start a new run without resuming")
         state = load_checkpoint(ckpt)
+        check_run_files(out, state)  # a user's config.json or history.json beside a copied checkpoint
         distributed.check_world_size(state["world_size"], distributed.world_size())
         stored = TrainConfig.from_dict(state["config"])
         config = dataclasses.replace(stored, **{k: getattr(config, k) for k in RUNTIME_FIELDS})

@@ -30,6 +30,8 @@ __all__ = ["BF16_MIN_SPEEDUP", "time_precisions", "resolve_precision", "MixedPre
 #: On a CPU, ``amp="auto"`` takes bf16 only where it makes a training step at least this many times faster than
 #: float32 (a tie keeps float32, which is the more accurate of the two).
 BF16_MIN_SPEEDUP = 1.1
+#: bf16 whose first call takes this many times as long as float32's is not timed again (:func:`time_precisions`)
+CLEARLY_SLOWER = 10
 
 
 def time_precisions(run_step, max_repeats: int = 3) -> dict:
@@ -38,15 +40,27 @@ def time_precisions(run_step, max_repeats: int = 3) -> dict:
     interleaved so that a busy moment of the machine slows both, until the ratio is clear (one pair where one type
     is more than 1.4 times faster, else ``max_repeats`` pairs); the median of each.
 
-    Whether bf16 pays on a CPU depends on the CPU and on the matrix shapes: it is about 1.5 times faster than
-    float32 where the CPU computes bf16 natively (AVX512-BF16, AMX), and 1.2 to 5 times slower where oneDNN emulates
-    it (AVX-512 without bf16, AVX2), so a flag cannot tell; timing the model's own step can.
+    Whether bf16 pays on a CPU depends on the CPU and on the matrix shapes: where the CPU computes bf16 natively
+    (AVX512-BF16, AMX) it is faster on some processors and not on others for a small model, and where oneDNN
+    emulates it (AVX-512 without bf16, AVX2) it is several times slower, so a flag cannot tell; timing the model's
+    own step can.
+
+    Where bf16's warm-up call alone takes more than :data:`CLEARLY_SLOWER` times float32's (bf16 emulated with
+    AVX2 kernels: 80 times slower), that call is bf16's time and it is not called again (one-off costs can only
+    make it look slower than it is, and a step of it would cost half a minute).
 
     Returns:
         ``{"float32_s": float, "bf16_s": float}``.
     """
+    warm_up = {}
     for dtype in (None, torch.bfloat16):
+        start = time.perf_counter()
         run_step(dtype)
+        warm_up[dtype] = time.perf_counter() - start
+    if warm_up[torch.bfloat16] > CLEARLY_SLOWER * warm_up[None]:
+        start = time.perf_counter()
+        run_step(None)
+        return {"float32_s": time.perf_counter() - start, "bf16_s": warm_up[torch.bfloat16]}
     times = {None: [], torch.bfloat16: []}
     for i in range(max_repeats):
         for dtype in ((None, torch.bfloat16) if i % 2 == 0 else (torch.bfloat16, None)):

@@ -8,11 +8,14 @@ process id into it, so that a second run into the same folder stops at once and 
 operating system releases the lock when the process ends, however it ends (``kill -9`` included).
 
 A run never writes into a folder that is not empty and is not a run folder (it would overwrite a user's
-``config.json`` or ``history.json``), nor into the current folder unless that is a run folder.
+``config.json`` or ``history.json``), nor into the current folder unless that is a run folder. A checkpoint
+copied into a folder of one's own makes it look like a run folder: before a run continues there,
+:func:`check_run_files` checks that its ``config.json`` and ``history.json`` are the checkpoint's own.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import warnings
@@ -21,7 +24,8 @@ from pathlib import Path
 from tmlib.training import distributed
 from tmlib.training.checkpoint import CHECKPOINT_NAME
 
-__all__ = ["RUN_MARKER", "RunFolderError", "is_run_folder", "check_run_folder", "hold_run_folder"]
+__all__ = ["RUN_MARKER", "RunFolderError", "is_run_folder", "check_run_folder", "check_run_files", "hold_run_folder",
+           "training_in_progress"]
 
 #: The marker and lock file of a run folder.
 RUN_MARKER = ".tmlib-run"
@@ -67,6 +71,83 @@ def check_run_folder(path: str | os.PathLike) -> Path:
     except OSError as err:
         raise RunFolderError(f"cannot use {shown} as the run folder: {err.strerror or err}") from err
     return path
+
+
+def _history_is_prefix(found, history) -> bool:
+    """``found`` (history.json's contents) is ``history`` or an earlier state of it: the same keys, each list a
+    prefix of the checkpoint's (history.json is written just after the checkpoint, so it may lag one save)."""
+    if not isinstance(found, dict) or not isinstance(history, dict) or set(found) != set(history):
+        return False
+    dump = lambda v: json.dumps(v, sort_keys=True)  # noqa: E731 (NaN compares equal as text)
+    return all(isinstance(v, list) and isinstance(history[k], list) and dump(v) == dump(history[k][:len(v)])
+               for k, v in found.items())
+
+
+def _same_recipe(found, stored) -> bool:
+    """``found`` (config.json's contents) is the configuration ``stored`` in the checkpoint, but for its runtime
+    settings; both are read as a ``TrainConfig`` first, so that fields added by a later tmlib take their defaults."""
+    from tmlib.training.config import RUNTIME_FIELDS, TrainConfig
+
+    if not isinstance(found, dict) or not isinstance(stored, dict):
+        return False
+    try:
+        found, stored = TrainConfig.from_dict(found).to_dict(), TrainConfig.from_dict(stored).to_dict()
+    except (KeyError, TypeError, ValueError):
+        pass
+    keep = lambda d: json.dumps({k: v for k, v in d.items() if k not in RUNTIME_FIELDS}, sort_keys=True)  # noqa: E731
+    return keep(found) == keep(stored)
+
+
+def check_run_files(folder: str | os.PathLike, state: dict) -> None:
+    """Check that the ``config.json`` and ``history.json`` in ``folder``, which a continued run rewrites, are those
+    of the run whose checkpoint ``state`` is about to be continued there (the runtime settings of config.json may
+    differ: a run continued with another budget rewrites them before its first save).
+
+    Raises:
+        RunFolderError: either file is not the run's (a user's own file, or another run's): the message names it.
+    """
+    folder = Path(folder)
+    foreign = []
+    for name in ("config.json", "history.json"):
+        path = folder / name
+        if not path.exists() and not path.is_symlink():
+            continue
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            foreign.append(name)
+            continue
+        if name == "config.json":
+            own = _same_recipe(found, state.get("config"))
+        else:
+            own = _history_is_prefix(found, state.get("history"))
+        if not own:
+            foreign.append(name)
+    if foreign:
+        names = " and ".join(foreign)
+        raise RunFolderError(f"{folder} holds a {names} that {'is' if len(foreign) == 1 else 'are'} not its "
+                             f"checkpoint's own, and continuing the run would overwrite {'it' if len(foreign) == 1 else 'them'}: "
+                             f"move {'it' if len(foreign) == 1 else 'them'} out of the folder, or copy {CHECKPOINT_NAME} "
+                             "into a new folder and continue the run there (--out NEW --resume)")
+
+
+def training_in_progress(folder: str | os.PathLike) -> str | None:
+    """The holder of the run folder's lock (``"pid N on HOST"``) when a training run is writing into ``folder``
+    right now, else ``None``."""
+    marker = Path(folder) / RUN_MARKER
+    try:
+        import fcntl
+        with open(marker, "r", encoding="utf-8") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return f.read().strip() or "a process that has not written its id yet"
+            except OSError:
+                return None
+            fcntl.flock(f, fcntl.LOCK_UN)
+    except (ImportError, OSError):
+        return None
+    return None
 
 
 def _lock(folder: Path):

@@ -123,8 +123,14 @@ class Trainer:
             raise ValueError("give at least one budget: max_steps, max_epochs or max_minutes")
         total = c.max_steps if c.max_steps is not None else (
             c.max_epochs * self.steps_in_epoch(0) if c.max_epochs is not None else None)
-        bar = tqdm(total=total, initial=self.step, disable=not (c.progress and self.rank == 0), unit="step",
-                   mininterval=c.progress_interval, dynamic_ncols=True)
+        # a budget in minutes only: the bar counts minutes of training done of those planned (the steps it will
+        # take are not known in advance); otherwise steps done of those planned
+        by_minutes = total is None and c.max_minutes is not None
+        bar = tqdm(total=c.max_minutes if by_minutes else total, initial=self.elapsed_s / 60 if by_minutes else self.step,
+                   disable=not (c.progress and self.rank == 0), unit="min" if by_minutes else "step",
+                   mininterval=c.progress_interval, dynamic_ncols=True,
+                   bar_format=("{l_bar}{bar}| {n:.1f}/{total:.1f} min [{elapsed}<{remaining}{postfix}]"
+                               if by_minutes else None))
         with machine_settings(c.threads, self.device, self.amp), bar:
             self._choose_precision(bar)
             self.model.train()
@@ -150,10 +156,11 @@ class Trainer:
                     self.step, self.batch_in_epoch = self.step + 1, self.batch_in_epoch + self.batches_per_step
                     self._pending.append((self.step, self.epoch, lr, loss, self._tick()))
                     self._window_tokens += step_tokens
-                    bar.update(1)
+                    bar.update(min(self.elapsed_s / 60, c.max_minutes) - bar.n if by_minutes else 1)
                     if len(self._pending) >= c.log_every:  # copy the losses from the device, show the latest
                         rate = self._flush(self._lap())
-                        bar.set_postfix(loss=f"{self.history['loss'][-1]:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:,.0f}",
+                        bar.set_postfix(**({"step": self.step} if by_minutes else {}),
+                                        loss=f"{self.history['loss'][-1]:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:,.0f}",
                                         refresh=False)
                 if interrupted:
                     self.save()

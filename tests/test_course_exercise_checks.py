@@ -1,0 +1,132 @@
+"""tmlib.course.exercise_checks: Part I's checks accept the right answer, reject each typical mistake with a message
+that names it, and never print the expected value."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tmlib import ref as R
+from tmlib.course import examples as E
+from tmlib.course.exercise_checks import (
+    check_attention_bytes, check_attention_result, check_feed_forward, check_feed_forward_result,
+    check_layer_norm_result, check_multi_head_attention, check_multi_head_result
+)
+
+
+def _mha(scale=True, axis=-1, order=1, w_o_used=True):
+    """Multi-head attention written out, with one of the typical mistakes switched on."""
+    def fn(x_q, x_k, x_v, w_q, w_k, w_v, w_o):
+        heads, weights = [], []
+        for i in range(len(w_q)):
+            q, k, v = x_q @ w_q[i], x_k @ w_k[i], x_v @ w_v[i]
+            scores = q @ k.T / (np.sqrt(q.shape[-1]) if scale else 1.0)
+            a = np.exp(scores - scores.max(axis=axis, keepdims=True))
+            a = a / a.sum(axis=axis, keepdims=True)
+            heads.append(a @ v)
+            weights.append(a)
+        concat = np.concatenate(heads[::order], axis=-1)
+        return (concat @ w_o if w_o_used else concat), np.stack(weights)
+    return fn
+
+
+def test_multi_head_build_it_accepts_the_right_answer_and_names_each_mistake():
+    assert check_multi_head_attention(_mha()).startswith("correct:")
+    assert check_multi_head_attention(lambda *a: R.multi_head_attention(*a)).startswith("correct:")
+    for fn, symptom in [(_mha(scale=False), "head 1 .*not divided by √d_k"),
+                        (_mha(axis=-2), "head 1 .*over the queries"),
+                        (_mha(order=-1), "every head are right.*reverse order"),
+                        (_mha(w_o_used=False), "without the product with W\\^O")]:
+        with pytest.raises(AssertionError, match=symptom):
+            check_multi_head_attention(fn)
+    with pytest.raises(AssertionError, match="pair"):
+        check_multi_head_attention(lambda *a: R.multi_head_attention(*a)[0])
+    with pytest.raises(ValueError, match="shape"):
+        check_multi_head_attention(lambda *a: (R.multi_head_attention(*a)[0].T, R.multi_head_attention(*a)[1]))
+
+
+def test_feed_forward_build_it_names_each_mistake():
+    assert check_feed_forward(R.feed_forward).startswith("correct:")
+    relu = lambda v: np.maximum(0.0, v)  # noqa: E731
+    for fn, symptom in [(lambda x, w1, b1, w2, b2: (x @ w1 + b1) @ w2 + b2, "ReLU between the two linear maps is missing"),
+                        (lambda x, w1, b1, w2, b2: relu((x @ w1 + b1) @ w2 + b2), "after the second linear map"),
+                        (lambda x, w1, b1, w2, b2: relu(x @ w1 + b1) @ w2 + 2 * b2, "differs from the right output")]:
+        with pytest.raises(AssertionError, match=symptom):
+            check_feed_forward(fn)
+    with pytest.raises(ValueError):  # b1 and b2 exchanged cannot even broadcast when d_ff != d_model
+        check_feed_forward(lambda x, w1, b1, w2, b2: relu(x @ w1 + b2) @ w2 + b1)
+
+
+def test_results_compared_inside_the_check_with_hints_never_the_value():
+    ex = E.ATTENTION_EXAMPLE_1
+    out, w = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)
+    assert check_attention_result(out, ex.q, ex.k, ex.v).startswith("correct:")
+    assert check_attention_result(w, ex.q, ex.k, ex.v, part="weights").startswith("correct:")
+    unscaled = R.softmax(ex.q @ ex.k.T)
+    with pytest.raises(AssertionError, match="without dividing the scores by √d_k") as err:
+        check_attention_result(unscaled, ex.q, ex.k, ex.v, part="weights")
+    assert "0.4011" not in str(err.value) and "0.401" not in str(err.value)
+    with pytest.raises(AssertionError, match="correct to 4 decimals"):
+        check_attention_result([[2.26]], [[2, 0, 0, 0]], E.ATTENTION_EXAMPLE_3.k, [[4], [0], [0], [2]], decimals=4)
+    f = E.FFN_EXAMPLE
+    b1 = np.array([-2.0, 0.0])
+    right = np.maximum(0.0, f.x @ f.w1 + b1) @ f.w2 + f.b2
+    assert check_feed_forward_result(right, f.x, f.w1, b1, f.w2, f.b2).startswith("correct:")
+    with pytest.raises(AssertionError, match="without the ReLU"):
+        check_feed_forward_result((f.x @ f.w1 + b1) @ f.w2 + f.b2, f.x, f.w1, b1, f.w2, f.b2)
+    x = E.MHA_EXAMPLE_2.q
+    assert check_layer_norm_result(-R.layer_norm(x, eps=0.0), -2.0 * x + 1.0, eps=0.0).startswith("correct:")
+    with pytest.raises(AssertionError, match="opposite sign"):
+        check_layer_norm_result(R.layer_norm(x, eps=0.0), -2.0 * x + 1.0, eps=0.0)
+
+
+def test_multi_head_result_with_big_matrices_names_the_number_of_heads():
+    m = E.MHA_EXAMPLE_2
+    big = [np.concatenate(list(w), axis=1) for w in (m.w_q, m.w_k, m.w_v)]
+    one, _ = R.multi_head_attention(m.q, m.k, m.v, big[0][None], big[1][None], big[2][None], m.w_o)
+    two, _ = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)
+    assert check_multi_head_result(one, m.q, m.k, m.v, *big, m.w_o, n_heads=1).startswith("correct:")
+    assert check_multi_head_result(two, m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o).startswith("correct:")
+    with pytest.raises(AssertionError, match="with 2 heads gives"):
+        check_multi_head_result(two, m.q, m.k, m.v, *big, m.w_o, n_heads=1)
+
+
+def test_attention_bytes_names_the_factor():
+    kw = dict(batch=8, n_heads=32, seq_len=4096, bytes_per_element=2, n_layers=32)
+    right = 8 * 32 * 4096 * 4096 * 2 * 32
+    assert right == 274_877_906_944
+    assert check_attention_bytes(right, **kw).startswith("correct:")
+    assert check_attention_bytes(float(right), **kw).startswith("correct:")
+    with pytest.raises(AssertionError, match="bytes per element is missing"):
+        check_attention_bytes(right // 2, **kw)
+    with pytest.raises(AssertionError, match="number of heads is missing or the number of layers is missing"):
+        check_attention_bytes(right // 32, **kw)
+    with pytest.raises(AssertionError, match="batch is counted twice"):
+        check_attention_bytes(right * 8, **kw)
+    with pytest.raises(AssertionError, match="sequence length") as err:
+        check_attention_bytes(right // 4096, **kw)
+    assert str(right) not in str(err.value) and f"{right:,}" not in str(err.value)
+    with pytest.raises(AssertionError, match="whole number"):
+        check_attention_bytes(274_877_906_944.5, **kw)
+
+
+def test_encoder_layer_build_it_names_the_sub_layer():
+    from tmlib.course.exercise_checks import check_encoder_layer
+
+    def layer(residual=True, pre_ln=False, ffn_on_x=False):
+        def fn(x, self_attn, ffn):
+            attn = lambda s: R.multi_head_attention(s, s, s, *self_attn)[0]  # noqa: E731
+            if pre_ln:
+                z = x + attn(R.layer_norm(x))
+                return z, z + R.feed_forward(R.layer_norm(z), *ffn)
+            z = R.layer_norm((x if residual else 0) + attn(x))
+            return z, R.layer_norm(z + R.feed_forward(x if ffn_on_x else z, *ffn))
+        return fn
+
+    assert check_encoder_layer(layer()).startswith("correct:")
+    assert check_encoder_layer(lambda x, a, f: (R.sublayer(x, lambda s: R.multi_head_attention(s, s, s, *a)[0]),
+                                                R.encoder_layer(x, a, f))).startswith("correct:")
+    for fn, symptom in [(layer(residual=False), "self-attention sub-layer: the residual connection is missing"),
+                        (layer(pre_ln=True), "self-attention sub-layer: the normalisation comes before"),
+                        (layer(ffn_on_x=True), "feed-forward sub-layer .*matches.*gets the layer's input x")]:
+        with pytest.raises(AssertionError, match=symptom):
+            check_encoder_layer(fn)
