@@ -1,5 +1,5 @@
-"""Measuring the model: what its attention does (chapter 10), what it costs (chapters 2, 3, 6, 11), and how fast
-it runs on which machine (chapter 11, ``benchmarks/``).
+"""Measuring the model: what its attention does (chapter 11), what it costs (chapters 2, 3, 6, 12), and how fast
+it runs on which machine (chapter 12, ``benchmarks/``).
 
 * :mod:`~tmlib.analysis.capture`: the three kinds of attention, the heads, one forward pass's weights;
 * :mod:`~tmlib.analysis.heads`: per-head statistics (entropy, previous token, diagonal, ...);
