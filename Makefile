@@ -139,7 +139,7 @@ vendor-web:
 		> assets/vendor/onnxruntime-web/ort-wasm-simd-threaded.wasm.gz
 	cp tools/web/node_modules/@huggingface/tokenizers/dist/tokenizers.min.mjs assets/vendor/tokenizers/
 
-## benchmarks: run every benchmark of chapter 11 (CPU, 2 threads; kv_cache 1 thread; about 18 min on 2 cores, see
+## benchmarks: run every benchmark of chapter 12 (CPU, 2 threads; kv_cache 1 thread; about 18 min on 2 cores, see
 ## benchmarks/results/run_all_cpu.json's elapsed_s) into benchmarks/results/
 ## (BENCH_ARGS="--device cuda" on a GPU; "--quick --out-dir /tmp/bench" for a smoke run of seconds)
 benchmarks: venv-instructor
@@ -192,7 +192,7 @@ _build/assignments/.built: $(ASSIGNMENT_SOURCES) | $(VENV)/.installed-instructor
 ## grade: make grade SUBMISSIONS=folder [GRADE_FLAGS="--timeout 600 --jobs 4 --out results/"]  grades every file under
 ## the folder into folder/gradebook.csv, with feedback, statistics and Canvas/Moodle files beside it; each notebook
 ## runs in a bubblewrap sandbox (apt-get install bubblewrap). The assignments are rebuilt only when their sources
-## changed; $$TMLIB_DATA_DIR, when set, is exposed read-only to the notebooks (chapters 9 and 10 read Multi30k).
+## changed; $$TMLIB_DATA_DIR, when set, is exposed read-only to the notebooks (chapters 9 and 11 read Multi30k).
 grade: _build/assignments/.built
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-submitted-notebooks"; exit 2; }
 	$(BIN)/python tools/assignments.py grade "$(SUBMISSIONS)" --assignments _build/assignments \

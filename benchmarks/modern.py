@@ -1,4 +1,4 @@
-"""The modern Transformer on one budget (chapter 12): a decoder-only language model on the English captions of
+"""The modern Transformer on one budget (chapter 13): a decoder-only language model on the English captions of
 Multi30k, trained once per variant with the same steps, batches and schedule.
 
 Variants (``VARIANTS``): the 2017 baseline (post-LN, LayerNorm, ReLU FFN, sinusoids, multi-head attention,

@@ -1,4 +1,4 @@
-"""Run every benchmark of chapter 11 with one command and record how long the whole suite took.
+"""Run every benchmark of chapter 12 with one command and record how long the whole suite took.
 
 Runs, each in its own process (a fresh allocator, a fresh torch.compile cache):
 

@@ -244,7 +244,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("a finished sentence keeps growing", replace=(("if not ended[i]:", "if next_token[i] != eos_id:"),)),
         Mistake("one step short of max_len", replace=(("for _ in range(max_len):", "for _ in range(max_len - 1):"),)),
     ],
-    "ex-11-kv-big": [
+    "ex-12-kv-big": [
         Mistake("keys counted, values forgotten", replace=(
             ("per_position = 2 * n_layers * d_model * bytes_per_element", "per_position = n_layers * d_model * bytes_per_element"),)),
         Mistake("the cross-attention keys and values of the source left out", replace=(
@@ -252,7 +252,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("four bytes per number whatever the dtype", replace=(
             ("2 * n_layers * d_model * bytes_per_element", "2 * n_layers * d_model * 4"),)),
     ],
-    "ex-11-causal": [
+    "ex-12-causal": [
         Mistake("a new running maximum does not rescale the old sum", replace=(
             ("l * rescale + p.sum(axis=1, keepdims=True)", "l + p.sum(axis=1, keepdims=True)"),)),
         Mistake("causal mask off by one: a query sees the next key", replace=(
@@ -260,20 +260,20 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("scores not scaled by 1/sqrt(d_k)", replace=(("q.shape[0], 1.0 / np.sqrt(q.shape[1]), np.zeros", "q.shape[0], 1.0, np.zeros"),)),
         Mistake("no block pair skipped (only the keys tiled)", replace=(("if k0 > rows[-1]:", "if False:"),)),
     ],
-    "ex-11-mfu-big": [
+    "ex-12-mfu-big": [
         Mistake("one forward pass, not a training step", replace=(("return 3 * (encoder", "return (encoder"),)),
         Mistake("the decoder's feed-forward counted as one matrix", replace=(
             ("+ 4 * T * d * f)", "+ 2 * T * d * f)"),)),
         Mistake("the output projection left out", replace=(("(encoder + decoder + 2 * T * d * vocab)", "(encoder + decoder)"),)),
     ],
-    "ex-12-kv": [
+    "ex-13-kv": [
         Mistake("keys counted, values forgotten", replace=(("return 2 * n_layers", "return n_layers"),)),
         Mistake("one layer's cache", replace=(("2 * n_layers * n_kv_heads", "2 * n_kv_heads"),)),
         Mistake("four bytes per number whatever the dtype", replace=(("* d_head * bytes_per_number", "* d_head * 4"),)),
         Mistake("multi-head attention counted with the 8 key/value heads of GQA", replace=(
             ("kv_bytes_per_token(80, 64, 128, 2)", "kv_bytes_per_token(80, 8, 128, 2)"),)),
     ],
-    "ex-12-rmsnorm": [
+    "ex-13-rmsnorm": [
         Mistake("epsilon added outside the root", replace=(("torch.sqrt(mean_square + eps)", "(torch.sqrt(mean_square) + eps)"),)),
         Mistake("the square of the mean instead of the mean of the squares", replace=(
             ("(x * x).mean(dim=-1, keepdim=True)", "x.mean(dim=-1, keepdim=True) ** 2"),)),
@@ -281,7 +281,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the mean subtracted as in LayerNorm", replace=(
             ("return x / torch.sqrt(mean_square + eps)", "return (x - x.mean(dim=-1, keepdim=True)) / torch.sqrt(mean_square + eps)"),)),
     ],
-    "ex-13-names": [
+    "ex-14-names": [
         Mistake("the encoder's second LayerNorm named as the decoder's", replace=(
             ('"encoder": {"norm1": "self_attn_layer_norm", "norm2": "final_layer_norm"}',
              '"encoder": {"norm1": "self_attn_layer_norm", "norm2": "encoder_attn_layer_norm"}'),)),
@@ -290,5 +290,92 @@ MISTAKES: dict[str, list[Mistake]] = {
              '"norm2": "final_layer_norm",\n                         "norm3": "encoder_attn_layer_norm"'),)),
         Mistake("keys and values swapped", replace=(('"w_k": "k_proj", "w_v": "v_proj"', '"w_k": "v_proj", "w_v": "k_proj"'),)),
         Mistake("cross-attention mapped onto self-attention", replace=(('"cross_attn": "encoder_attn"', '"cross_attn": "self_attn"'),)),
+    ],
+    # the chapter on finding bugs: each exercise's stub is the planted bug ("left as the stub" = the bug left in)
+    "ex-10-causal": [
+        Mistake("the bug left in: the mask one key late", unanswered=True),
+        Mistake("the mask flipped", replace=(("np.arange(n)[:, None] >= np.arange(n)[None, :]",
+                                              "np.arange(n)[:, None] <= np.arange(n)[None, :]"),)),
+        Mistake("the diagonal blocked too: position 1 sees nothing", replace=(
+            ("np.arange(n)[:, None] >= np.arange(n)[None, :]", "np.arange(n)[:, None] > np.arange(n)[None, :]"),)),
+        Mistake("the mask of the check's 6 positions", replace=(
+            ("np.arange(n)[:, None] >= np.arange(n)[None, :]", "R.causal_mask(6)"),)),
+    ],
+    "ex-10-padding": [
+        Mistake("the bug left in: the mask on the queries", unanswered=True),
+        Mistake("the mask inverted", replace=(("allowed = real[:, None, :]", "allowed = ~real[:, None, :]"),)),
+        Mistake("the mask on both axes: padded queries see nothing", replace=(
+            ("allowed = real[:, None, :]", "allowed = real[:, None, :] & real[:, :, None]"),)),
+        Mistake("padded keys zeroed after the softmax, rows not renormalised", replace=(
+            ("    scores = np.where(allowed, scores, -np.inf)\n", ""),
+            ("weights = weights / weights.sum(axis=-1, keepdims=True)",
+             "weights = weights / weights.sum(axis=-1, keepdims=True) * allowed"))),
+    ],
+    "ex-10-softmax-axis": [
+        Mistake("the bug left in: the softmax over the queries", unanswered=True),
+        Mistake("the sum fixed, the maximum still per column", replace=(
+            ("scores.max(axis=-1, keepdims=True)", "scores.max(axis=0, keepdims=True)"),)),
+        Mistake("the result transposed instead", code=(
+            "def attention_weights(q, k):\n    scores = q @ k.T / np.sqrt(q.shape[-1])\n"
+            "    e = np.exp(scores - scores.max(axis=0, keepdims=True))\n"
+            "    return (e / e.sum(axis=0, keepdims=True)).T")),
+        Mistake("no maximum subtracted: overflows on large scores", replace=(
+            ("np.exp(scores - scores.max(axis=-1, keepdims=True))", "np.exp(scores)"),)),
+    ],
+    "ex-10-scale": [
+        Mistake("the bug left in: divided by the square root of n_q", unanswered=True),
+        Mistake("divided by d_k, not its square root", replace=(("/ math.sqrt(q.shape[-1])", "/ q.shape[-1]"),)),
+        Mistake("divided by a constant 8 (the square root of 64)", replace=(("/ math.sqrt(q.shape[-1])", "/ 8.0"),)),
+        Mistake("the weights divided after the softmax", replace=(
+            ("/ math.sqrt(q.shape[-1])", ""),
+            ("weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-1) / math.sqrt(q.shape[-1])"))),
+    ],
+    "ex-10-log0": [
+        Mistake("the bug left in: log of an underflowed probability", unanswered=True),
+        Mistake("a small constant inside the log", code=(
+            "def smoothed_loss(logits, targets, label_smoothing=0.1):\n    n, vocab = logits.shape\n"
+            "    t = np.full((n, vocab), label_smoothing / vocab)\n    t[np.arange(n), targets] += 1 - label_smoothing\n"
+            "    p = np.exp(logits - logits.max(axis=-1, keepdims=True))\n    p = p / p.sum(axis=-1, keepdims=True)\n"
+            "    return float(-(t * np.log(p + 1e-12)).sum(axis=-1).mean())")),
+        Mistake("the infinity replaced by a large number", code=(
+            "def smoothed_loss(logits, targets, label_smoothing=0.1):\n    n, vocab = logits.shape\n"
+            "    t = np.full((n, vocab), label_smoothing / vocab)\n    t[np.arange(n), targets] += 1 - label_smoothing\n"
+            "    p = np.exp(logits - logits.max(axis=-1, keepdims=True))\n    p = p / p.sum(axis=-1, keepdims=True)\n"
+            "    with np.errstate(divide='ignore'):\n"
+            "        return float(np.nan_to_num(-(t * np.log(p)).sum(axis=-1).mean()))")),
+        Mistake("the smoothing dropped: only the right token's log-probability", replace=(
+            ("return float(-(t * log_p).sum(axis=-1).mean())", "return float(-log_p[np.arange(n), targets].mean())"),)),
+    ],
+    "ex-10-shift": [
+        Mistake("the bug left in: the decoder reads the target unshifted", unanswered=True),
+        Mistake("the tokens to predict shifted too", replace=(("tgt_out = tgt ", "tgt_out = with_bos[:, :-1] "),)),
+        Mistake("BOS hard-coded as 1", replace=(("np.full((tgt.shape[0], 1), bos_id,", "np.full((tgt.shape[0], 1), 1,"),)),
+        Mistake("the last token dropped instead of a BOS prepended", code=(
+            "def teacher_forcing(tgt, bos_id):\n    return tgt[:, :-1], tgt[:, 1:]")),
+    ],
+    "ex-10-embed": [
+        Mistake("the bug left in: no scale", unanswered=True),
+        Mistake("scaled by d_model, not its square root", replace=(("* math.sqrt(d_model)", "* d_model"),)),
+        Mistake("scaled by 8, the square root of the check's d_model", replace=(("* math.sqrt(d_model)", "* 8.0"),)),
+        Mistake("the positional encodings scaled down instead", replace=(
+            ("table[ids] * math.sqrt(d_model) + R.positional_encoding(n, d_model)",
+             "table[ids] + R.positional_encoding(n, d_model) / math.sqrt(d_model)"),)),
+    ],
+    "ex-10-polarity": [
+        Mistake("the bug left in: the course's mask handed to nn unchanged", unanswered=True),
+        Mistake("a float mask of the same polarity (added, not blocking)", replace=(
+            ("attn_mask=~allowed)", "attn_mask=allowed.double())"),)),
+        Mistake("the mask negated and transposed", replace=(("attn_mask=~allowed)", "attn_mask=~allowed.T)"),)),
+        Mistake("a causal mask built instead of the one given", replace=(
+            ("attn_mask=~allowed)", "attn_mask=~causal_mask(x.shape[1]))"),)),
+    ],
+    "ex-10-dropout": [
+        Mistake("the bug left in: dropout on during evaluation", unanswered=True),
+        Mistake("the random state fixed instead of dropout turned off", replace=(
+            ("    model.eval()                                                    # dropout off (no_grad does not do that)\n",
+             "    torch.manual_seed(0)\n"),)),
+        Mistake("model.eval() after the forward pass", replace=(
+            ("    model.eval()                                                    # dropout off (no_grad does not do that)\n", ""),
+            ("        return translation_loss(", "        model.eval()\n        return translation_loss("))),
     ],
 }

@@ -27,7 +27,7 @@ MIN_MISTAKES_BY_CHAPTER: dict = {}  # a chapter that needs another minimum (none
 
 # chapters 1-8, and the later chapters whose exercises are graded (by name: chapters after 9 may be renumbered);
 # TMLIB_ASSIGNMENT_CHAPTERS=01,02,03 grades only those chapters (a quicker loop while working on them)
-GRADED_LATER = {"efficiency", "modern_transformer"}
+GRADED_LATER = {"finding_bugs", "efficiency", "modern_transformer"}
 _ONLY = [c for c in os.environ.get("TMLIB_ASSIGNMENT_CHAPTERS", "").split(",") if c]
 CHAPTERS = [p for p in sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb")) + [
     p for p in sorted((ROOT / "notebooks").glob("1[0-9]_*.ipynb")) if p.stem.split("_", 1)[1] in GRADED_LATER]

@@ -33,7 +33,7 @@ def test_attention_and_feed_forward_units_by_hand():
 
 
 def test_every_count_is_built_from_the_same_units():
-    # chapter 6's encoder layer and chapter 11's whole model count the same products
+    # chapter 6's encoder layer and chapter 12's whole model count the same products
     layer = FL.layer_flops(seq_len=7, d_model=16, d_ff=40)
     assert layer["total"] == FL.attention_flops(7, 7, 16)["total"] + FL.feed_forward_flops(7, 16, 40)
     model = FL.transformer_flops(16, 3, 2, 40, 100, src_len=7, tgt_len=5)

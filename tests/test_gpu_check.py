@@ -61,7 +61,7 @@ def _imports(path: Path) -> set:
 
 def test_what_the_gpu_machine_lacks_travels_as_wheels():
     """Every module that tmlib, the GPU run's scripts and its tests import is in the standard library, on the GPU
-    machine's image, among the wheels of tools/gpu_requirements.txt, or one of chapter 10's lazy imports."""
+    machine's image, among the wheels of tools/gpu_requirements.txt, or one of chapter 11's lazy imports."""
     g = _gpu_check()
     sources = [*(ROOT / "tmlib").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py"), ROOT / "tools" / "gpu_check.py",
                *(ROOT / "tests" / f"{name}.py" for name in g.TEST_FILES), ROOT / "tests" / "toy_data.py",

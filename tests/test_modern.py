@@ -1,4 +1,4 @@
-"""Tests of the modern options (chapter 12): RMSNorm, SwiGLU, RoPE, ALiBi, grouped-query attention, and the
+"""Tests of the modern options (chapter 13): RMSNorm, SwiGLU, RoPE, ALiBi, grouped-query attention, and the
 Llama-style block, each against an independent reference:
 
 * RMSNorm: ``torch.nn.RMSNorm`` (and Hugging Face's ``LlamaRMSNorm`` through the Llama block);

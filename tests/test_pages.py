@@ -212,7 +212,7 @@ def test_measurements_page_results_at_a_glance():
     v = small["variants"]
     _assert_in(text, f"{small['tokens_per_s']['tmlib']:.0f} target tokens/s (course model) against "
                      f"{small['tokens_per_s']['nn']:.0f}",
-               # the ratios of paired windows, as chapter 11 shows them (not the ratio of two medians)
+               # the ratios of paired windows, as chapter 12 shows them (not the ratio of two medians)
                f"bf16 {v['bf16']['median_paired_ratio']:.2f} times as fast",
                f"`torch.compile` {v['compile']['median_paired_ratio']:.2f} times",
                f"(its first step took {v['compile']['first_step_s']:.0f} s)",

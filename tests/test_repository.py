@@ -50,14 +50,14 @@ def test_install_cells_pin_one_commit_with_this_library():
 
 
 def test_drive_opt_in_in_the_training_chapters_only():
-    """Chapters 9, 10 and 13 load or train the same run: their set-up offers to keep it in Google Drive, and it is off
+    """Chapters 9, 11 and 14 load or train the same run: their set-up offers to keep it in Google Drive, and it is off
     unless the student turns it on."""
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         import json
 
         cell = sync_repository.install_cell(json.loads(nb.read_text()), nb)
         source = "".join(cell["source"])
-        if nb.name[:2] in ("09", "10", "13"):
+        if nb.name[:2] in ("09", "11", "14"):
             assert "KEEP_RUN_IN_DRIVE = False\n" in source and 'drive.mount("/content/drive")' in source, nb.name
         else:
             assert "drive" not in source, nb.name

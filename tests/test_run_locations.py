@@ -1,4 +1,4 @@
-"""Where chapters 9, 10 and 13 find the trained run (tmlib.training.locations): the course's checkout whatever the
+"""Where chapters 9, 11 and 14 find the trained run (tmlib.training.locations): the course's checkout whatever the
 current folder, ``$TMLIB_RUN_DIR`` first, Colab's Google Drive when the student mounted it, the user data folder for
 a tmlib installed outside a checkout; the command line's default ``--out`` is the same folder."""
 from __future__ import annotations

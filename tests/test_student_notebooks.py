@@ -175,7 +175,7 @@ def test_exercises_are_numbered_per_chapter():
     assert toc["notebooks/01_a"]["figure"] == {"f": (1,)}, "figures keep Sphinx's numbers"
     assert sorted(changed) == ["book/distributed", "notebooks/01_a", "notebooks/03_c"]
     assert numbers.renumber(toc) == [], "idempotent"
-    assert numbers.page_prefix("notebooks/12_modern_transformer") == "12"
+    assert numbers.page_prefix("notebooks/13_modern_transformer") == "13"
 
 
 def test_download_and_colab_buttons_point_at_the_student_notebook():

@@ -4,10 +4,10 @@
   feed-forward network, layer normalisation, positional encoding, masks, the learning-rate schedule.
 * :mod:`tmlib.model` — the Transformer in PyTorch, one paper section per module: attention (§3.2),
   feed-forward (§3.3), embeddings (§3.4), positional encoding (§3.5), the encoder-decoder (§3.1), its
-  configuration and presets (Table 3), encoder-only and decoder-only models, and chapter 12's modern options.
+  configuration and presets (Table 3), encoder-only and decoder-only models, and chapter 13's modern options.
 * :mod:`tmlib.training` — the recipe of §5 (Adam, schedule, label smoothing), the training loop, checkpoints,
   data parallelism, and chapter 9's Multi30k experiment.
-* :mod:`tmlib.data` — Multi30k, the BPE tokenizer, token-count batches, the caption corpus of chapter 12.
+* :mod:`tmlib.data` — Multi30k, the BPE tokenizer, token-count batches, the caption corpus of chapter 13.
 * :mod:`tmlib.decoding` — greedy decoding, beam search, translating a corpus, BLEU.
 * :mod:`tmlib.analysis` — attention capture and head statistics, parameter/memory/FLOP counts, benchmarking.
 * :mod:`tmlib.course` — the lecture's worked examples, exercise checks, quizzes and plots.

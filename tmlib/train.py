@@ -157,7 +157,7 @@ def _recipe_options(default: TrainConfig) -> type:
 
 
 def _default_out() -> str:
-    """The run folder that chapters 9, 10 and 13 load (:func:`tmlib.training.experiment.default_run`):
+    """The run folder that chapters 9, 11 and 14 load (:func:`tmlib.training.experiment.default_run`):
     ``runs/multi30k`` of the course's checkout wherever the command starts, or ``$TMLIB_RUN_DIR``."""
     return str(default_run(smoke=False)[0])
 
@@ -169,7 +169,7 @@ SECTIONS = {
                                "resumed run keeps its recipe; budgets, device, precision, threads and logging may "
                                "change."),
     "ModelConfig ['model']": ("model", "The architecture (the paper's Table 3 sizes, vocabulary, padding) and the "
-                              "variants of chapter 12. A resumed run keeps its model."),
+                              "variants of chapter 13. A resumed run keeps its model."),
 }
 
 

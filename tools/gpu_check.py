@@ -60,7 +60,7 @@ GPU_IMAGE_MODULES = ("torch", "numpy", "matplotlib", "seaborn", "pandas", "scipy
                      "packaging", "typing_extensions", "yaml", "pygments", "jinja2", "pytest", "PIL")
 #: Their wheels (import names), installed offline at the start.
 WHEEL_MODULES = ("pooch", "platformdirs", "simple_parsing", "docstring_parser")
-#: Imported only by chapter 10's attention views (lazily), never on the GPU run's path: they do not travel.
+#: Imported only by chapter 11's attention views (lazily), never on the GPU run's path: they do not travel.
 NOT_NEEDED_ON_GPU = ("bertviz", "IPython")
 #: Launch-bound cost of an eager CUDA operator on the host (dispatcher, autograd, launch), an assumption.
 HOST_US_PER_KERNEL = 10.0

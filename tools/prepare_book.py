@@ -1,6 +1,6 @@
 """Step 1 of `make book`: train the models the chapters load, in the terminal, with a progress bar.
 
-Chapter 9 (and chapter 10, which looks inside the same model) load the run in ``runs/multi30k`` that this
+Chapter 9 (and chapter 11, which looks inside the same model) load the run in ``runs/multi30k`` that this
 script trains with the recommended configuration (``tmlib.training.experiment.RECOMMENDED``: a 15-minute budget). The
 book build then only loads it, so the long step is visible here instead of hidden behind "Executing
 notebook". An interrupted run (Ctrl-C) is saved and continued the next time; a finished run is reused.
@@ -33,7 +33,7 @@ def main() -> int:
     from tmlib.utils import smoke_mode
 
     if smoke_mode():
-        print("make book: TMLIB_SMOKE=1, no training here (chapters 9 and 10 train a smoke model in seconds; "
+        print("make book: TMLIB_SMOKE=1, no training here (chapters 9 and 11 train a smoke model in seconds; "
               "their numbers are then meaningless)")
         return 0
     run_dir, config = default_run(root=ROOT)

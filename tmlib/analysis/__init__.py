@@ -1,5 +1,5 @@
-"""Measuring the model: what its attention does (chapter 10), what it costs (chapters 2, 3, 6, 11), and how fast
-it runs on which machine (chapter 11, ``benchmarks/``).
+"""Measuring the model: what its attention does (chapter 11), what it costs (chapters 2, 3, 6, 12), and how fast
+it runs on which machine (chapter 12, ``benchmarks/``).
 
 * :mod:`~tmlib.analysis.capture`: the three kinds of attention, the heads, one forward pass's weights;
 * :mod:`~tmlib.analysis.heads`: per-head statistics (entropy, previous token, diagonal, ...);
@@ -10,7 +10,9 @@ it runs on which machine (chapter 11, ``benchmarks/``).
 * :mod:`~tmlib.analysis.costs`: parameter counts, memory, the paper's Table 1;
 * :mod:`~tmlib.analysis.flops`: FLOPs (counted once, from one attention and one feed-forward unit), device peaks,
   MFU;
-* :mod:`~tmlib.analysis.benchmarking`: timers, measured peak memory, power-law fits, KV-cache bytes.
+* :mod:`~tmlib.analysis.benchmarking`: timers, measured peak memory, power-law fits, KV-cache bytes;
+* :mod:`~tmlib.analysis.bugcheck`: the tests a Transformer must pass (causality, padding, the scale of the scores,
+  the first loss, one batch learnt by heart) and attention with a planted bug, for the chapter on finding bugs.
 
 The description of the machine a number was measured on is :mod:`tmlib.machine` (training stores it too).
 """

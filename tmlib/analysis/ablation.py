@@ -1,4 +1,4 @@
-"""Head ablation: switch heads off and measure what it costs in cross-entropy and BLEU (chapter 10).
+"""Head ablation: switch heads off and measure what it costs in cross-entropy and BLEU (chapter 11).
 
 MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O (paper §3.2.2).  Michel et al. (2019, "Are Sixteen Heads Really
 Better than One?", §2) multiply each head by a mask ξ_h before W^O; ξ_h = 0 removes the head.  :func:`ablate_heads`

@@ -1,4 +1,4 @@
-"""From BPE pieces to words: cross-attention read as a soft word alignment (chapter 10).
+"""From BPE pieces to words: cross-attention read as a soft word alignment (chapter 11).
 
 The model attends between sub-word pieces (``▁lä`` + ``dt``); a reader thinks in words.  :func:`word_spans` groups
 the pieces of the course's tokenizer into words, :func:`merge_attention` turns attention between pieces into

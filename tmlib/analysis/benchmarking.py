@@ -1,6 +1,6 @@
 """Measuring speed and memory honestly: timers, peak-memory probes, power-law fits, cache sizes.
 
-Chapter 11 and the scripts in ``benchmarks/`` measure what the slides only state: that self-attention
+Chapter 12 and the scripts in ``benchmarks/`` measure what the slides only state: that self-attention
 costs O(n²·d) time and O(n²) memory, that a KV cache makes decoding cheaper, and so on.  This module
 holds the measuring tools they share:
 

@@ -1,4 +1,4 @@
-"""Which attention a trained encoder-decoder has, and capturing its weights in one forward pass (chapter 10).
+"""Which attention a trained encoder-decoder has, and capturing its weights in one forward pass (chapter 11).
 
 An encoder-decoder Transformer has three kinds of attention (paper §3.2.3): the encoder's self-attention, the
 decoder's masked self-attention and the decoder's attention over the encoder output (cross-attention).  A *head*

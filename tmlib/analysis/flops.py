@@ -31,7 +31,7 @@ output projection        2·T·d·V (once, not per layer)                       
 
 Every count is built from two units, :func:`attention_flops` (one multi-head attention sub-layer) and
 :func:`feed_forward_flops` (one position-wise feed-forward network): :func:`layer_flops` splits an encoder layer
-term by term (chapter 6), :func:`transformer_flops` adds up the whole model (chapter 11), and
+term by term (chapter 6), :func:`transformer_flops` adds up the whole model (chapter 12), and
 :func:`flops_per_token` and :func:`mfu` turn it into a rate.
 
 A training step costs about 3× the forward pass: the backward pass computes, for every product, the gradient

@@ -1,4 +1,4 @@
-"""Per-head statistics of attention: what each head of a trained translator looks at, measured (chapter 10).
+"""Per-head statistics of attention: what each head of a trained translator looks at, measured (chapter 11).
 
 For each head, averaged over the real query positions of a corpus: the entropy of its weights and the share of its
 mass on the previous token, the same position, the first token, the last token, and (cross-attention) near the

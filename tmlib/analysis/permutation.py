@@ -1,7 +1,7 @@
 """What attention weights do not explain: replace one head's weights and measure how far the output moves.
 
 Jain & Wallace (2019, "Attention is not Explanation", §4.2) shuffle a model's attention weights and find that the
-prediction often barely changes: a heatmap then shows where a head looked, not why the model decided.  Chapter 10
+prediction often barely changes: a heatmap then shows where a head looked, not why the model decided.  Chapter 11
 runs the same test on each head of the translator: :func:`permute_rows` shuffles each query's weights among the
 keys it may see, :func:`override_head_attention` runs the model with one head's weights replaced, and
 :func:`permutation_effects` measures the change with :func:`total_variation` and :func:`js_distance`.

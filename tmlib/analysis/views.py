@@ -1,7 +1,7 @@
 """Drawing a trained model's attention with bertviz (Vig 2019, "A Multiscale Visualization of Attention in the
 Transformer Model"), in encoder-decoder mode, from the weights :func:`tmlib.analysis.capture.translate_and_capture`
 records: :func:`bertviz_inputs` prepares the tensors and token strings, :func:`bertviz_view` returns the HTML of
-bertviz's ``head_view`` or ``model_view``, made to draw offline (chapter 10).
+bertviz's ``head_view`` or ``model_view``, made to draw offline (chapter 11).
 """
 from __future__ import annotations
 

@@ -252,7 +252,7 @@ def _row_label(kind: str, layer: int) -> str:
 def head_grid(table, value: str, title: str | None = None, ax=None, fmt: str = ".2f", cmap: str = "viridis",
               vmin: float | None = None, vmax: float | None = None, cbar_label: str | None = None,
               kinds: Sequence[str] | None = None, annot: bool = True, cbar: bool = True):
-    """Heatmap of one per-head number: rows = (attention kind, layer), columns = heads (chapter 10).
+    """Heatmap of one per-head number: rows = (attention kind, layer), columns = heads (chapter 11).
 
     Rows are labelled ``enc-self L0``, ``dec-self L1``, ``cross L1``, … (encoder self-attention, decoder
     self-attention, cross-attention; layers from 0); NaN cells (a statistic not defined for that kind) stay empty.

@@ -1,5 +1,5 @@
 """Data: the Multi30k files, the shared BPE tokenizer, padded batches, token-count batching, the caption corpus
-of chapter 12, and the toy copy task of chapter 8.
+of chapter 13, and the toy copy task of chapter 8.
 """
 
 from tmlib.data.batch import Batch, collate, pad_ids

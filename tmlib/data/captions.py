@@ -1,4 +1,4 @@
-"""A decoder-only language model on the English captions of Multi30k (chapter 12): data and evaluation.
+"""A decoder-only language model on the English captions of Multi30k (chapter 13): data and evaluation.
 
 The translation batches of :mod:`tmlib.data.batching` pair a source with a target, and a source may not be empty.
 A language model has only one sequence per example, so :class:`SentenceBatches` batches single sentences the
@@ -8,7 +8,7 @@ and epoch) and returns the same :class:`tmlib.data.batch.Batch` with an empty ``
 
 Each sentence becomes ``<bos> y_1 … y_m <eos>``; the model reads ``<bos> y_1 … y_m`` (``tgt_in``) and predicts
 ``y_1 … y_m <eos>`` (``tgt_out``). With ``max_positions=L`` a sentence is cut to its first ``L`` predictions
-(``tgt_in`` and ``tgt_out`` of length at most L): chapter 12 trains on short windows and evaluates on whole
+(``tgt_in`` and ``tgt_out`` of length at most L): chapter 13 trains on short windows and evaluates on whole
 captions to measure how each position scheme extrapolates (:func:`loss_by_position`).
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Your model, everywhere: the course's Transformer as a Hugging Face ``transformers`` MarianMT model
-(:mod:`tmlib.export.marian`, chapter 13) and as ONNX graphs for the translator in the web page
+(:mod:`tmlib.export.marian`, chapter 14) and as ONNX graphs for the translator in the web page
 (:mod:`tmlib.export.onnx`). On the command line: ``python -m tmlib.export`` (:mod:`tmlib.export.__main__`)."""
 
 from tmlib.export.marian import (marian_config, marian_permutation, marian_tokenizer, model_card, save_marian,

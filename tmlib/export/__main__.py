@@ -1,4 +1,4 @@
-"""Command line: export a trained run as a Hugging Face folder (MarianMT, chapter 13) and/or ONNX graphs.
+"""Command line: export a trained run as a Hugging Face folder (MarianMT, chapter 14) and/or ONNX graphs.
 
     python -m tmlib.export --out exported/                       # the chapters' run, both formats
     python -m tmlib.export --checkpoint runs/base --out hf/ --format hf --no-bleu

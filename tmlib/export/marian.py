@@ -1,4 +1,4 @@
-"""The course's Transformer as a Hugging Face ``transformers`` ``MarianMTModel`` (chapter 13).
+"""The course's Transformer as a Hugging Face ``transformers`` ``MarianMTModel`` (chapter 14).
 
 MarianMT, the model behind the opus-mt translators, is the paper's architecture (§3): a post-LN encoder-decoder,
 "LayerNorm(x + Sublayer(x))" (§3.1), the ReLU feed-forward network (§3.3), embeddings multiplied by √d_model and
@@ -175,7 +175,7 @@ def marian_tokenizer(tokenizer):
 def to_marian(model, tokenizer):
     """``(MarianMTModel, PreTrainedTokenizerFast)`` of a trained translator: weights copied (float32, d_model axis
     permuted as the module explains), eval mode, eager attention (so ``output_attentions`` returns weights); logits,
-    greedy and beam outputs and attention equal tmlib's up to rounding (chapter 13).
+    greedy and beam outputs and attention equal tmlib's up to rounding (chapter 14).
 
     Raises:
         TypeError: no tmlib ``ModelConfig``, or not a ``BPETokenizer``.

@@ -6,7 +6,7 @@
 * ``layers``: the residual sub-layer, the encoder and decoder layers and stacks (§3.1);
 * ``transformer``: the encoder-decoder of Figure 1 and its factory ``make_model``;
 * ``variants``: the encoder-only and decoder-only families;
-* ``modern_attention``, ``rotary``, ``alibi``: chapter 12's attention, positions and grouped heads;
+* ``modern_attention``, ``rotary``, ``alibi``: chapter 13's attention, positions and grouped heads;
 * ``checks``: the argument checks, made once at the public boundary;
 * ``bridges``: the same weights in ``torch.nn.Transformer`` and in Hugging Face's Llama block, for checking.
 """
@@ -43,7 +43,7 @@ __all__ = [
     "Transformer", "make_model", "count_parameters", "xavier_init_",
     # the other families
     "EncoderOnly", "DecoderOnly",
-    # the modern options (chapter 12)
+    # the modern options (chapter 13)
     "ModernAttention", "RMSNorm", "make_norm", "SwiGLUFeedForward", "swiglu_hidden_size", "make_feed_forward",
     "NoPositionalEncoding", "make_positional", "RotaryEmbedding", "apply_rotary", "rope_frequencies",
     "interleaved_to_halves", "ALiBi", "alibi_slopes",

@@ -4,7 +4,7 @@
   :func:`attend_fused`: the same output from PyTorch's fused kernel, which never stores the weights;
   :func:`scaled_dot_product_attention`: the checked entry point to the two.
 * :class:`MultiHeadAttention`: MultiHead(Q, K, V) = Concat(head_1, …, head_h) W^O (§3.2.2), with the KV cache of
-  incremental decoding. Chapter 12's options (RoPE, ALiBi, grouped key/value heads) are its subclass
+  incremental decoding. Chapter 13's options (RoPE, ALiBi, grouped key/value heads) are its subclass
   :class:`~tmlib.model.modern_attention.ModernAttention`.
 
 Masks are boolean, True = may attend (:mod:`tmlib.model.masks`); a query with no allowed key gets weights and

@@ -3,7 +3,7 @@
 * ``torch.nn.Transformer`` (chapter 8): :func:`to_nn_transformer` copies the weights of a
   :class:`~tmlib.model.transformer.Transformer` with the paper's layers into PyTorch's own encoder-decoder, and
   :func:`nn_transformer_logits` runs it with tmlib's embeddings, positional encoding and generator.
-* Hugging Face's ``LlamaDecoderLayer`` (chapter 12): the Llama block (Touvron et al. 2023) is the paper's decoder
+* Hugging Face's ``LlamaDecoderLayer`` (chapter 13): the Llama block (Touvron et al. 2023) is the paper's decoder
   block with five options switched (pre-norm, RMSNorm, SwiGLU, rotary positions, grouped-query attention, no
   biases). :func:`llama_config` and :func:`to_llama_decoder_layer` build ``transformers``' own layer (from a small
   ``LlamaConfig``, nothing downloaded) holding the weights of a :class:`~tmlib.model.layers.DecoderLayer`.
@@ -104,7 +104,7 @@ def nn_transformer_logits(model: Transformer, ref: nn.Transformer, src: torch.Te
     return model.generator(out)  # (batch, tgt_len, tgt_vocab_size)
 
 
-# --------------------------------------------------------------------------- Hugging Face's Llama block (chapter 12)
+# --------------------------------------------------------------------------- Hugging Face's Llama block (chapter 13)
 
 
 def _transformers():

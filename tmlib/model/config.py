@@ -1,7 +1,7 @@
 """The model's configuration and the named configurations of the paper's Table 3.
 
 One frozen dataclass, :class:`ModelConfig`, describes a model: the paper's hyper-parameters, the vocabulary, the
-padding id, and the modern options of chapter 12. :class:`tmlib.model.transformer.Transformer` is built from it
+padding id, and the modern options of chapter 13. :class:`tmlib.model.transformer.Transformer` is built from it
 (``Transformer(config)``), :func:`tmlib.model.transformer.make_model` builds one from a preset name, checkpoints
 store it. This module imports nothing of the model, so that every part of the model may import it.
 
@@ -52,7 +52,7 @@ class ModelConfig:
         pad_id: the padding id (masked in the source, ignored by the loss); None: no padding.
         tie_embeddings: one matrix for both embeddings and the pre-softmax layer (§3.4); None: tie when the
             two vocabularies are the same.
-        norm, ffn, positions, n_kv_heads, bias: the modern options of chapter 12, whose defaults are the paper's
+        norm, ffn, positions, n_kv_heads, bias: the modern options of chapter 13, whose defaults are the paper's
             layers: ``"layer"`` or ``"rms"``; ``"relu"`` or ``"swiglu"``; ``"sinusoidal"`` (added to the
             embeddings), ``"rope"`` or ``"alibi"`` (in every self-attention) or ``"none"``; the key/value heads of
             the self-attentions (grouped-query attention; None: ``n_heads``); biases in the attention and

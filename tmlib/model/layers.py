@@ -7,7 +7,7 @@ network. We employ a residual connection around each of the two sub-layers, foll
 stack."
 
 Every layer is built from one :class:`~tmlib.model.config.ModelConfig`, whose defaults are the paper's layers and
-whose modern options (chapter 12) swap a part. Masks: boolean, True = may attend / real token.
+whose modern options (chapter 13) swap a part. Masks: boolean, True = may attend / real token.
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _norm(config: ModelConfig) -> nn.Module:
 
 
 class AttentionRecording(nn.Module):
-    """A layer that keeps the attention weights of its next forward pass when ``keep_attention`` is set (chapter 10),
+    """A layer that keeps the attention weights of its next forward pass when ``keep_attention`` is set (chapter 11),
     in ``attention_weights["self"]`` (and ``["cross"]``), ``(batch, n_heads, n_q, n_k)``."""
 
     def __init__(self):

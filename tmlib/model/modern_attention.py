@@ -1,4 +1,4 @@
-"""Multi-head attention with chapter 12's options: grouped key/value heads, rotary positions, linear biases.
+"""Multi-head attention with chapter 13's options: grouped key/value heads, rotary positions, linear biases.
 
 * Grouped-query attention (GQA, Ainslie et al. 2023): only ``n_kv_heads`` key and value heads, each shared by
   ``n_heads / n_kv_heads`` query heads (:func:`~tmlib.model.attention.repeat_kv`); ``n_kv_heads = 1`` is multi-query

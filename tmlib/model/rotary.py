@@ -15,7 +15,7 @@ the angle ``m·θ_i`` with ``θ_i = base^(−2i/d_head)`` (RoFormer eq. 15, base
 Layouts: this module rotates *interleaved* pairs (features 2i and 2i+1), as RoFormer and Meta's Llama code.
 Hugging Face's Llama rotates the two *halves* instead (features i and i + d_head/2, ``rotate_half``); the two
 are the same map up to a fixed permutation of the features of each head, which HF's conversion script applies
-to the rows of W^Q and W^K (:func:`interleaved_to_halves` gives that permutation; chapter 12 and the tests
+to the rows of W^Q and W^K (:func:`interleaved_to_halves` gives that permutation; chapter 13 and the tests
 use it to load our weights into ``transformers.LlamaDecoderLayer``).
 """
 from __future__ import annotations

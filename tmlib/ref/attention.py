@@ -1,5 +1,5 @@
 """Attention in NumPy (paper §3.2): the softmax, scaled dot-product attention, multi-head attention head by head
-and as one reshape, and attention computed block by block with an online softmax (chapter 11).
+and as one reshape, and attention computed block by block with an online softmax (chapter 12).
 
 Each public function checks its arguments first, then computes, so that the lines after the checks are the
 equation.

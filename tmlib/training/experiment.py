@@ -9,7 +9,7 @@ objects, training into a run folder, and loading a trained model back.
 * :func:`load_trained` / :func:`load_or_train`: a :class:`TrainedModel` (model, tokenizer, history, config, ...)
   from a run folder, training it first if needed (the UvA tutorials' "load the checkpoint if present,
   otherwise train").
-* :func:`default_run`: the run folder and configuration that chapters 9, 10 and 13 share, so that ``make book``
+* :func:`default_run`: the run folder and configuration that chapters 9, 11 and 14 share, so that ``make book``
   trains once (where: :mod:`tmlib.training.locations`).
 
 Under ``torchrun`` (``python -m tmlib.train`` initialises the process group, see :mod:`tmlib.training.distributed`),
@@ -74,12 +74,12 @@ SMOKE = dataclasses.replace(RECOMMENDED, model=dataclasses.replace(PRESETS["tiny
                                                                  vocab_size=RECOMMENDED.model.vocab_size), max_tokens=1000,
                             warmup_steps=30, max_minutes=None, max_steps=30, threads=1)
 
-#: Environment variable that points chapters 9 and 10 at another run folder.
+#: Environment variable that points chapters 9 and 11 at another run folder.
 RUN_DIR_ENV = "TMLIB_RUN_DIR"
 
 
 def default_run(smoke: bool | None = None, root: str | os.PathLike | None = None) -> tuple[Path, TrainConfig]:
-    """The run folder and configuration that chapters 9, 10 and 13 share (so ``make book`` trains once).
+    """The run folder and configuration that chapters 9, 11 and 14 share (so ``make book`` trains once).
 
     Args:
         smoke: ``True`` for the CI smoke run; default: :func:`tmlib.utils.smoke_mode` (``TMLIB_SMOKE=1``).

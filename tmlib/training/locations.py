@@ -2,7 +2,7 @@
 
 :func:`runs_root` is the folder that holds the run folders (``multi30k``, ``smoke-multi30k``, ...), the first of:
 
-1. on Colab with Google Drive mounted (the set-up cell of chapters 9, 10 and 13 offers it):
+1. on Colab with Google Drive mounted (the set-up cell of chapters 9, 11 and 14 offers it):
    ``MyDrive/attention-executable/runs``, so that a run outlives the Colab session and the three chapters share it;
 2. in a checkout of the course (tmlib imported from it, as ``make venv`` installs it): ``<checkout>/runs``, the
    same from ``notebooks/``, ``student/`` or a terminal anywhere;

@@ -44,7 +44,7 @@ def otter_test_file(ex) -> str:
     return "\n".join(lines) + "\n"
 
 
-# What the hidden tests import: tmlib's own dependencies and the extras chapters 1 to 10 install.
+# What the hidden tests import: tmlib's own dependencies and the extras chapters 1 to 11 install.
 GRADING_EXTRAS = ("torch", "train", "viz")
 
 

@@ -1,0 +1,193 @@
+"""tmlib.analysis.bugcheck: each planted bug is caught by its check, each correct version passes, by numbers."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tmlib import ref as R
+from tmlib.analysis import bugcheck as B
+from tmlib.course import check_causal, check_padding_invariance, check_rows_sum_to_one
+from tmlib.model import make_model
+
+
+def _qkv(n=5, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, d)), rng.normal(size=(n, d)), rng.normal(size=(n, d))
+
+
+def test_attention_without_bug_is_the_reference():
+    q, k, v = _qkv()
+    mask = R.causal_mask(5)
+    out, w = B.attention_with_bug(q, k, v, mask)
+    ref_out, ref_w = R.scaled_dot_product_attention(q, k, v, mask)
+    np.testing.assert_allclose(out, ref_out, atol=1e-12)
+    np.testing.assert_allclose(w, ref_w, atol=1e-12)
+
+
+def test_planted_masks_by_hand():
+    q, k, v = _qkv(n=4)
+    causal = R.causal_mask(4)
+    _, flipped = B.attention_with_bug(q, k, v, causal, "mask transposed")
+    assert (flipped[np.tril_indices(4, -1)] == 0).all() and (flipped[np.triu_indices(4)] > 0).all()
+    _, late = B.attention_with_bug(q, k, v, causal, "mask one key late")
+    assert ((late > 0) == np.tril(np.ones((4, 4), bool), 1)).all()
+    _, inverted = B.attention_with_bug(q, k, v, causal, "mask polarity inverted")
+    assert np.isnan(inverted[-1]).all() and ((inverted[:-1] > 0) == np.triu(np.ones((3, 4), bool), 1)).all()
+    _, cols = B.attention_with_bug(q, k, v, None, "softmax over the queries")
+    np.testing.assert_allclose(cols.sum(axis=0), 1.0, atol=1e-12)
+    _, zeroed = B.attention_with_bug(q, k, v, causal, "mask after the softmax")
+    assert zeroed[0, 0] < 1 and (zeroed[np.triu_indices(4, 1)] == 0).all()
+    _, unscaled = B.attention_with_bug(q, k, v, None, "no 1/sqrt(d_k)")
+    np.testing.assert_allclose(unscaled, R.softmax(q @ k.T), atol=1e-12)
+    with pytest.raises(ValueError, match="unknown bug"):
+        B.attention_with_bug(q, k, v, causal, "typo")
+    with pytest.raises(ValueError, match="square mask"):
+        B.attention_with_bug(q, k[:3], v[:3], np.ones((4, 3), bool), "mask transposed")
+
+
+@pytest.mark.parametrize("bug", ["mask transposed", "mask one key late", "mask polarity inverted",
+                                 "softmax over the queries"])
+def test_causality_check_catches_mask_bugs(bug):
+    x = np.random.default_rng(1).normal(size=(6, 4))
+    fine = lambda z: B.attention_with_bug(z, z, z, R.causal_mask(6))[0]  # noqa: E731
+    assert check_causal(fine, x).startswith("correct")
+    with pytest.raises(AssertionError, match="can see the future"):
+        check_causal(lambda z: B.attention_with_bug(z, z, z, R.causal_mask(6), bug)[0], x)
+
+
+def test_dependency_matrix_shows_the_leak():
+    x = np.random.default_rng(2).normal(size=(5, 3))
+    d = B.dependency_matrix(lambda z: B.attention_with_bug(z, z, z, R.causal_mask(5))[0], x)
+    assert d.shape == (5, 5) and (d[np.triu_indices(5, 1)] == 0).all() and (np.diag(d) > 0).all()
+    late = B.dependency_matrix(lambda z: B.attention_with_bug(z, z, z, R.causal_mask(5), "mask one key late")[0], x)
+    assert (np.diag(late, 1) > 0.01).all() and (late[np.triu_indices(5, 2)] == 0).all()
+    t = B.dependency_matrix(lambda z: z.cumsum(dim=1), torch.from_numpy(x[None]), axis=1)  # tensors, another axis
+    assert (t[np.triu_indices(5, 1)] == 0).all() and (t[np.tril_indices(5)] > 0).all()
+
+
+def test_padding_check_catches_the_padding_mask_on_the_queries():
+    x = np.random.default_rng(3).normal(size=(2, 5, 4))
+    real = np.array([[True] * 5, [True] * 3 + [False] * 2])
+    keys = real[:, None, :] & np.ones((5, 1), bool)  # (batch, n_q, n_k): the padding mask on the keys
+    assert check_padding_invariance(lambda z: B.attention_with_bug(z, z, z, keys)[0], x, real).startswith("correct")
+    with pytest.raises(AssertionError, match="padding"):
+        check_padding_invariance(lambda z: B.attention_with_bug(z, z, z, keys, "mask transposed")[0], x, real)
+
+
+def test_rows_check_catches_softmax_over_the_queries_and_zeroing_after():
+    q, k, v = _qkv()
+    for bug in ("softmax over the queries", "mask after the softmax"):
+        with pytest.raises(AssertionError, match="do not sum to 1"):
+            check_rows_sum_to_one(B.attention_with_bug(q, k, v, R.causal_mask(5), bug)[1])
+
+
+def test_no_leak():
+    def shifted(tgt, bos_id=1):
+        return np.concatenate([np.full((len(tgt), 1), bos_id), tgt[:, :-1]], axis=1), tgt
+
+    tgt = np.random.default_rng(4).integers(3, 20, (3, 6))
+    assert B.check_no_leak(shifted, tgt).startswith("correct")
+    with pytest.raises(AssertionError, match="position 1 of the decoder input changes when target token 1"):
+        B.check_no_leak(lambda t: (t, t), tgt)
+    with pytest.raises(AssertionError, match="does not change when target token 1"):
+        B.check_no_leak(lambda t: (shifted(t)[0], shifted(t)[0]), tgt)
+    with pytest.raises(AssertionError, match="should both have the target's shape"):
+        B.check_no_leak(lambda t: (t[:, :-1], t[:, 1:]), tgt)
+
+
+def test_score_scale():
+    def weights(scale):
+        return lambda q, k: R.softmax(q @ k.T * scale(q.shape[-1]))
+
+    assert abs(B.score_spread(weights(lambda d: d ** -0.5), 64) - 1) < 0.15
+    assert abs(B.score_spread(weights(lambda d: 1.0), 64) - 8) < 1.2  # √64 times the spread
+    assert B.check_score_scale(weights(lambda d: d ** -0.5)).startswith("correct")
+    with pytest.raises(AssertionError, match="grows with d_k"):
+        B.check_score_scale(weights(lambda d: 1.0))
+    with pytest.raises(AssertionError, match="shrinks with d_k"):
+        B.check_score_scale(weights(lambda d: 1.0 / d))
+    with pytest.raises(AssertionError, match="grows with d_k"):
+        B.check_score_scale(weights(lambda d: 1 / 8))  # a constant: right for one d_k only
+    t = B.check_score_scale(lambda q, k: torch.softmax(q @ k.T / q.shape[-1] ** 0.5, -1), tensor=True)
+    assert t.startswith("correct")
+    with pytest.raises(AssertionError, match=r"shape \(64, 128\).*expected \(64, 128\)|expected \(64, 128\)"):
+        B.score_spread(lambda q, k: R.softmax(k @ q.T), 16)
+
+
+def test_token_signal():
+    def embed(scale_tokens, scale_pe=1.0):
+        return lambda ids, table: table[ids] * scale_tokens(table.shape[1]) + \
+            scale_pe * R.positional_encoding(len(ids), table.shape[1])
+
+    right = B.token_position_ratio(embed(math.sqrt), 64)
+    assert 1.5 < right < 3.0
+    assert B.token_position_ratio(embed(lambda d: 1.0), 64) == pytest.approx(right / 8, rel=1e-9)
+    assert abs(B.token_scale(embed(math.sqrt), 64) - 1) < 0.15
+    assert B.check_token_signal(embed(math.sqrt)).startswith("correct")
+    with pytest.raises(AssertionError, match="words drown"):
+        B.check_token_signal(embed(lambda d: 1.0))
+    with pytest.raises(AssertionError, match="positions drown"):
+        B.check_token_signal(embed(lambda d: d))
+    with pytest.raises(AssertionError, match="at d_model = 256 the words drown"):
+        B.check_token_signal(embed(lambda d: 8.0))  # right for d_model = 64 only
+    with pytest.raises(AssertionError, match="words drown"):
+        B.check_token_signal(embed(lambda d: 1.0, scale_pe=0.1))  # the positions shrunk instead
+
+
+def _smoothed(logits, targets, eps, log_p=None):
+    n, vocab = logits.shape
+    t = np.full((n, vocab), eps / vocab)
+    t[np.arange(n), targets] += 1 - eps
+    z = logits - logits.max(axis=-1, keepdims=True)
+    lp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True)) if log_p is None else log_p(logits)
+    return float(-(t * lp).sum(axis=-1).mean())
+
+
+def test_confident_loss():
+    assert B.check_confident_loss(_smoothed).startswith("correct")
+    with np.errstate(divide="ignore", over="ignore"):
+        with pytest.raises(AssertionError, match="not finite"):
+            B.check_confident_loss(lambda z, t, e: _smoothed(z, t, e, lambda z: np.log(R.softmax(z))))
+        with pytest.raises(AssertionError, match="should double"):
+            B.check_confident_loss(lambda z, t, e: _smoothed(z, t, e, lambda z: np.log(R.softmax(z) + 1e-12)))
+    with pytest.raises(AssertionError, match="should cost something"):
+        B.check_confident_loss(lambda z, t, e: _smoothed(z, t, 0.0))
+
+
+def test_queries_independent():
+    q, k = np.random.default_rng(5).normal(size=(2, 4, 3))
+    assert B.check_queries_independent(lambda q, k: R.softmax(q @ k.T), q, k).startswith("correct")
+    with pytest.raises(AssertionError, match="query 1 change"):
+        B.check_queries_independent(lambda q, k: R.softmax(q @ k.T - (q @ k.T).max(axis=0)), q, k)
+
+
+def test_finite_and_repeatable():
+    assert B.check_finite(np.array([1.0, 2.0])).startswith("correct")
+    with pytest.raises(AssertionError, match="1 infinite, 1 NaN"):
+        B.check_finite(np.array([np.inf, np.nan, 0.0]))
+    assert B.check_repeatable(lambda s: np.ones(3)).startswith("correct")
+    with pytest.raises(AssertionError, match="changes with the random state"):
+        B.check_repeatable(lambda s: np.random.default_rng(s).normal(size=3))
+
+
+def test_first_loss_and_overfitting_one_batch():
+    torch.manual_seed(0)
+    vocab = 100
+    model = make_model("tiny", vocab, dropout=0.0)
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(3, vocab, (8, 5), generator=g)
+    tgt_in = torch.cat([torch.ones(8, 1, dtype=torch.long), src], 1)
+    tgt_out = torch.cat([src, torch.full((8, 1), 2)], 1)
+    curve = B.overfit_batch(model, src, tgt_in, tgt_out, steps=60, accuracy=True)
+    assert curve.shape == (60, 2)
+    assert B.check_first_loss(curve[0, 0], vocab).startswith("correct")
+    assert curve[-1, 0] < 0.1 * curve[0, 0] and curve[-1, 1] == 1.0
+    with pytest.raises(AssertionError, match="far below"):
+        B.check_first_loss(0.1, vocab)
+    with pytest.raises(AssertionError, match="far above"):
+        B.check_first_loss(30.0, vocab)
+    with pytest.raises(AssertionError, match="log of 0"):
+        B.check_first_loss(math.inf, vocab)

@@ -1,0 +1,339 @@
+"""Finding the silent bugs of a Transformer (the chapter "Finding the bugs that break Transformers").
+
+The tests a Transformer must pass, as functions. Checks return a line that starts with ``"correct:"`` or raise
+``AssertionError`` naming the symptom, never an expected value (as :mod:`tmlib.course.diagnostics`, whose
+:func:`~tmlib.course.diagnostics.check_causal`, :func:`~tmlib.course.diagnostics.check_padding_invariance` and
+:func:`~tmlib.course.diagnostics.check_rows_sum_to_one` complete them); measurements return numbers for plots.
+
+* :func:`attention_with_bug`: scaled dot-product attention with one planted bug, to see what each bug looks like;
+* :func:`dependency_matrix`: which input positions each output position depends on (causality at a glance);
+* :func:`check_no_leak`: the decoder's input must not show the token it is asked to predict;
+* :func:`score_spread`, :func:`check_score_scale`: the spread of the attention scores must not grow with d_k;
+* :func:`token_position_ratio`, :func:`check_token_signal`: the token embeddings must not drown in the positional
+  encodings (or the reverse);
+* :func:`check_queries_independent`: each query's softmax is its own (not taken across the queries);
+* :func:`check_finite`, :func:`check_confident_loss`: log 0 in a loss; a label-smoothed loss of a confident model;
+* :func:`check_repeatable`: dropout left on at evaluation;
+* :func:`check_first_loss`: a fresh model's loss is about log |V|;
+* :func:`overfit_batch`: the loss curve of one batch learnt by heart.
+
+Perturbations and random inputs are seeded, so a check calls the function under test on the same inputs every time.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tmlib.course.checks import as_float_array
+
+__all__ = ["BUGS", "attention_with_bug", "dependency_matrix", "check_no_leak", "score_spread", "check_score_scale",
+           "token_position_ratio", "token_scale", "check_token_signal", "check_confident_loss",
+           "check_queries_independent", "check_finite", "check_repeatable", "check_first_loss", "overfit_batch"]
+
+#: The bugs :func:`attention_with_bug` can plant (``None``: the paper's attention).
+BUGS = ("mask transposed", "mask one key late", "mask polarity inverted", "softmax over the queries",
+        "no 1/sqrt(d_k)", "mask after the softmax")
+
+
+def attention_with_bug(q, k, v, mask=None, bug: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """softmax(QKᵀ/√d_k)V with one planted bug (NumPy, float64): q ``(..., n_q, d_k)``, k ``(..., n_k, d_k)``,
+    v ``(..., n_k, d_v)``, mask bool ``(..., n_q, n_k)`` (True = may attend) → ``(output (..., n_q, d_v), weights
+    (..., n_q, n_k))``.
+
+    Bugs (:data:`BUGS`): ``"mask transposed"`` (a causal mask flipped; a padding mask on the queries),
+    ``"mask one key late"`` (each query also sees the key after its last allowed one: a causal mask off by one),
+    ``"mask polarity inverted"`` (PyTorch's True = blocked read as the course's True = may attend),
+    ``"softmax over the queries"``, ``"no 1/sqrt(d_k)"``, ``"mask after the softmax"`` (weights zeroed, rows
+    no longer summing to 1). A row with nothing left to attend to comes out NaN, as in PyTorch.
+
+    Raises:
+        ValueError: an unknown bug, or a mask that is not square for ``"mask transposed"``.
+    """
+    if bug is not None and bug not in BUGS:
+        raise ValueError(f"unknown bug {bug!r}; choose one of {BUGS}")
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    d_k = q.shape[-1]
+    scores = q @ np.swapaxes(k, -1, -2) / (1.0 if bug == "no 1/sqrt(d_k)" else math.sqrt(d_k))  # (..., n_q, n_k)
+    allowed = None
+    if mask is not None:
+        allowed = np.broadcast_to(np.asarray(mask, dtype=bool), scores.shape).copy()
+        if bug == "mask transposed":
+            if allowed.shape[-1] != allowed.shape[-2]:
+                raise ValueError(f"'mask transposed' needs a square mask, got {allowed.shape}")
+            allowed = np.swapaxes(allowed, -1, -2)
+        elif bug == "mask one key late":
+            allowed[..., 1:] |= allowed[..., :-1].copy()
+        elif bug == "mask polarity inverted":
+            allowed = ~allowed
+        if bug != "mask after the softmax":
+            scores = np.where(allowed, scores, -np.inf)
+    axis = -2 if bug == "softmax over the queries" else -1
+    with np.errstate(invalid="ignore"):
+        top = np.max(scores, axis=axis, keepdims=True)
+        e = np.exp(scores - np.where(np.isfinite(top), top, 0.0))
+        weights = e / e.sum(axis=axis, keepdims=True)  # (..., n_q, n_k)
+    if bug == "mask after the softmax" and allowed is not None:
+        weights = np.where(allowed, weights, 0.0)
+    return weights @ v, weights
+
+
+def _numpy_like(x, like):
+    """``x`` (an array) as a tensor of ``like``'s dtype and device when ``like`` is a tensor, else as is."""
+    if hasattr(like, "detach"):
+        import torch
+        return torch.as_tensor(x, dtype=like.dtype, device=like.device)
+    return x
+
+
+def dependency_matrix(fn, x, *, axis: int = -2, seed: int = 0) -> np.ndarray:
+    """How far each output position moves when one input position changes: ``D[i, j]`` is the largest change of
+    the output at position i when the input at position j gets seeded noise (``x`` array or tensor whose ``axis``
+    is time; ``fn(x)`` keeps that time axis; a NaN output counts as unchanged). A causal function gives a
+    lower-triangular ``D`` ``(n_out, n_in)``."""
+    base = as_float_array(fn(x), "answer", "fn(x)")
+    xs = np.asarray(as_float_array(x, "input", "x"))
+    n_in, out_axis = xs.shape[axis], axis % base.ndim
+    noise = np.random.default_rng(seed).normal(size=xs.shape) * 3.0 + 1.0
+    d = np.zeros((base.shape[axis], n_in))
+    for j in range(n_in):
+        pick = [slice(None)] * xs.ndim
+        pick[axis] = j
+        moved = xs.copy()
+        moved[tuple(pick)] += noise[tuple(pick)]
+        diff = np.nan_to_num(np.abs(as_float_array(fn(_numpy_like(moved, x)), "answer", "fn(x)") - base), nan=0.0)
+        d[:, j] = np.moveaxis(diff, out_axis, 0).reshape(diff.shape[out_axis], -1).max(axis=1)
+    return d
+
+
+def check_no_leak(fn, tgt, what: str = "your teacher forcing", **kwargs) -> str:
+    """Assert that ``fn(tgt, **kwargs) -> (tgt_in, tgt_out)`` (integer ``(batch, m)`` each, for targets ``tgt``
+    ``(batch, m)``) does not show the decoder the token it must predict: when target token j changes, the decoder
+    input may change only after position j, and what position j must predict changes.
+
+    Raises:
+        AssertionError: a shape that is not the target's, a decoder input that shows token j at a position ≤ j
+            ("the decoder can read the answer"), or a position whose prediction target ignores its token.
+    """
+    tgt = np.asarray(tgt)
+    tgt_in, tgt_out = (np.asarray(a) for a in fn(tgt, **kwargs))
+    if tgt_in.shape != tgt.shape or tgt_out.shape != tgt.shape:
+        raise AssertionError(f"{what}: the decoder input {tgt_in.shape} and the tokens to predict {tgt_out.shape} "
+                             f"should both have the target's shape {tgt.shape}")
+    for j in range(tgt.shape[-1]):
+        changed = tgt.copy()
+        changed[..., j] += 1  # another token at position j
+        new_in, new_out = (np.asarray(a) for a in fn(changed, **kwargs))
+        seen = np.argwhere((new_in != tgt_in).any(axis=tuple(range(new_in.ndim - 1))))[:, 0]
+        if len(seen) and seen.min() <= j:
+            raise AssertionError(f"{what}: position {int(seen.min()) + 1} of the decoder input changes when target "
+                                 f"token {j + 1} changes: the decoder can read the answer it must predict (a leak)")
+        if (new_out[..., j] == tgt_out[..., j]).all():
+            raise AssertionError(f"{what}: what position {j + 1} must predict does not change when target token "
+                                 f"{j + 1} changes")
+    return f"correct: {what} never shows the decoder the token it must predict"
+
+
+def score_spread(weights_fn, d_k: int, n_q: int = 64, n_k: int = 128, seed: int = 0, tensor: bool = False) -> float:
+    """The spread (mean over queries of the standard deviation over keys) of log ``weights_fn(q, k)`` for queries
+    ``(n_q, d_k)`` and keys ``(n_k, d_k)`` with independent unit-variance entries: the spread of the scores that
+    went into the softmax, about 1 for QKᵀ/√d_k whatever d_k. ``tensor``: pass float64 torch tensors."""
+    rng = np.random.default_rng(seed + d_k)
+    q, k = rng.normal(size=(n_q, d_k)), rng.normal(size=(n_k, d_k))
+    if tensor:
+        import torch
+        q, k = torch.from_numpy(q), torch.from_numpy(k)
+    w = as_float_array(weights_fn(q, k), "answer", "the weights")
+    if w.shape != (n_q, n_k):
+        raise AssertionError(f"the attention weights have shape {w.shape} for {n_q} queries and {n_k} keys, "
+                             f"expected ({n_q}, {n_k})")
+    return float(np.log(np.maximum(w, 1e-300)).std(axis=-1).mean())
+
+
+def check_score_scale(weights_fn, widths=(16, 256), what: str = "your attention", band=(0.8, 1.25),
+                      tensor: bool = False) -> str:
+    """Assert that the scores' spread (:func:`score_spread`) stays within ``band`` at every key width in
+    ``widths``: too large and the softmax saturates (its gradient vanishes), too small and attention is uniform.
+
+    Raises:
+        AssertionError: the spreads measured, and which way they are off (never the scale itself).
+    """
+    spreads = {d: score_spread(weights_fn, d, tensor=tensor) for d in widths}
+    shown = ", ".join(f"{s:.2f} at d_k = {d}" for d, s in spreads.items())
+    if any(not band[0] <= s <= band[1] for s in spreads.values()):
+        trend = "grows with d_k" if spreads[widths[-1]] > 1.5 * spreads[widths[0]] else \
+            "shrinks with d_k" if spreads[widths[-1]] < spreads[widths[0]] / 1.5 else "is off at every d_k"
+        raise AssertionError(f"{what}: for unit-variance queries and keys the spread of the scores {trend} ({shown}); "
+                             f"it should stay between {band[0]} and {band[1]} whatever d_k: look at how the scores "
+                             "are scaled")
+    return f"correct: {what} keeps the scores' spread near 1 at every d_k ({shown})"
+
+
+def token_position_ratio(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed: int = 0) -> float:
+    """How much ``embed_fn(ids, table)`` moves when the tokens change, relative to when only the positions change
+    (root mean squares), for a table ``(vocab_size, d_model)`` with entries of standard deviation 1/√d_model (as the
+    paper's code initialises its shared embedding) and ``n`` positions."""
+    rng = np.random.default_rng(seed + d_model)
+    table = rng.normal(size=(vocab_size, d_model)) / math.sqrt(d_model)
+    a, b = rng.integers(0, vocab_size, n), rng.integers(0, vocab_size, n)
+    b = np.where(a == b, (b + 1) % vocab_size, b)  # another token at every position
+    same = np.full(n, int(a[0]))  # one token at every position: only the position changes
+    ea, eb, es = (as_float_array(embed_fn(ids, table), "answer", "the embeddings") for ids in (a, b, same))
+    if ea.shape != (n, d_model):
+        raise AssertionError(f"the embeddings have shape {ea.shape} for {n} tokens, expected ({n}, {d_model})")
+    return float(np.sqrt(((ea - eb) ** 2).mean()) / np.sqrt(((es[1:] - es[:1]) ** 2).mean()))
+
+
+def token_scale(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed: int = 0) -> float:
+    """How far ``embed_fn(ids, table)`` moves, per entry (root mean square over √2), when every token changes, for a
+    table ``(vocab_size, d_model)`` with entries of standard deviation 1/√d_model: about 1 for embeddings scaled by
+    √d_model, whatever d_model (a positional encoding's entries have a root mean square of 1/√2)."""
+    rng = np.random.default_rng(seed + d_model)
+    table = rng.normal(size=(vocab_size, d_model)) / math.sqrt(d_model)
+    a = rng.integers(0, vocab_size, n)
+    b = (a + rng.integers(1, vocab_size, n)) % vocab_size  # another token at every position
+    ea, eb = (as_float_array(embed_fn(ids, table), "answer", "the embeddings") for ids in (a, b))
+    if ea.shape != (n, d_model):
+        raise AssertionError(f"the embeddings have shape {ea.shape} for {n} tokens, expected ({n}, {d_model})")
+    return float(np.sqrt(((ea - eb) ** 2).mean() / 2))
+
+
+def check_token_signal(embed_fn, widths=(16, 256), what: str = "your embedding", band=(0.7, 1.4)) -> str:
+    """Assert that the tokens move ``embed_fn``'s output by about as much per entry as the positional encodings do
+    (:func:`token_scale` within ``band`` at every d_model in ``widths``): below, the words drown in their positions;
+    above, the positions in the words.
+
+    Raises:
+        AssertionError: the scales measured, and which of the two drowns.
+    """
+    scales = {d: token_scale(embed_fn, d) for d in widths}
+    shown = ", ".join(f"{s:.2f} at d_model = {d}" for d, s in scales.items())
+    low = [d for d, s in scales.items() if s < band[0]]
+    high = [d for d, s in scales.items() if s > band[1]]
+    if low:
+        raise AssertionError(f"{what}: changing the tokens moves the output by {shown} per entry, while the positional "
+                             f"encodings' entries are about 0.7: at d_model = {low[0]} the words drown in their "
+                             "positions")
+    if high:
+        raise AssertionError(f"{what}: changing the tokens moves the output by {shown} per entry, while the positional "
+                             f"encodings' entries are about 0.7: at d_model = {high[0]} the positions drown in the "
+                             "words")
+    return f"correct: {what} keeps both the tokens and their positions readable ({shown} per entry)"
+
+
+def check_confident_loss(loss_fn, vocab_size: int = 7, label_smoothing: float = 0.1,
+                         what: str = "your loss") -> str:
+    """Assert that a label-smoothed ``loss_fn(logits (n, V), targets (n,), label_smoothing)`` stays finite for a
+    confident, correct model (logits c at the target, 0 elsewhere, c = 1000 and 2000) and grows in proportion to c:
+    label smoothing charges ε/|V| times the logit gap for every token the model rules out.
+
+    Raises:
+        AssertionError: an infinite or NaN loss, a loss that ignores the ruled-out tokens, or one that stops growing.
+    """
+    targets = np.arange(4) % vocab_size
+    losses = []
+    for c in (1000.0, 2000.0):
+        logits = np.zeros((4, vocab_size))
+        logits[np.arange(4), targets] = c
+        value = as_float_array(loss_fn(logits, targets, label_smoothing), "answer", what)
+        check_finite(value, f"{what} of a confident model")
+        losses.append(float(value))
+    if losses[0] < 1.0:
+        raise AssertionError(f"{what}: a confident, correct model costs only {losses[0]:.3g} nats with label smoothing "
+                             f"{label_smoothing}: the tokens it rules out should cost something")
+    if not 1.9 < losses[1] / losses[0] < 2.1:
+        raise AssertionError(f"{what}: doubling the model's confidence changes the loss from {losses[0]:.4g} to "
+                             f"{losses[1]:.4g}: with label smoothing it should double (each ruled-out token costs "
+                             "ε/|V| times its logit gap)")
+    return f"correct: {what} stays finite and grows with the model's confidence"
+
+
+def check_queries_independent(weights_fn, q, k, what: str = "your attention") -> str:
+    """Assert that each query's row of ``weights_fn(q, k)`` is the same when that query is computed alone
+    (``q`` ``(n_q, d_k)``, ``k`` ``(n_k, d_k)``): a softmax must normalise each query's scores on their own.
+
+    Raises:
+        AssertionError: the first query whose weights change with the other queries.
+    """
+    together = as_float_array(weights_fn(q, k), "answer", what)
+    for i in range(len(q)):
+        alone = as_float_array(weights_fn(q[i:i + 1], k), "answer", what)
+        if alone.shape != together[i:i + 1].shape or not np.allclose(alone, together[i:i + 1], atol=1e-9):
+            raise AssertionError(f"{what}: the weights of query {i + 1} change when the other queries are computed "
+                                 "with it: each query's weights must depend on its own scores only")
+    return f"correct: {what} normalises each query on its own"
+
+
+def check_finite(x, what: str = "the loss") -> str:
+    """Assert that ``x`` (number, array or tensor) holds no NaN or infinity.
+
+    Raises:
+        AssertionError: how many entries are infinite or NaN (a log of 0, 0·∞, an overflow?).
+    """
+    a = as_float_array(x, "answer", what)
+    if not np.isfinite(a).all():
+        raise AssertionError(f"{what} is not finite ({int(np.isinf(a).sum())} infinite, {int(np.isnan(a).sum())} "
+                             "NaN entries): a log of 0, 0 times infinity, or an overflow?")
+    return f"correct: {what} is finite"
+
+
+def check_repeatable(fn, seeds=(1, 2), what: str = "your evaluation", atol: float = 1e-9) -> str:
+    """Assert that ``fn(seed)`` gives the same output for every seed in ``seeds`` (the global random state set to
+    it before the call): an evaluation that depends on the random state still samples something.
+
+    Raises:
+        AssertionError: the largest difference between two seeds' outputs.
+    """
+    outs = [as_float_array(fn(s), "answer", what) for s in seeds]
+    for s, o in zip(seeds[1:], outs[1:]):
+        if o.shape != outs[0].shape or not np.all(np.abs(o - outs[0]) <= atol):
+            gap = np.nanmax(np.abs(o - outs[0])) if o.shape == outs[0].shape else float("nan")
+            raise AssertionError(f"{what} changes with the random state (seeds {seeds[0]} and {s} differ by up to "
+                                 f"{gap:.3g}): something random is still switched on")
+    return f"correct: {what} does not depend on the random state (seeds {', '.join(map(str, seeds))})"
+
+
+def check_first_loss(loss: float, vocab_size: int, rtol: float = 0.2, what: str = "the first loss") -> str:
+    """Assert that a freshly initialised model's loss is within ``rtol`` of log |V| (nats), the loss of a uniform
+    prediction over ``vocab_size`` tokens.
+
+    Raises:
+        AssertionError: too high (confident and wrong: logits too large) or too low (it knows the answer before
+            learning: a leak).
+    """
+    expected = math.log(vocab_size)
+    if not math.isfinite(loss):
+        raise AssertionError(f"{what} is {loss}: a log of 0 or an overflow")
+    if loss > (1 + rtol) * expected:
+        raise AssertionError(f"{what} {loss:.3f} is far above log |V| = {expected:.3f}: the fresh model is confident "
+                             "and wrong (logits too large: an initialisation, scale or temperature bug?)")
+    if loss < (1 - rtol) * expected:
+        raise AssertionError(f"{what} {loss:.3f} is far below log |V| = {expected:.3f}: the model knows the answers "
+                             "before it has learnt anything (does the input contain the target?)")
+    return f"correct: {what} {loss:.3f} is within {rtol:.0%} of log |V| = {expected:.3f}"
+
+
+def overfit_batch(model, src, tgt_in, tgt_out, steps: int = 100, lr: float = 3e-3, pad_id: int | None = 0,
+                  accuracy: bool = False) -> np.ndarray:
+    """Train ``model`` on one batch (``src`` ``(batch, n_src)``, ``tgt_in`` and ``tgt_out`` ``(batch, n_tgt)``)
+    for ``steps`` Adam steps without label smoothing; returns the loss before each step ``(steps,)``, or with
+    ``accuracy`` also the teacher-forced token accuracy before each step, ``(steps, 2)``. A correct model drives
+    the loss towards 0."""
+    import torch
+
+    from tmlib.training.recipe import translation_loss
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    out = []
+    for _ in range(steps):
+        logits = model(src, tgt_in)  # (batch, n_tgt, vocab)
+        loss = translation_loss(logits, tgt_out, pad_id=pad_id, label_smoothing=0.0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        real = tgt_out != pad_id if pad_id is not None else torch.ones_like(tgt_out, dtype=torch.bool)
+        acc = ((logits.argmax(-1) == tgt_out) & real).sum().item() / real.sum().item()
+        out.append((loss.item(), acc) if accuracy else loss.item())
+    model.eval()
+    return np.array(out)
