@@ -258,7 +258,6 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("causal mask off by one: a query sees the next key", replace=(
             ("> rows[:, None], -np.inf", "> rows[:, None] + 1, -np.inf"),)),
         Mistake("scores not scaled by 1/sqrt(d_k)", replace=(("q.shape[0], 1.0 / np.sqrt(q.shape[1]), np.zeros", "q.shape[0], 1.0, np.zeros"),)),
-        Mistake("no block pair skipped (only the keys tiled)", replace=(("if k0 > rows[-1]:", "if False:"),)),
     ],
     "ex-12-mfu-big": [
         Mistake("one forward pass, not a training step", replace=(("return 3 * (encoder", "return (encoder"),)),
@@ -270,8 +269,6 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("keys counted, values forgotten", replace=(("return 2 * n_layers", "return n_layers"),)),
         Mistake("one layer's cache", replace=(("2 * n_layers * n_kv_heads", "2 * n_kv_heads"),)),
         Mistake("four bytes per number whatever the dtype", replace=(("* d_head * bytes_per_number", "* d_head * 4"),)),
-        Mistake("multi-head attention counted with the 8 key/value heads of GQA", replace=(
-            ("kv_bytes_per_token(80, 64, 128, 2)", "kv_bytes_per_token(80, 8, 128, 2)"),)),
     ],
     "ex-13-rmsnorm": [
         Mistake("epsilon added outside the root", replace=(("torch.sqrt(mean_square + eps)", "(torch.sqrt(mean_square) + eps)"),)),
