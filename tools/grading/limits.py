@@ -127,16 +127,7 @@ class Cgroup:
                 (self.memory / "cgroup.kill").write_text("1")
             except OSError:
                 pass
-        for _ in range(100):
-            pids = self.pids()
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.02)
+        kill_until_gone(self.pids)
 
     def remove(self) -> None:
         self.kill()
@@ -300,10 +291,11 @@ def user_processes(uid: int) -> list[int]:
     return out
 
 
-def kill_user(uid: int) -> None:
-    """SIGKILL every process of ``uid`` until none is left (a fork race is bounded by ``RLIMIT_NPROC``)."""
+def kill_until_gone(list_pids) -> None:
+    """SIGKILL every process ``list_pids()`` returns, again until it returns none (at most 100 rounds, 20 ms apart:
+    a fork race is bounded by ``RLIMIT_NPROC``)."""
     for _ in range(100):
-        pids = user_processes(uid)
+        pids = list_pids()
         if not pids:
             return
         for pid in pids:
@@ -312,6 +304,11 @@ def kill_user(uid: int) -> None:
             except OSError:
                 pass
         time.sleep(0.02)
+
+
+def kill_user(uid: int) -> None:
+    """SIGKILL every process of ``uid`` until none is left."""
+    kill_until_gone(lambda: user_processes(uid))
 
 
 # --------------------------------------------------------------------------------------------- the watchdog
