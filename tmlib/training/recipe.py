@@ -146,9 +146,10 @@ def translation_loss(logits: torch.Tensor, tgt_out: torch.Tensor, pad_id: int | 
                                reduction="sum")
 
     step = max(1, chunk_elements // vocab)
-    total = sum(torch.utils.checkpoint.checkpoint(chunk_sum, rows[i:i + step], labels[i:i + step],
-                                                  use_reentrant=False)
-                for i in range(0, rows.shape[0], step))
+    # split, not rows[i:i + step]: the backward of a slice writes a zero tensor of all the logits for every
+    # chunk and adds them up; split's backward concatenates the chunks' gradients once
+    total = sum(torch.utils.checkpoint.checkpoint(chunk_sum, chunk, chunk_labels, use_reentrant=False)
+                for chunk, chunk_labels in zip(rows.split(step), labels.split(step)))
     if reduction == "sum":
         return total
     return total / (labels != ignore).sum()  # the mean over the labels that count, as F.cross_entropy takes it
