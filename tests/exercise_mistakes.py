@@ -176,13 +176,26 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the base model's peak", code="my_peak = 1 / math.sqrt(512 * 4000)\npeak_step = 4000"),
         Mistake("d_model left out", code="my_peak = 4000 ** -0.5\npeak_step = 4000"),
         Mistake("a peak one step late", code="my_peak = 1 / math.sqrt(1024 * 4000)\npeak_step = 4001"),
+        Mistake("calls R.noam_lr, which the statement rules out (issue 24)",
+                code="my_peak = R.noam_lr(4000, 1024, 4000)\npeak_step = 4000"),
+        Mistake("calls the library's schedule, which the statement rules out",
+                code="from tmlib.training import NoamSchedule\nmy_peak = NoamSchedule(1024, 4000).peak()\npeak_step = 4000"),
     ],
     "ex-06-gap": [
-        Mistake("the public check's inputs chosen to agree", code="V10 = 2\nclosed_form = 0.0\nz = np.zeros(V10)"),
-        Mistake("nothing minimised (issue 24)", code="V10 = 10\nclosed_form = 0\nz = np.zeros(10)"),
+        Mistake("nothing minimised (issue 24)", code="closed_form = 0\n\ndef descend(lr, steps):\n    return np.zeros(10)\n\n"
+                                                      "z = descend(1.0, 5000)"),
+        Mistake("the closed form's logits, no descent (issue 24)", code=(
+            "closed_form = math.log(0.91 / 0.01)\n\ndef descend(lr, steps):\n"
+            "    return np.log(R.label_smoothing_targets([0], 10, 0.1, 'uniform')[0])\n\nz = descend(1.0, 5000)")),
+        Mistake("gradient ascent: the step's sign flipped", replace=(
+            ("z = z - lr * (R.softmax(z) - t10)", "z = z + lr * (R.softmax(z) - t10)"),)),
+        Mistake("the gradient of the unsmoothed loss (a one-hot target)", replace=(
+            ("z = z - lr * (R.softmax(z) - t10)", "z = z - lr * (R.softmax(z) - np.eye(10)[0])"),)),
+        Mistake("the gradient taken once, at the start", replace=(
+            ("z = z - lr * (R.softmax(z) - t10)", "z = z - lr * (R.softmax(np.zeros(10)) - t10)"),)),
         Mistake("the exclusive convention's gap", replace=(("closed_form = math.log(0.91 / 0.01)",
                                                             "closed_form = math.log(0.9 / (0.1 / 9))"),)),
-        Mistake("too few gradient steps", replace=(("for _ in range(5000):", "for _ in range(20):"),)),
+        Mistake("too few gradient steps", replace=(("z = descend(1.0, 5000)", "z = descend(1.0, 20)"),)),
     ],
     "ex-06-crossover": [
         Mistake("the projections' crossover for both", code="d = 512\nn_a = 2 * d\nn_b = 2 * d"),

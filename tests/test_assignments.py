@@ -104,6 +104,50 @@ def test_markup_errors_are_reported():
         A.transform(outside)
 
 
+def test_questions_in_words_get_an_answer_cell():
+    """Issue 24: an exercise that asks for a value or a function and also a question in words (``"essay": true`` on
+    its stub) gets a Markdown cell for the answer after its checks in the student notebook; the marker is checked."""
+    import student_notebooks as sn
+
+    numbers = sn.Book().exercise_numbers
+    found = set()
+    for path in CHAPTERS:
+        essays = [c.metadata["assignment"]["exercise"] for c in _read(path).cells
+                  if c.metadata.get("assignment", {}).get("essay")]
+        cells = _read(ROOT / "student" / path.name).cells
+        for label in essays:
+            found.add(label)
+            head = next(i for i, c in enumerate(cells) if c.source.startswith(f"### Exercise {numbers[label]}\n"))
+            end = next((i for i, c in enumerate(cells) if i > head and c.cell_type == "markdown"
+                        and re.match(r"#{2,3} ", c.source)), len(cells))
+            assert cells[end - 1].source.startswith(f"*Your answer to Exercise {numbers[label]}, in words"), label
+            assert any("assignment-stub" in c.metadata.get("tags", []) or "assignment" in c.metadata
+                       for c in cells[head:end - 1]), f"{label}: the answer cell does not follow the exercise's work"
+    if any(p.stem.startswith("02_") for p in CHAPTERS):
+        assert {"ex-02-memory", "ex-02-one-head"} <= found
+    stub = _cell("x = 1", mark={"exercise": "ex-00-toy", "stub": "x = ...", "essay": "yes"})
+    with pytest.raises(ValueError, match="'essay' is true or false"):
+        A.transform(_toy(stub))
+    on_check = _cell("assert x == 1", tags=["remove-cell"], mark={"exercise": "ex-00-toy", "check": "public", "essay": True})
+    with pytest.raises(ValueError, match="on a stub cell"):
+        A.transform(_toy(_cell("x = 1", mark={"exercise": "ex-00-toy", "stub": "x = ..."}), on_check))
+
+
+def test_a_value_exercise_may_forbid_without_check_own_work():
+    """A value carries no trace of how it was computed, so an exercise whose stubs are values (exercise 6.1: the
+    peak of the schedule, not from R.noam_lr) forbids references without ``check_own_work``: they raise while the
+    submission's stub cells run. A build-it still needs the public check that tells the student."""
+    public = A.Check("ex-00-toy", "public", "assert x > 0")
+    A.check_forbid(A.Exercise("ex-00-toy", 1, [public], ["tmlib.ref.noam_lr"]), "toy")
+    with pytest.raises(ValueError, match="must call check_own_work"):
+        A.check_forbid(A.Exercise("ex-00-toy", 1, [public], ["tmlib.ref.noam_lr"], builds=True), "toy")
+    with pytest.raises(ValueError, match="names nothing importable"):
+        A.check_forbid(A.Exercise("ex-00-toy", 1, [public], ["tmlib.ref.no_such_function"]), "toy")
+    _, exercises = A.transform(_read(ROOT / "notebooks" / "06_training_recipe.ipynb"))
+    assert not exercises["ex-06-peak"].builds and exercises["ex-06-lrate"].builds
+    assert {"tmlib.ref.noam_lr", "tmlib.training.NoamSchedule"} <= set(exercises["ex-06-peak"].forbid)
+
+
 def test_otter_test_file_runs_public_and_hidden_cases(tmp_path):
     from otter.test_files import ExceptionTestFile
 

@@ -412,6 +412,16 @@ def test_benchmarks_readme_is_filled_in():
 
 # ------------------------------------------------------------------ the pages a student reads
 
+
+def test_intro_quotes_the_gpu_run():
+    """The welcome page's GPU sentence: chapter 9's model with dropout 0.1, trained on one GPU (translate_cuda.json)."""
+    rec = json.loads((RESULTS / "gpu" / "translate_cuda.json").read_text())
+    _assert_in(_page("book/intro.md"), f"{rec['minutes_trained']:g} minutes on one {rec['machine']['gpu']['name']}",
+               f"dropout of {rec['model_config']['dropout']:g}",
+               f"{rec['steps']:,} steps ({rec['epochs_completed']} epochs)",
+               f"{rec['beam4']['bleu']:.1f} BLEU on test 2016 with beam 4", where="book/intro.md")
+
+
 STUDENT_PAGES = ["book/intro.md", "book/paper.md", "book/notation.md", "book/distributed.ipynb", "book/errata.md",
                  *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book" / "errata").glob("*.md"))]
 MACHINERY = re.compile(r"nbval|pytest|\bCI\b|cell tag|course machine|recorded run|\bseed \d|write-up \d|(?<![\d,.{}])\b00[0-4]\b"

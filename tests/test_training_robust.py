@@ -482,6 +482,24 @@ def test_the_first_line_comes_before_the_data_is_prepared(tmp_path, capsys, monk
     assert seen and seen[0].startswith(f"tmlib.train: a new run in {tmp_path / 'run'}, training for 2 minutes"), seen
 
 
+def test_budgets_read_one_epoch_not_one_epochs():
+    from tmlib.train import _budget
+
+    assert _budget(T.TrainConfig(max_minutes=1.0, max_steps=1, max_epochs=1)) == (
+        "1 minute or 1 step or 1 epoch, whichever comes first")
+    assert _budget(T.TrainConfig(max_minutes=0.5, max_steps=30, max_epochs=2)) == (
+        "0.5 minutes or 30 steps or 2 epochs, whichever comes first")
+
+
+@needs_data
+def test_the_last_line_counts_in_the_singular_for_one(tmp_path, capsys):
+    from tmlib.train import main
+
+    assert main(FAST + ["--out", str(tmp_path / "run"), "--max-steps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert " or 1 step, whichever" in out and "done: 1 step, 0 epochs, " in out, out
+
+
 def test_a_budget_in_minutes_shows_minutes_done_of_minutes_planned(tmp_path, capsys):
     from test_training import _trainer
 

@@ -384,10 +384,15 @@ def _as_options(message: str) -> str:
                   else m.group(0), message)
 
 
+def _count(n: float, unit: str) -> str:
+    """``n`` and ``unit`` (singular) in words: ``"1 epoch"``, ``"2 epochs"``, ``"0.5 minutes"``."""
+    return f"{n:g} {unit}{'' if n == 1 else 's'}"
+
+
 def _budget(config: TrainConfig) -> str:
-    """The run's budgets in words: ``"15 minutes"``, ``"30 steps or 2 epochs"``."""
-    parts = [f"{n:g} {unit}" for n, unit in ((config.max_minutes, "minutes"), (config.max_steps, "steps"),
-                                               (config.max_epochs, "epochs")) if n is not None]
+    """The run's budgets in words: ``"15 minutes"``, ``"30 steps or 1 epoch"``."""
+    parts = [_count(n, unit) for n, unit in ((config.max_minutes, "minute"), (config.max_steps, "step"),
+                                             (config.max_epochs, "epoch")) if n is not None]
     return " or ".join(parts) + (", whichever comes first" if len(parts) > 1 else "")
 
 
@@ -462,7 +467,8 @@ def main(argv=None) -> int:
         return 0
     h = trainer.history
     val = f", val loss {h['val_loss'][-1]:.3f} (NLL {h['val_nll'][-1]:.3f})" if h["val_loss"] else ""
-    print(f"done: {trainer.step} steps, {trainer.epoch} epochs, {trainer.elapsed_s / 60:.1f} min{val}; "
+    print(f"done: {_count(trainer.step, 'step')}, {_count(trainer.epoch, 'epoch')}, "
+          f"{trainer.elapsed_s / 60:.1f} min{val}; "
           f"checkpoint: {trainer.checkpoint_path}")
     return 0
 

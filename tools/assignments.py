@@ -25,9 +25,10 @@ Usage (what `make assignments` and `make grade` run):
 files beside it (``grading/reports.py``). ``solutions`` writes the course's own solutions as submissions.
 
 The markup (cell metadata key ``assignment``; CONTRIBUTING.md, "Assignments", is the reference): a code cell of a
-gated solution with ``{"exercise": LABEL, "stub": CODE}`` (and optionally ``"forbid": [dotted names]``) is replaced
-by ``CODE``; a cell tagged ``remove-cell`` with ``{"exercise": LABEL, "check": "public" | "hidden", "points": P}``
-is a public check (shown to the student) or a hidden test. Checks run against the notebook's global variables,
+gated solution with ``{"exercise": LABEL, "stub": CODE}`` (and optionally ``"forbid": [dotted names]``, and
+``"essay": true`` when the exercise also asks a question in words: the student notebook then gets a Markdown cell
+for the answer after the exercise's checks) is replaced by ``CODE``; a cell tagged ``remove-cell`` with
+``{"exercise": LABEL, "check": "public" | "hidden", "points": P}`` is a public check (shown to the student) or a hidden test. Checks run against the notebook's global variables,
 also whenever the chapter is executed, so a check that rejects the course's own solution fails ``make test``.
 """
 from __future__ import annotations
@@ -104,6 +105,7 @@ class Exercise:
     stubs: int = 0
     checks: list[Check] = field(default_factory=list)
     forbid: list[str] = field(default_factory=list)  # library references the student must not call
+    builds: bool = False  # a stub defines a function or class (a build-it), which check_own_work can inspect
 
     @property
     def points(self) -> float:
@@ -127,6 +129,10 @@ def cell_markup(cell) -> dict | None:
         raise ValueError(f"cell {cell.get('id')}: 'forbid' must be a list of dotted names, got {forbid!r}")
     if forbid and not has_stub:
         raise ValueError(f"cell {cell.get('id')} ({mark['exercise']}): 'forbid' belongs on a stub cell")
+    essay = mark.get("essay", False)
+    if not isinstance(essay, bool) or (essay and not has_stub):
+        raise ValueError(f"cell {cell.get('id')} ({mark['exercise']}): 'essay' is true or false, on a stub cell; "
+                         f"got {essay!r}")
     if kind is not None:
         if kind not in CHECK_KINDS:
             raise ValueError(f"cell {cell.get('id')}: 'check' must be one of {CHECK_KINDS}, got {kind!r}")
@@ -178,6 +184,7 @@ def transform(nb, *, path: str = "notebook") -> tuple[list, dict[str, Exercise]]
             ex = exercises.setdefault(inside, Exercise(inside))
             ex.forbid += [f for f in mark.get("forbid", []) if f not in ex.forbid]
             if "stub" in mark:
+                ex.builds = ex.builds or bool(re.search(r"^(def|class) \w+", mark["stub"], re.M))
                 stub = nbformat.v4.new_code_cell(mark["stub"].rstrip("\n"))
                 stub.metadata["tags"] = ["assignment-stub"]
                 stub.metadata[KEY] = {"exercise": inside, "stub": ex.stubs}  # which stub, never the solution
@@ -313,17 +320,20 @@ def build_one(src: Path, out_root: Path, *, zip_it: bool = True, book=None, comm
 
 
 def check_forbid(ex: Exercise, where: str) -> None:
-    """An exercise's ``forbid`` list names importable references, and a public check tells the student to write
-    the code (``check_own_work``). Raises ``ValueError`` otherwise."""
+    """An exercise's ``forbid`` list names importable references, and, for a build-it (a stub that defines a
+    function or class), a public check tells the student to write the code (``check_own_work``). A value carries no
+    trace of how it was computed: for an exercise whose stubs are values, the references raise while the
+    submission's stub cells run, and the exercise's statement says that they are ruled out. Raises ``ValueError``
+    otherwise."""
     if not ex.forbid:
         return
-    from grading.forbid import resolve
+    from tmlib.course.diagnostics import resolve_dotted
     for name in ex.forbid:
         try:
-            resolve(name)
+            resolve_dotted(name)
         except LookupError:
             raise ValueError(f"{where}: {ex.label} forbids {name!r}, which names nothing importable") from None
-    if not any(c.kind == "public" and "check_own_work(" in c.code for c in ex.checks):
+    if ex.builds and not any(c.kind == "public" and "check_own_work(" in c.code for c in ex.checks):
         raise ValueError(f"{where}: {ex.label} forbids {', '.join(ex.forbid)}: one of its public checks must call "
                          "check_own_work(...) so that the student learns it before grading")
 

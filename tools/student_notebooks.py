@@ -14,7 +14,8 @@ or opens it in Colab gets none of that; the site's download and Colab buttons le
   each solution replaced by its stub, the public checks visible, the hidden tests and solution text removed;
 * plain Markdown that Jupyter and Colab render: an exercise becomes a "### Exercise N.k" heading (numbered per
   chapter as on the site, ``_ext/exercise_numbers.py``) followed by a code cell for the work, or a Markdown cell
-  for the answer when the exercise is a question answered in words; an admonition a quoted block; a dropdown a
+  for the answer when the exercise is a question answered in words (and one after the checks of an exercise that
+  also asks a question in words, marked ``"essay": true`` on its stub); an admonition a quoted block; a dropdown a
   ``<details>`` block, still collapsed; a figure an image embedded as a ``data:`` URI with its caption; a
   citation "Vaswani et al. (2017)" from ``book/references.bib``; a cross-reference to another page a link to that
   page on the course website (``--site`` names another, e.g. a student edition), to this notebook its text;
@@ -49,7 +50,7 @@ from sphinx.util.nodes import split_explicit_title
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import myst  # noqa: E402
-from assignments import META, assignment_metadata, chapter_of, student_notebook  # noqa: E402
+from assignments import KEY, META, assignment_metadata, chapter_of, student_notebook  # noqa: E402
 
 
 def _load_exercise_numbers():
@@ -430,9 +431,19 @@ def make(path: Path, book: Book | None = None):
     convert = Converter(book, docname)
     kinds = exercise_kinds(nb)
     label_of = {number: label for label, number in book.exercise_numbers.items()}
-    cells = []
+    essays = {c.metadata[KEY]["exercise"] for c in nb.cells if c.cell_type == "code"
+              and isinstance(c.metadata.get(KEY), dict) and c.metadata[KEY].get("essay") is True}
+    cells, pending = [], None  # pending: an exercise with a question in words whose answer cell is still to come
+
+    def answer_cell(label):
+        return nbformat.v4.new_markdown_cell(f"*Your answer to Exercise {book.exercise_numbers[label]}, in words "
+                                             "(double-click this cell to write it):*")
+
     for i, cell in enumerate(student.cells):
         where = f"{path.name}, cell {i}"
+        if cell.cell_type == "markdown" and pending is not None:  # after the exercise's stub and checks
+            cells.append(answer_cell(pending))
+            pending = None
         if cell.cell_type == "markdown":
             following = student.cells[i + 1] if i + 1 < len(student.cells) else None
             has_stub = following is not None and "assignment-stub" in following.metadata.get("tags", [])
@@ -458,7 +469,11 @@ def make(path: Path, book: Book | None = None):
         code = nbformat.v4.new_code_cell(install_everywhere(cell.source) if install else cell.source)
         if "assignment" in cell.metadata and "stub" in cell.metadata["assignment"]:
             code.metadata["assignment"] = copy.deepcopy(cell.metadata["assignment"])
+            if cell.metadata["assignment"]["exercise"] in essays:
+                pending = cell.metadata["assignment"]["exercise"]
         cells.append(code)
+    if pending is not None:
+        cells.append(answer_cell(pending))
     chapter = chapter_of(path)
     essays = any(c.cell_type == "markdown" and c.source.startswith("*Your answer to Exercise") for c in cells)
     cells.insert(1, nbformat.v4.new_markdown_cell(note(int(chapter), path.stem, bool(exercises), essays)))

@@ -5,7 +5,7 @@ self-check quizzes and titled, labelled figures.
 from tmlib.course.checks import check_close, check_shape, tolerance_text
 from tmlib.course.diagnostics import (
     check_causal, check_own_work, check_padding_invariance, check_rows_sum_to_one, check_stages, forbidden_references,
-    module_stages
+    module_stages, resolve_dotted
 )
 from tmlib.course.exercise_checks import (
     check_attention_bytes, check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result,
@@ -29,7 +29,7 @@ __all__ = [
     "MHA_EXAMPLE_2", "MHA_EXAMPLE_3", "MultiHeadExample", "PAPER_QUIZ", "Quiz", "alignment_panels",
     "attention_heads", "attention_heatmap", "check_causal", "check_close", "check_own_work", "check_padding_invariance",
     "check_rows_sum_to_one", "check_shape", "check_stages", "choice", "forbidden_references", "head_grid",
-    "mask_panels", "module_stages",
+    "mask_panels", "module_stages", "resolve_dotted",
     "check_attention_bytes", "check_attention_result", "check_encoder_layer", "check_feed_forward", "check_feed_forward_result",
     "check_layer_norm_result", "check_multi_head_attention", "check_multi_head_result",
     "numeric", "paper_quiz_block", "positional_encoding_heatmap", "power_law_plot", "tolerance_text"

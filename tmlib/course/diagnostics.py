@@ -17,7 +17,7 @@ import numpy as np
 from tmlib.course.checks import as_float_array, check_close
 
 __all__ = ["check_rows_sum_to_one", "check_causal", "check_padding_invariance", "check_stages", "module_stages",
-           "forbidden_references", "check_own_work"]
+           "forbidden_references", "check_own_work", "resolve_dotted"]
 
 
 def check_rows_sum_to_one(weights, what: str = "the attention weights", atol: float = 1e-6) -> str:
@@ -169,20 +169,27 @@ def module_stages(module, names, *inputs, **kwargs) -> dict:
 
 
 # --------------------------------------------------------------------------------------------- own work
-def _resolve(dotted: str):
+def resolve_dotted(dotted: str):
+    """The object a dotted name names: a module (``"tmlib"``), a function or class (``"tmlib.ref.softmax"``,
+    ``"torch.nn.functional.softmax"``) or an attribute of one (``"tmlib.training.NoamSchedule.peak"``); the longest
+    importable prefix is imported and the rest looked up as attributes.
+
+    Raises:
+        LookupError: the name names nothing importable.
+    """
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:
             obj = importlib.import_module(".".join(parts[:cut]))
-        except Exception:  # noqa: BLE001 - not a module at this length
+        except Exception:  # noqa: BLE001 - not a module at this length: try a shorter prefix
             continue
         try:
             for attr in parts[cut:]:
                 obj = getattr(obj, attr)
             return obj
         except AttributeError:
-            return None
-    return None
+            break
+    raise LookupError(f"{dotted} names nothing importable")
 
 
 def _matches(obj, targets: dict) -> str | None:
@@ -228,7 +235,12 @@ def forbidden_references(fn, forbid) -> list[str]:
     or class ``fn`` refers to, directly or through the functions and classes of the student's own namespace that
     it calls (by global name, attribute chain, default argument or closure). A static inspection: it cannot see
     a name built at run time (``getattr(R, "soft" + "max")``), which the grader's run stops instead."""
-    targets = {name: obj for name in forbid if (obj := _resolve(name)) is not None}
+    targets = {}
+    for name in forbid:
+        try:
+            targets[name] = resolve_dotted(name)
+        except LookupError:  # a name that names nothing cannot be called either
+            continue
     found, seen, todo = set(), set(), [fn]
     while todo:
         item = todo.pop()

@@ -9,7 +9,6 @@ copies the library's source has written it out, and no grader can tell.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
 import types
 
@@ -26,24 +25,6 @@ def _raising_code(n_free: int, message: str):
     scope: dict = {}
     exec("\n".join(src), scope)
     return scope["_outer"]().__code__
-
-
-def resolve(dotted: str):
-    """The object a dotted name (``tmlib.ref.softmax``, ``torch.nn.functional.softmax``) names. Raises
-    ``LookupError`` when it names nothing importable."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except Exception:  # noqa: BLE001 - not a module at this length: try a shorter prefix
-            continue
-        try:
-            for attr in parts[cut:]:
-                obj = getattr(obj, attr)
-            return obj
-        except AttributeError:
-            break
-    raise LookupError(f"{dotted} names nothing importable")
 
 
 def _functions_of(obj) -> list:
@@ -73,15 +54,19 @@ def forbidden(names, namespace: dict | None = None, exercise: str = "this exerci
     A Python function has its code replaced (so every alias raises: ``R.softmax``, ``from tmlib.ref import
     softmax``, a default argument); a class has its own methods' code replaced; a built-in (C) function is replaced
     in every loaded module and in ``namespace`` where it is bound. Everything is restored afterwards. A name that
-    resolves to nothing is skipped (the exercise's markup is checked at build time).
+    resolves to nothing is skipped (the exercise's markup is checked at build time). Names are resolved with
+    ``tmlib.course.diagnostics.resolve_dotted``, as ``check_own_work`` resolves them.
     """
-    saved_code, saved_attrs = [], []
-    try:
-        for dotted in names or ():
+    saved_code, saved_attrs, targets = [], [], []
+    if names:  # all resolved before any code is replaced (forbidding "tmlib" replaces resolve_dotted's too)
+        from tmlib.course.diagnostics import resolve_dotted
+        for dotted in names:
             try:
-                obj = resolve(dotted)
+                targets.append((dotted, resolve_dotted(dotted)))
             except LookupError:
                 continue
+    try:
+        for dotted, obj in targets:
             message = f"{dotted} is not available in {exercise}: write it yourself"
             funcs = _functions_of(obj)
             for func in funcs:
