@@ -235,6 +235,121 @@ def test_measurements_page_results_at_a_glance():
                f"ends at {modern['post-LN, no warm-up']['val_loss']:.3f}", where="book/measurements.md (modern_cpu.json)")
 
 
+def _gpu_record(name: str) -> dict:
+    return _record(f"gpu/{name}")
+
+
+def test_measurements_page_gpu_machine_and_records():
+    """The GPU section: the machine as the records describe it, every GPU record in the table, and the figures of
+    the results-at-a-glance table recomputed from the records (results/gpu/, the one-shot GPU run)."""
+    text = _page("book/measurements.md")
+    names = sorted(p.name for p in (RESULTS / "gpu").iterdir() if p.suffix in (".json", ".txt", ".xml"))
+    for name in names:
+        _assert_in(text, f"`{name}`", where="book/measurements.md's table of GPU records")
+    summary = _gpu_record("gpu_check_cuda.json")
+    machines = [_gpu_record(n)["machine"] for n in names if n.endswith(".json") and "machine" in _gpu_record(n)]
+    assert {m["gpu"]["name"] for m in machines} == {"NVIDIA H200"} and {m["gpu"]["count"] for m in machines} == {1}
+    assert {m["torch_version"] for m in machines} == {"2.11.0+cu130"} and {m["cuda_version"] for m in machines} == {"13.0"}
+    gpu, m = machines[0]["gpu"], machines[0]
+    driver, clock, power = (s.strip() for s in summary["nvidia_smi"].split(",")[1:])
+    _assert_in(text, f"NVIDIA H200 (compute capability {gpu['capability']}), {gpu['memory_gib']} GiB", f"driver {driver}",
+               f"{int(clock.split()[0]):,} MHz", f"{float(power.split()[0]):.0f} W",
+               f"{m['cpu_count']} logical CPUs", "PyTorch 2.11.0 with CUDA 13.0", f"Python {m['python_version']}",
+               f"({summary['elapsed_s']:.0f} s)", f"({summary['parts']['1']['rerun']['elapsed_s']:.0f} s)",
+               where="book/measurements.md (the GPU machine)")
+    assert summary["parts"]["5"]["status"].startswith("timed out") and not (RESULTS / "gpu" / "throughput_cuda.json").exists()
+
+    tr, train = _gpu_record("translate_cuda.json"), _gpu_record("gpu_train_cuda.json")["results"]
+    b, g = tr["beam4"], tr["greedy"]
+    assert tr["model_config"]["dropout"] == 0.1 and tr["precision"] == "bfloat16"
+    _assert_in(text, f"{tr['minutes_trained']:.0f} minutes: {tr['steps']:,} steps ({tr['epochs_completed']} epochs), "
+                     f"{tr['target_tokens_per_s_median']:,.0f} target tokens/s",
+               f"(step {train['best']['step']:,}, epoch {train['best']['epoch']})",
+               f"BLEU {b['bleu']:.2f} cased, {b['bleu_lowercase']:.2f} lowercased, chrF {b['chrf']:.2f}",
+               f"greedy: {g['bleu']:.2f}, {g['bleu_lowercase']:.2f}, {g['chrf']:.2f}", where="book/measurements.md (GPU training)")
+
+    f16 = _gpu_record("fp16_cuda.json")["results"]
+    assert f16["resume"]["bit_identical"] and f16["scaler"]["backoffs"] == f16["scaler"]["growths"] == 0
+    _assert_in(text, f"{f16['steps']} steps", f"from {f16['loss_first_tenth']:.2f}", f"to {f16['loss_last_tenth']:.2f}",
+               f"at {f16['scaler']['final_scale']:,.0f} throughout", f"checkpoint of step {f16['resume']['checkpoint_step']}",
+               where="book/measurements.md (fp16)")
+
+    dec = _gpu_record("cpu_decode_cuda.json")["results"]
+    _assert_in(text, f"greedy {dec['greedy']['identical']} of {dec['greedy']['sentences']} and beam 4 "
+                     f"{dec['beam4']['identical']} of {dec['beam4']['sentences']}",
+               f"{dec['max_abs_log_prob_difference']:.1e}".replace("e-0", "e-"), where="book/measurements.md (GPU checkpoint on the CPU)")
+
+    rows = {(r["method"], r["pass"], r["n"]): r for r in _gpu_record("attention_cost_cuda.json")["results"]["rows"]}
+    fwd = {m: rows[(m, "forward", 4096)] for m in ("explicit", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math")}
+    _assert_in(text, f"explicit {1e3 * fwd['explicit']['median_s']:.2f} ms and {fwd['explicit']['peak_bytes'] / 1e6:,.0f} MB",
+               f"the default fused call {1e3 * fwd['sdpa']['median_s']:.2f} ms and {fwd['sdpa']['peak_bytes'] / 1e6:.1f} MB",
+               f"FlashAttention {1e3 * fwd['sdpa_flash']['median_s']:.2f} ms",
+               f"the memory-efficient kernel {1e3 * fwd['sdpa_efficient']['median_s']:.2f} ms",
+               f"cuDNN {1e3 * fwd['sdpa_cudnn']['median_s']:.2f} ms",
+               f"math {1e3 * fwd['sdpa_math']['median_s']:.2f} ms and {fwd['sdpa_math']['peak_bytes'] / 1e6:,.0f} MB",
+               where="book/measurements.md (GPU attention)")
+    for pass_ in ("forward", "forward_backward"):  # "its memory equals the default call's at every n"
+        assert all(rows[("sdpa_cudnn", pass_, n)]["peak_bytes"] == rows[("sdpa", pass_, n)]["peak_bytes"]
+                   for (m, p_, n) in rows if m == "sdpa" and p_ == pass_)
+
+    kv = _gpu_record("kv_cache_cuda.json")["results"]
+    sp = {t["output_tokens"]: t["speedup"] for t in kv["timing"]}
+    spread = max(max(t["times_s"][k]) / min(t["times_s"][k]) for t in kv["timing"] for k in t["times_s"])
+    prof, cpu_prof = kv["profile"], _record("kv_cache_cpu.json")["results"]["profile"]
+    _assert_in(text, f"{sp[50]:.2f} times as fast as without at 50 tokens", f"{sp[100]:.2f} times at 100",
+               f"{sp[200]:.2f} times at 200", f"(up to {spread:.2f} times)",
+               f"took {1e3 * prof['s_per_step']:.2f} ms for {prof['aten_calls_per_step']:.0f} operator calls",
+               f"{prof['output_projection_share_of_step']:.1%} of it ({cpu_prof['output_projection_share_of_step']:.1%} on the CPU)",
+               where="book/measurements.md (GPU KV cache)")
+    assert all(1 / spread < s < spread for s in sp.values())  # "within the spread of the two repeats"
+
+    mfu = _gpu_record("mfu_cuda.json")["results"]
+    ms, comp = mfu["models"], mfu["models"]["tmlib_compiled"]
+    top = {t["name"]: t["self_device_ms"] for t in mfu["profile"]["top"]}
+    step_ms = 1e3 * mfu["batch"]["target_tokens"] / ms["tmlib"]["tokens_per_s"]
+    _assert_in(text, f"{mfu['batch']['target_tokens']:,} target tokens a step",
+               f"the course's model {ms['tmlib']['tokens_per_s']:,.0f} target tokens/s",
+               f"`nn.Transformer` {ms['nn']['tokens_per_s']:,.0f} ({mfu['ratio_tmlib_over_nn']:.2f} times)",
+               f"MFU {ms['tmlib']['mfu']:.1%} of the datasheet's peak", f"{ms['tmlib']['mfu_vs_measured_matmul']:.1%} of the measured",
+               f"`torch.compile` {comp['tokens_per_s']:,.0f} target tokens/s (MFU {comp['mfu']:.1%})",
+               f"compiled in {comp['compile_s']:.0f} s", f"One eager step of {step_ms:.1f} ms",
+               f"matrix products (mm, addmm) {top['aten::mm'] + top['aten::addmm']:.1f} ms",
+               f"copies and conversions {top['aten::copy_']:.1f} ms",
+               f"log-softmax {top['aten::_log_softmax'] + top['aten::_log_softmax_backward_data']:.1f} ms",
+               f"{mfu['peaks']['datasheet'] / 1e12:.1f} TFLOP/s in dense bf16",
+               f"ran at {mfu['peaks']['measured_matmul'] / 1e12:.0f} TFLOP/s", where="book/measurements.md (MFU)")
+    assert comp["graph_breaks"] == 0  # "no graph break"
+
+    tests = _gpu_record("cuda_tests_cuda.json")["results"]
+    counts, failed = tests["counts"], [c for c in tests["cases"] if c["outcome"] == "failed"]
+    _assert_in(text, f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped",
+               "bound of 0.2 nats", f"(they differed by {float(failed[0]['message'].split()[1]):.2f})",
+               where="book/measurements.md (CUDA tests)")
+
+
+def test_distributed_page_says_what_ran_on_the_gpu():
+    """The scaling-out page's "what has run where" against the CUDA tests' record: one-process NCCL DDP and the
+    exact resume passed on the GPU, two-process NCCL was skipped (one GPU)."""
+    cases = {c["name"].split("::")[-1]: c["outcome"] for c in _gpu_record("cuda_tests_cuda.json")["results"]["cases"]}
+    assert cases["test_one_process_group_nccl_or_gloo_ddp_gradients_equal_the_plain_model[cuda]"] == "passed"
+    assert cases["test_resume_is_exact[cuda]"] == "passed"
+    assert cases["test_two_gpus_with_nccl_equal_one_process"] == "skipped"
+    _assert_in(_page("book/distributed.ipynb"), "a group of one process with the NCCL backend",
+               "whose gradients equal those of the unwrapped model bit for bit", "resumed on the GPU continued bit for bit",
+               "NCCL between two processes has not run", where="book/distributed.ipynb")
+
+
+def test_measurements_page_precision_probe_section():
+    text = _page("book/measurements.md")
+    probe = _record("precision_probe_cpu.json")["results"]
+    for setting, r in probe.items():
+        t, tr = r["probe"]["timings"], r["training_median_target_tokens_per_s"]
+        _assert_in(text, f"| {t['float32_s']:.2f}, {t['bf16_s']:.2f} | {'bf16' if r['probe']['dtype'] == 'bfloat16' else 'float32'} "
+                         f"| {tr['float32']:,}, {tr['bfloat16']:,} | {r['bf16_over_float32']} |",
+                   *(f"`{k}={v}`" for k, v in r["environment"].items()), where=f"book/measurements.md (probe, {setting})")
+        assert r["probe_chose_the_faster"]
+
+
 def test_measurements_page_slow_cpu_section():
     text = _page("book/measurements.md")
     rec = _record("cpu_recipe.json")
