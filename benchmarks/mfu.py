@@ -82,6 +82,14 @@ def _device_time(event) -> float:
     return 0.0
 
 
+def _is_kernel(event) -> bool:
+    """Whether a profiler row is a device kernel: an operator's row repeats its kernels' time, so the device total
+    sums kernels only (as the profiler's own "Self CUDA time total" does)."""
+    from torch.autograd import DeviceType
+
+    return event.device_type != DeviceType.CPU and not getattr(event, "is_user_annotation", False)
+
+
 def profile_step(step, model, optimizer, batch, device) -> tuple[dict, str]:
     """One step under ``torch.profiler``: ``({wall_ms, host_ms, device_ms, top[]}, table text)``."""
     from torch.profiler import ProfilerActivity, profile
@@ -98,7 +106,7 @@ def profile_step(step, model, optimizer, batch, device) -> tuple[dict, str]:
     key = _device_time if on_device else (lambda e: float(e.self_cpu_time_total))
     top = sorted(rows, key=key, reverse=True)[:15]
     summary = {"wall_ms": wall * 1e3, "host_op_ms": sum(e.self_cpu_time_total for e in rows) / 1e3,
-               "device_kernel_ms": sum(_device_time(e) for e in rows) / 1e3 if on_device else None,
+               "device_kernel_ms": sum(_device_time(e) for e in rows if _is_kernel(e)) / 1e3 if on_device else None,
                "top": [{"name": e.key, "calls": e.count, "self_device_ms": _device_time(e) / 1e3,
                         "self_host_ms": e.self_cpu_time_total / 1e3} for e in top],
                "note": "profiler overhead included; host_op_ms sums every operator's own CPU time"}
