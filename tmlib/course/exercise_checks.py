@@ -14,7 +14,7 @@ import numpy as np
 from tmlib import ref
 from tmlib.course.checks import as_float_array, check_close, check_shape
 
-__all__ = ["check_attention_result", "check_attention_bytes", "check_feed_forward_result", "check_layer_norm_result",
+__all__ = ["check_attention_result", "check_attention_bytes", "check_peak_learning_rate", "check_feed_forward_result", "check_layer_norm_result",
            "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer"]
 
 
@@ -72,6 +72,27 @@ def check_attention_bytes(answer, *, batch: int, n_heads: int, seq_len: int, byt
         hints = ["the count is in bits or bytes mixed up (a factor 8)"]
     detail = f" One factor is off: {' or '.join(hints)}?" if hints else " It is not off by one of the factors alone."
     raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}).{detail}")
+
+
+def check_peak_learning_rate(my_peak, peak_step, *, d_model: int, warmup_steps: int,
+                             what: str = "peak learning rate") -> str:
+    """Check the step where the warm-up schedule lrate = d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)
+    (paper eq. 3) peaks, and the rate there (4 significant digits), naming a rising or falling schedule at
+    ``peak_step``, the base model's width, a missing d_model^-0.5 or the rate one step away; never the value."""
+    def lrate(step, d=d_model):
+        return d ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+    if isinstance(peak_step, bool) or not isinstance(peak_step, (int, np.integer)) or peak_step < 2:
+        raise AssertionError(f"peak_step must be a whole step number of at least 2, got {peak_step!r}")
+    before, at, after = (lrate(int(s)) for s in (peak_step - 1, peak_step, peak_step + 1))
+    if at < max(before, after):
+        raise AssertionError(f"step {peak_step} is not the peak: the rate is "
+                             f"{'still rising' if after > at else 'already falling'} there")
+    variants = [("the schedule gives for the base model (d_model = 512)", lrate(warmup_steps, 512)),
+                ("the schedule gives without the factor d_model^-0.5", warmup_steps ** -0.5),
+                ("the rate one step before the peak", lrate(warmup_steps - 1)),
+                ("the rate one step after the peak", lrate(warmup_steps + 1))]
+    return _compare(my_peak, lrate(warmup_steps), what, variants, rtol=5e-4, atol=0)
 
 
 def _ffn(x, w1, b1, w2, b2, relu: bool = True):
