@@ -2,12 +2,15 @@
 that names it, and never print the expected value."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from tmlib import ref as R
 from tmlib.course import examples as E
 from tmlib.course.exercise_checks import (
+    check_peak_learning_rate,
     check_attention_bytes, check_attention_result, check_feed_forward, check_feed_forward_result,
     check_layer_norm_result, check_multi_head_attention, check_multi_head_result
 )
@@ -130,3 +133,17 @@ def test_encoder_layer_build_it_names_the_sub_layer():
                         (layer(ffn_on_x=True), "feed-forward sub-layer .*matches.*gets the layer's input x")]:
         with pytest.raises(AssertionError, match=symptom):
             check_encoder_layer(fn)
+
+
+def test_peak_learning_rate_names_each_mistake_and_never_the_value():
+    right = R.noam_lr(4000, 1024, 4000)
+    assert check_peak_learning_rate(right, 4000, d_model=1024, warmup_steps=4000).startswith("correct")
+    cases = {(R.noam_lr(4000, 512, 4000), 4000): "base model",
+             (4000 ** -0.5, 4000): "without the factor d_model^-0.5",
+             (R.noam_lr(4001, 1024, 4000), 4000): "one step after",
+             (right, 3999): "still rising", (right, 4001): "already falling",
+             (right, 4000.0): "whole step number"}
+    for (peak, step), symptom in cases.items():
+        with pytest.raises(AssertionError, match=re.escape(symptom)) as err:
+            check_peak_learning_rate(peak, step, d_model=1024, warmup_steps=4000)
+        assert f"{right:.4g}" not in str(err.value) and f"{right:.3e}" not in str(err.value)
