@@ -10,7 +10,7 @@ import pytest
 from tmlib import ref as R
 from tmlib.course import examples as E
 from tmlib.course.exercise_checks import (
-    check_peak_learning_rate,
+    check_learning_rate, check_merged_alignment, check_peak_learning_rate,
     check_attention_bytes, check_attention_result, check_feed_forward, check_feed_forward_result,
     check_layer_norm_result, check_multi_head_attention, check_multi_head_result
 )
@@ -139,10 +139,37 @@ def test_peak_learning_rate_names_each_mistake_and_never_the_value():
     right = R.noam_lr(4000, 1024, 4000)
     assert check_peak_learning_rate(right, 4000, d_model=1024, warmup_steps=4000).startswith("correct")
     cases = {(R.noam_lr(4000, 512, 4000), 4000): "base model",
-             (4000 ** -0.5, 4000): "without the factor d_model^-0.5",
+             (4000 ** -0.5, 4000): "without d_model^-0.5",
              (right, 3999): "still rising", (right, 4001): "already falling",
              (right, 4000.0): "whole step number"}
     for (peak, step), symptom in cases.items():
         with pytest.raises(AssertionError, match=re.escape(symptom)) as err:
             check_peak_learning_rate(peak, step, d_model=1024, warmup_steps=4000)
         assert f"{right:.4g}" not in str(err.value) and f"{right:.3e}" not in str(err.value)
+
+
+def test_learning_rate_names_each_mistake():
+    kw = dict(d_model=256, warmup_steps=200, factor=0.3)
+    assert check_learning_rate(R.noam_lr(800, 256, 200, 0.3), 800, **kw).startswith("correct")
+    cases = {R.noam_lr(800, 256, 200): "without the factor", R.noam_lr(800, 512, 200, 0.3): "base model",
+             0.3 * 800 ** -0.5: "without d_model^-0.5", 0.3 * 256 ** -0.5 * 800 * 200 ** -1.5: "other phase"}
+    for value, symptom in cases.items():
+        with pytest.raises(AssertionError, match=re.escape(symptom)) as err:
+            check_learning_rate(value, 800, **kw)
+        assert f"{R.noam_lr(800, 256, 200, 0.3):.4g}" not in str(err.value)
+
+
+def test_merged_alignment_names_the_rule_broken():
+    from tmlib.analysis import alignment as A
+
+    pq, pk = ["▁A", "▁ham", "ster", "."], ["▁Ein", "▁Ham", "ster", "."]
+    w = np.array([[0.8, 0.1, 0.1, 0.0], [0.1, 0.6, 0.3, 0.0], [0.0, 0.2, 0.7, 0.1], [0.1, 0.0, 0.1, 0.8]])
+    right = A.merge_attention(w, A.word_spans(pq), A.word_spans(pk))
+    assert check_merged_alignment(right, w, pq, pk).startswith("correct")
+    qs, ks = A.word_spans(pq), A.word_spans(pk)
+    by_key = np.stack([w[:, a:b].sum(1) for a, b in ks], 1)
+    summed = np.stack([by_key[a:b].sum(0) for a, b in qs])
+    with pytest.raises(AssertionError, match="summing over the query pieces"):
+        check_merged_alignment(summed, w, pq, pk)
+    with pytest.raises((AssertionError, ValueError), match="shape"):
+        check_merged_alignment(right[:2], w, pq, pk)

@@ -9,7 +9,8 @@ from tmlib.course.diagnostics import (
 )
 from tmlib.course.exercise_checks import (
     check_attention_bytes, check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result,
-    check_layer_norm_result, check_multi_head_attention, check_multi_head_result, check_peak_learning_rate
+    check_layer_norm_result, check_multi_head_attention, check_multi_head_result, check_peak_learning_rate,
+    check_learning_rate, check_merged_alignment
 )
 from tmlib.course.examples import (
     ATTENTION_EXAMPLES, ATTENTION_EXAMPLE_1, ATTENTION_EXAMPLE_2, ATTENTION_EXAMPLE_3, AttentionExample,
@@ -31,6 +32,6 @@ __all__ = [
     "check_rows_sum_to_one", "check_shape", "check_stages", "choice", "forbidden_references", "head_grid",
     "mask_panels", "module_stages", "resolve_dotted",
     "check_attention_bytes", "check_attention_result", "check_encoder_layer", "check_feed_forward", "check_feed_forward_result",
-    "check_layer_norm_result", "check_multi_head_attention", "check_multi_head_result", "check_peak_learning_rate",
+    "check_layer_norm_result", "check_multi_head_attention", "check_multi_head_result", "check_peak_learning_rate", "check_learning_rate", "check_merged_alignment",
     "numeric", "paper_quiz_block", "positional_encoding_heatmap", "power_law_plot", "tolerance_text"
 ]

@@ -14,7 +14,7 @@ import numpy as np
 from tmlib import ref
 from tmlib.course.checks import as_float_array, check_close, check_shape
 
-__all__ = ["check_attention_result", "check_attention_bytes", "check_peak_learning_rate", "check_feed_forward_result", "check_layer_norm_result",
+__all__ = ["check_attention_result", "check_attention_bytes", "check_learning_rate", "check_merged_alignment", "check_peak_learning_rate", "check_feed_forward_result", "check_layer_norm_result",
            "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer"]
 
 
@@ -74,23 +74,60 @@ def check_attention_bytes(answer, *, batch: int, n_heads: int, seq_len: int, byt
     raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}).{detail}")
 
 
-def check_peak_learning_rate(my_peak, peak_step, *, d_model: int, warmup_steps: int,
-                             what: str = "peak learning rate") -> str:
-    """Check the step where the warm-up schedule lrate = d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)
-    (paper eq. 3) peaks, and the rate there (4 significant digits), naming a rising or falling schedule at
-    ``peak_step``, the base model's width or a missing d_model^-0.5; never the value."""
-    def lrate(step, d=d_model):
-        return d ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+def _lrate(step, d_model, warmup_steps, factor=1.0):
+    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 
+
+def check_learning_rate(answer, step: int, *, d_model: int, warmup_steps: int, factor: float = 1.0,
+                        what: str = "learning rate") -> str:
+    """Check a rate of the warm-up schedule lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)
+    (paper eq. 3) at ``step`` to 4 significant digits, naming the factor or d_model^-0.5 left out, the base
+    model's width, or the term of the other phase; never the value."""
+    other = (step ** -0.5 if step * warmup_steps ** -1.5 < step ** -0.5 else step * warmup_steps ** -1.5)
+    variants = [("the schedule gives without the factor", _lrate(step, d_model, warmup_steps)),
+                ("the schedule gives without d_model^-0.5", factor * min(step ** -0.5, step * warmup_steps ** -1.5)),
+                ("the schedule gives for the base model (d_model = 512)", _lrate(step, 512, warmup_steps, factor)),
+                ("the other phase's term gives (the min takes the smaller of the two)",
+                 factor * d_model ** -0.5 * other)]
+    variants = [(h, v) for h, v in variants if not np.isclose(v, _lrate(step, d_model, warmup_steps, factor),
+                                                              rtol=5e-4, atol=0)]
+    return _compare(answer, _lrate(step, d_model, warmup_steps, factor), what, variants, rtol=5e-4, atol=0)
+
+
+def check_peak_learning_rate(my_peak, peak_step, *, d_model: int, warmup_steps: int, factor: float = 1.0,
+                             what: str = "peak learning rate") -> str:
+    """Check the step where the warm-up schedule (paper eq. 3, see :func:`check_learning_rate`) peaks, and the
+    rate there (4 significant digits), naming a schedule still rising or already falling at ``peak_step``, the
+    base model's width or a missing factor; never the value."""
     if isinstance(peak_step, bool) or not isinstance(peak_step, (int, np.integer)) or peak_step < 2:
         raise AssertionError(f"peak_step must be a whole step number of at least 2, got {peak_step!r}")
-    before, at, after = (lrate(int(s)) for s in (peak_step - 1, peak_step, peak_step + 1))
+    before, at, after = (_lrate(int(s), d_model, warmup_steps) for s in (peak_step - 1, peak_step, peak_step + 1))
     if at < max(before, after):
         raise AssertionError(f"step {peak_step} is not the peak: the rate is "
                              f"{'still rising' if after > at else 'already falling'} there")
-    variants = [("the schedule gives for the base model (d_model = 512)", lrate(warmup_steps, 512)),
-                ("the schedule gives without the factor d_model^-0.5", warmup_steps ** -0.5)]
-    return _compare(my_peak, lrate(warmup_steps), what, variants, rtol=5e-4, atol=0)
+    return check_learning_rate(my_peak, warmup_steps, d_model=d_model, warmup_steps=warmup_steps, factor=factor,
+                               what=what)
+
+
+def check_merged_alignment(answer, weights, query_pieces, key_pieces, what: str = "merged alignment") -> str:
+    """Check a word-by-word attention matrix merged from BPE pieces (sum over a word's key pieces, mean over its
+    query pieces; :func:`tmlib.analysis.alignment.merge_attention`) to 4 decimals, naming the sum and the mean
+    exchanged or a word's pieces left unmerged; never the matrix."""
+    from tmlib.analysis.alignment import word_spans
+
+    w = np.asarray(weights, dtype=float)
+    qs, ks = word_spans(list(query_pieces)), word_spans(list(key_pieces))
+    check_shape(answer, (len(qs), len(ks)), what)
+
+    def merge(rows, cols):
+        by_key = np.stack([cols(w[:, a:b], axis=1) for a, b in ks], axis=1)
+        return np.stack([rows(by_key[a:b], axis=0) for a, b in qs], axis=0)
+
+    variants = [("summing over the query pieces gives (a row then adds up to its number of pieces)",
+                 merge(np.sum, np.sum)),
+                ("averaging over the key pieces gives (a row then no longer adds up to 1)", merge(np.mean, np.mean)),
+                ("the mean and the sum exchanged give", merge(np.sum, np.mean))]
+    return _compare(answer, merge(np.mean, np.sum), what, variants, decimals=4)
 
 
 def _ffn(x, w1, b1, w2, b2, relu: bool = True):
