@@ -378,7 +378,7 @@ def quiz_markdown(source: str, where: str) -> str | None:
         parts.append(text)
     if not parts:
         raise ValueError(f"{where}: a quiz cell without a question")
-    return "\n\n".join(parts) + "\n\n*Answer on the chapter's page, where the question checks your choice.*"
+    return "\n\n".join(parts) + "\n\n*Write your answer in the cell below; the chapter's page checks a choice.*"
 
 
 # --------------------------------------------------------------------------------------------- a notebook
@@ -463,6 +463,7 @@ def make(path: Path, book: Book | None = None):
         quiz = quiz_markdown(cell.source, where) if "remove-input" in cell.metadata.get("tags", []) else None
         if quiz is not None:
             cells.append(nbformat.v4.new_markdown_cell(convert.cell(quiz, where)))
+            cells.append(nbformat.v4.new_markdown_cell("*Your answer (double-click this cell to write it):*"))
             continue
         in_book = book.root in path.resolve().parents  # a chapter of the book starts with its install cell
         install = i == 1 and (in_book or "google.colab" in cell.source)
