@@ -372,7 +372,7 @@ def test_decoding_colliding_keys_is_bounded():
 def test_honest_cells_with_magics_get_full_marks(batch, name):
     """Before: 4 / 7 ("answer not defined"): the old driver turned every magic into a no-op."""
     row = total(batch, f"magic{name}__42_toy.ipynb")
-    assert (row["points"], row["note"]) == (7, ""), row
+    assert (row["points"], row["note"]) == (7, "" if batch["sandboxed"] else "graded without a sandbox"), row
 
 
 def test_data_folder_through_a_symbolic_link(batch):
@@ -489,7 +489,8 @@ def test_judging_is_time_limited(tmp_path):
     start = time.monotonic()
     rows = A.grade(subs, out, sandbox="bwrap" if grading.probe() is None else "none", limits=limits, jobs=1)
     totals = {r["student"]: (r["points"], r["note"]) for r in rows if r["exercise"] == "TOTAL"}
-    assert totals["right"] == (2, "") and totals["stuck"] == (0, "not gradable: judging its values ran past 2 s")
+    unsandboxed = "" if grading.probe() is None else "graded without a sandbox"
+    assert totals["right"] == (2, unsandboxed) and totals["stuck"] == (0, "not gradable: judging its values ran past 2 s")
     assert time.monotonic() - start < 40
 
 
@@ -589,8 +590,10 @@ def test_reports_for_instructors(batch):
     assert "could not be graded: not gradable: ran past the time limit" in loop
     with (subs / "gradebook_statistics.csv").open() as f:
         stats = {r["exercise"]: r for r in csv.DictReader(f)}
-    assert stats["ex_42_answer"]["most_frequent_message"] == "AssertionError: answer must be a positive int"
-    assert int(stats["TOTAL"]["not_gradable"]) >= 6 and float(stats["TOTAL"]["most_memory_mb"]) > 0
+    if batch["sandboxed"]:  # unsandboxed, the submissions that probe the sandbox fail otherwise (CI has bubblewrap)
+        assert stats["ex_42_answer"]["most_frequent_message"] == "AssertionError: answer must be a positive int"
+    # the files that cannot be graded: 5 without the sandbox, 6 in it (as measured with and without bwrap)
+    assert int(stats["TOTAL"]["not_gradable"]) >= (6 if batch["sandboxed"] else 5) and float(stats["TOTAL"]["most_memory_mb"]) > 0
     with (subs / "gradebook_canvas.csv").open() as f:
         canvas = list(csv.reader(f))
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Chapter 42: A toy chapter (autograded)"]
