@@ -457,3 +457,20 @@ def test_readme_contents_list_every_page():
         assert re.search(rf"^\s*{int(nb.name[:2])}\. ", contents, re.M), f"README's contents lack chapter {nb.name}"
     for title in ("Try the translator", "Scaling out", "errata", "references", "measured", "instructors"):
         assert title in contents, f"README's contents lack {title!r}"
+
+
+def test_chapter_12_table1_reading_matches_the_record():
+    """Chapter 12: where attention was slower than the LSTM, the repeats overlap at 6 of 8 points; the two clear
+    points are at n = 1024 with d = 128 and 256 (table1_cpu.json)."""
+    import collections
+
+    cases = collections.defaultdict(dict)
+    for r in _record("table1_cpu.json")["results"]["grid"]:
+        cases[(r["d"], r["n"])][r["layer"]] = r
+    slower = {k: v for k, v in cases.items()
+              if v["self_attention"]["median_s"] > v["recurrent"]["median_s"]}
+    clear = sorted(k for k, v in slower.items()
+                   if min(v["self_attention"]["times_s"]) > max(v["recurrent"]["times_s"]))
+    assert (len(slower), len(slower) - len(clear), clear) == (8, 6, [(128, 1024), (256, 1024)])
+    _assert_in(_page("notebooks/12_efficiency.ipynb"), "at 6 of the 8 points where attention was slower",
+               "both at $n = 1024 > d$ ($d = 128$ and $256$)", where="chapter 12")
