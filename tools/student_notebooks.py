@@ -382,6 +382,11 @@ def quiz_markdown(source: str, where: str) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------- a notebook
+def answer_markdown(title: str):
+    """The empty Markdown cell a student writes an answer in words into, headed ``*title (double-click …):*``."""
+    return nbformat.v4.new_markdown_cell(f"*{title} (double-click this cell to write it):*")
+
+
 def exercise_kinds(nb) -> dict[str, str]:
     """Per exercise label of a chapter notebook, ``"code"`` when its solution has code cells (or there is none),
     ``"text"`` when it is text only (an essay question: the student answers in a Markdown cell)."""
@@ -436,8 +441,7 @@ def make(path: Path, book: Book | None = None):
     cells, pending = [], None  # pending: an exercise with a question in words whose answer cell is still to come
 
     def answer_cell(label):
-        return nbformat.v4.new_markdown_cell(f"*Your answer to Exercise {book.exercise_numbers[label]}, in words "
-                                             "(double-click this cell to write it):*")
+        return answer_markdown(f"Your answer to Exercise {book.exercise_numbers[label]}, in words")
 
     for i, cell in enumerate(student.cells):
         where = f"{path.name}, cell {i}"
@@ -455,15 +459,14 @@ def make(path: Path, book: Book | None = None):
                 number = re.search(r"^### Exercise (\S+?)(?::|$)", text, re.M)
                 if number and not (has_stub and k == len(chunks) - 1):
                     if kinds.get(label_of.get(number[1], ""), "code") == "text":
-                        cells.append(nbformat.v4.new_markdown_cell(
-                            f"*Your answer to Exercise {number[1]} (double-click this cell to write it):*"))
+                        cells.append(answer_markdown(f"Your answer to Exercise {number[1]}"))
                     else:
                         cells.append(nbformat.v4.new_code_cell(f"# Exercise {number[1]}: your work"))
             continue
         quiz = quiz_markdown(cell.source, where) if "remove-input" in cell.metadata.get("tags", []) else None
         if quiz is not None:
             cells.append(nbformat.v4.new_markdown_cell(convert.cell(quiz, where)))
-            cells.append(nbformat.v4.new_markdown_cell("*Your answer (double-click this cell to write it):*"))
+            cells.append(answer_markdown("Your answer"))
             continue
         in_book = book.root in path.resolve().parents  # a chapter of the book starts with its install cell
         install = i == 1 and (in_book or "google.colab" in cell.source)
