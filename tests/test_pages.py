@@ -479,3 +479,36 @@ def test_chapter_12_table1_reading_matches_the_record():
     assert (len(slower), len(slower) - len(clear), clear) == (8, 6, [(128, 1024), (256, 1024)])
     _assert_in(_page("notebooks/12_efficiency.ipynb"), "at 6 of the 8 points where attention was slower",
                "both at $n = 1024 > d$ ($d = 128$ and $256$)", where="chapter 12")
+
+
+def test_measurements_page_runs_side_by_side():
+    """Chapter 9's runs table: every row's steps, throughput, weights and BLEU as its record stores them."""
+    text = _page("book/measurements.md")
+    section = text[text.index("(measurements-runs)="):text.index("(measurements-precision)=")]
+    rows = {}
+    for name in ("translate_cpu_auto.json", "translate_cpu.json", "translate_cpu_fp32_emulated_run1.json",
+                 "translate_cpu_fp32_emulated.json"):
+        r = _record(name)
+        row = next(line for line in section.splitlines() if f"`{name}`" in line)
+        step = re.search(r"step (\d+)", r["weights_scored"])
+        weights = f"step {int(step.group(1)):,}" if r["weights_scored"].startswith("kept best") else "the last"
+        cells = [c.strip() for c in row.split("|")]
+        assert cells[4].split(" ")[0] == f"{r['steps']:,}", (name, cells[4])
+        assert cells[5:8] == [f"{r['target_tokens_per_s_median']:,.0f}", weights, f"{r['beam4']['bleu']:.2f}"], (name, cells)
+        assert cells[3] == {"float32": "float32", "bfloat16": "bf16"}[r["precision"]], (name, cells[3])
+        rows[name] = r
+    fast, auto = rows["translate_cpu.json"], rows["translate_cpu_auto.json"]
+    _assert_in(section, f"{fast['steps']:,} / {auto['steps']:,} = {fast['steps'] / auto['steps']:.2f} times the steps",
+               f"= {fast['target_tokens_per_s_median'] / auto['target_tokens_per_s_median']:.2f} times the tokens",
+               f"scored {auto['beam4']['bleu'] - fast['beam4']['bleu']:.2f} BLEU apart", where="book/measurements.md (runs)")
+
+
+def test_intro_quotes_the_cpu_runs():
+    """The welcome page's CPU sentence: bf16's slow-down where it is imitated, and the 15-minute runs' steps and BLEU."""
+    probe = _record("precision_probe_cpu.json")["results"]
+    runs = [_record(name) for name in ("translate_cpu_auto.json", "translate_cpu.json")]
+    steps = sorted(r["steps"] for r in runs)
+    assert max(abs(r["beam4"]["bleu"] - 37.7) for r in runs) < 0.1  # "about 37.7"
+    _assert_in(_page("book/intro.md"), f"{1 / probe['avx512-no-bf16']['bf16_over_float32']:.1f} to "
+               f"{1 / probe['avx2']['bf16_over_float32']:.0f} times more slowly",
+               f"gave {steps[0]:,} to {steps[-1]:,} steps and about 37.7", where="book/intro.md")
