@@ -16,13 +16,14 @@ from tmlib.course.exercise_checks import (
 )
 
 
-def _mha(scale=True, axis=-1, order=1, w_o_used=True):
+def _mha(scale=True, axis=-1, order=1, w_o_used=True, scale_by_d_model=False):
     """Multi-head attention written out, with one of the typical mistakes switched on."""
     def fn(x_q, x_k, x_v, w_q, w_k, w_v, w_o):
         heads, weights = [], []
         for i in range(len(w_q)):
             q, k, v = x_q @ w_q[i], x_k @ w_k[i], x_v @ w_v[i]
-            scores = q @ k.T / (np.sqrt(q.shape[-1]) if scale else 1.0)
+            width = x_q.shape[-1] if scale_by_d_model else q.shape[-1]
+            scores = q @ k.T / (np.sqrt(width) if scale else 1.0)
             a = np.exp(scores - scores.max(axis=axis, keepdims=True))
             a = a / a.sum(axis=axis, keepdims=True)
             heads.append(a @ v)
@@ -35,7 +36,8 @@ def _mha(scale=True, axis=-1, order=1, w_o_used=True):
 def test_multi_head_build_it_accepts_the_right_answer_and_names_each_mistake():
     assert check_multi_head_attention(_mha()).startswith("correct:")
     assert check_multi_head_attention(lambda *a: R.multi_head_attention(*a)).startswith("correct:")
-    for fn, symptom in [(_mha(scale=False), "head 1 .*not divided by √d_k"),
+    for fn, symptom in [(_mha(scale=False), "head 1 .*not divided by √d_k.*√d_k of a head, not √d_model"),
+                        (_mha(scale_by_d_model=True), "head 1 .*divided by √d_model.*√d_k of a head, not √d_model"),
                         (_mha(axis=-2), "head 1 .*over the queries"),
                         (_mha(order=-1), "every head are right.*reverse order"),
                         (_mha(w_o_used=False), "without the product with W\\^O")]:
@@ -106,6 +108,10 @@ def test_attention_bytes_names_the_factor():
         check_attention_bytes(right // 32, **kw)
     with pytest.raises(AssertionError, match="batch is counted twice"):
         check_attention_bytes(right * 8, **kw)
+    with pytest.raises(AssertionError, match=re.escape("4 bytes (float32) per element instead of 2 (bfloat16)?")):
+        check_attention_bytes(right * 2, **kw)  # float32 instead of bfloat16
+    with pytest.raises(AssertionError, match=re.escape("8 bytes (float64) per element instead of 2 (bfloat16)?")):
+        check_attention_bytes(right * 4, **kw)
     with pytest.raises(AssertionError, match="sequence length") as err:
         check_attention_bytes(right // 4096, **kw)
     assert str(right) not in str(err.value) and f"{right:,}" not in str(err.value)

@@ -55,7 +55,8 @@ def check_attention_result(answer, q, k, v, what: str = "your answer", *, part: 
 def check_attention_bytes(answer, *, batch: int, n_heads: int, seq_len: int, bytes_per_element: int,
                           n_layers: int, what: str = "the memory of the attention matrices") -> str:
     """Compare an integer count of bytes with the memory of the stored attention matrices, naming the factor
-    (batch, heads, a sequence length, bytes per element, layers) that is missing or counted twice."""
+    (batch, heads, a sequence length, bytes per element, layers) that is missing or counted twice, or the bytes of
+    another number format (4 for float32, 8 for float64) used instead of ``bytes_per_element``."""
     factors = {"the batch": batch, "the number of heads": n_heads, "the sequence length (the matrices are n × n)":
                seq_len, "the bytes per element": bytes_per_element, "the number of layers": n_layers}
     expected = int(np.prod([int(f) for f in factors.values()], dtype=object)) * int(seq_len)
@@ -66,6 +67,14 @@ def check_attention_bytes(answer, *, batch: int, n_heads: int, seq_len: int, byt
     answer = int(answer)
     if answer == expected:
         return f"correct: {what} is right (exact)"
+    formats = {1: "8-bit", 2: "bfloat16", 4: "float32", 8: "float64"}
+    for other in (4, 8):
+        if other != bytes_per_element and answer * int(bytes_per_element) == expected * other:
+            mine = f"{bytes_per_element} ({formats[bytes_per_element]})" if bytes_per_element in formats \
+                else f"{bytes_per_element}"
+            size = "too small" if answer < expected else "too large"
+            raise AssertionError(f"{what} is not right yet ({size}). The number format is off: {other} bytes "
+                                 f"({formats[other]}) per element instead of {mine}?")
     hints = [f"{name} is missing" for name, f in factors.items() if f > 1 and answer * f == expected]
     hints += [f"{name} is counted twice" for name, f in factors.items() if f > 1 and answer == expected * f]
     if not hints and answer * 8 == expected:
@@ -197,7 +206,9 @@ def check_multi_head_attention(fn, what: str = "your multi-head attention", *, s
         out_i, w_i = _attention(q, k, v)
         if not np.allclose(weights[i], w_i, rtol=0, atol=1e-9):
             if np.allclose(weights[i], _attention(q, k, v, scale=False)[1], rtol=0, atol=1e-9):
-                cause = "its scores are not divided by √d_k"
+                cause = "its scores are not divided by √d_k; the scale is √d_k of a head, not √d_model"
+            elif np.allclose(weights[i], _attention(q * np.sqrt(d_k / d_model), k, v)[1], rtol=0, atol=1e-9):
+                cause = "its scores are divided by √d_model; the scale is √d_k of a head, not √d_model"
             elif np.allclose(weights[i], _attention(q, k, v, axis=-2)[1], rtol=0, atol=1e-9):
                 cause = "its softmax runs over the queries (each column sums to 1, not each row)"
             elif any(np.allclose(weights[i], _attention(x_q @ w_q[j], x_k @ w_k[j], x_v)[1], rtol=0, atol=1e-9)
