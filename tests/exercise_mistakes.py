@@ -183,10 +183,10 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "ex-06-gap": [
         Mistake("nothing minimised (issue 24)", code="closed_form = 0\n\ndef descend(lr, steps):\n    return np.zeros(10)\n\n"
-                                                      "z = descend(1.0, 5000)"),
+                                                      "z_opt = descend(1.0, 5000)"),
         Mistake("the closed form's logits, no descent (issue 24)", code=(
             "closed_form = math.log(0.91 / 0.01)\n\ndef descend(lr, steps):\n"
-            "    return np.log(R.label_smoothing_targets([0], 10, 0.1, 'uniform')[0])\n\nz = descend(1.0, 5000)")),
+            "    return np.log(R.label_smoothing_targets([0], 10, 0.1, 'uniform')[0])\n\nz_opt = descend(1.0, 5000)")),
         Mistake("gradient ascent: the step's sign flipped", replace=(
             ("z = z - lr * (R.softmax(z) - t10)", "z = z + lr * (R.softmax(z) - t10)"),)),
         Mistake("the gradient of the unsmoothed loss (a one-hot target)", replace=(
@@ -195,7 +195,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("z = z - lr * (R.softmax(z) - t10)", "z = z - lr * (R.softmax(np.zeros(10)) - t10)"),)),
         Mistake("the exclusive convention's gap", replace=(("closed_form = math.log(0.91 / 0.01)",
                                                             "closed_form = math.log(0.9 / (0.1 / 9))"),)),
-        Mistake("too few gradient steps", replace=(("z = descend(1.0, 5000)", "z = descend(1.0, 20)"),)),
+        Mistake("too few gradient steps", replace=(("z_opt = descend(1.0, 5000)", "z_opt = descend(1.0, 20)"),)),
     ],
     "ex-06-crossover": [
         Mistake("the projections' crossover for both", code="d = 512\nn_a = 2 * d\nn_b = 2 * d"),

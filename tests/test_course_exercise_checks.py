@@ -180,3 +180,46 @@ def test_merged_alignment_names_the_rule_broken():
         check_merged_alignment(summed, w, pq, pk)
     with pytest.raises((AssertionError, ValueError), match="shape"):
         check_merged_alignment(right[:2], w, pq, pk)
+
+
+def test_smoothing_floor_accepts_the_entropy_and_names_each_mistake():
+    from tmlib.course.exercise_checks import check_smoothing_floor
+    v, eps = 8000, 0.1
+    p_true, p_other = 1 - eps + eps / v, eps / v
+    own, others = -p_true * np.log(p_true), -(v - 1) * p_other * np.log(p_other)
+    assert check_smoothing_floor(own + others, v, eps).startswith("correct")
+    for wrong, words in ((own, "correct token's term alone"),
+                         (others, "other tokens' terms alone"), ((own + others) / np.log(2), "in bits"),
+                         (own + others + 0.01, None)):
+        with pytest.raises(AssertionError) as err:
+            check_smoothing_floor(wrong, v, eps)
+        assert (words in str(err.value)) if words else "Your answer is what" not in str(err.value)
+        assert f"{own + others:.3f}" not in str(err.value)  # the value is never printed
+    with pytest.raises(ValueError, match="label_smoothing"):
+        check_smoothing_floor(1.0, v, 1.5)
+
+
+def test_padding_fractions_compares_every_chunk_size_without_printing_them():
+    from tmlib.course.exercise_checks import check_padding_fractions
+    from tmlib.data import token_batches
+    rng = np.random.default_rng(0)
+    lengths = [(int(a), int(b)) for a, b in rng.integers(3, 40, size=(3000, 2))]
+    size = np.array([max(s, t + 1) for s, t in lengths])
+    right = {}
+    for chunk in (1, 10, 100, 10_000):
+        b = token_batches(lengths, 2000, seed=0, epoch=0, chunk_size=chunk)
+        right[chunk] = 1 - sum(size[i].sum() for i in b) / sum(len(i) * size[i].max() for i in b)
+    assert check_padding_fractions(right, lengths, 2000).startswith("correct")
+    with pytest.raises(AssertionError, match="the keys 1, 10, 100, 10000"):
+        check_padding_fractions({1: 0.1}, lengths, 2000)
+    ordered_but_wrong = {1: 3, 10: 2, 100: 1, 10_000: 0}  # falls with the chunk size, yet is no fraction
+    with pytest.raises(AssertionError, match="chunk_size 1, chunk_size 10, chunk_size 100, chunk_size 10000"):
+        check_padding_fractions(ordered_but_wrong, lengths, 2000)
+    percent = {k: 100 * v for k, v in right.items()}
+    with pytest.raises(AssertionError, match="a percentage"):
+        check_padding_fractions(percent, lengths, 2000)
+    off = {**right, 100: right[100] + 0.01}
+    with pytest.raises(AssertionError) as err:
+        check_padding_fractions(off, lengths, 2000)
+    assert "chunk_size 100" in str(err.value) and "chunk_size 10," not in str(err.value)
+    assert all(f"{v:.3f}" not in str(err.value) for v in right.values())

@@ -496,7 +496,7 @@ def test_judging_is_time_limited(tmp_path):
 
 STUDENT_SET_INPUTS = {  # exercise -> the values a student set to satisfy a public check that read them
     "ex-04-rope": {"q_vec": np.zeros(8), "k_vec": np.zeros(8), "scores": [0.0, 0.0, 0.0]},  # kept 9/10
-    "ex-06-gap": {"closed_form": 0.0, "z": np.zeros(10)},  # kept 5/6 (then with V10 = 2 and z of 2 logits)
+    "ex-06-gap": {"closed_form": 0.0, "z_opt": np.zeros(10)},  # kept 5/6 (then with V10 = 2 and z_opt of 2 logits)
     "ex-07-cache-cost": {"n": 10**9, "without_cache": 5 * 10**8, "with_cache": 1},         # kept 9/10
 }
 

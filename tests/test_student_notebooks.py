@@ -254,3 +254,12 @@ def test_no_link_to_the_page_with_the_solutions(path):
         if m and numbers[m[1]] == "text":
             answer = nb.cells[i + 1]
             assert answer.cell_type == "markdown" and answer.source.startswith(f"*Your answer to Exercise {m[1]}")
+
+
+def test_the_first_note_says_whether_to_complete_or_to_repair():
+    """Chapter 10 hands out working code with a bug in it (its `# ...` comments do not count as gaps); chapter 2
+    hands out code with `...` to complete."""
+    assert sn.has_ellipsis("x = ...\n") and not sn.has_ellipsis("x = 1  # ... a bug here\ns = '...'\n")
+    for stem, words in (("10_finding_bugs", "find the bug and fix it"), ("02_multi_head_attention", "`...` to complete")):
+        note = _student(ROOT / "notebooks" / f"{stem}.ipynb").cells[1].source
+        assert words in note, (stem, note[:200])

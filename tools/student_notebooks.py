@@ -40,8 +40,10 @@ import ast
 import base64
 import copy
 import html
+import io
 import re
 import sys
+import tokenize
 from pathlib import Path
 
 import nbformat
@@ -408,11 +410,24 @@ def exercise_kinds(nb) -> dict[str, str]:
     return kinds
 
 
-def note(chapter: int, stem: str, checked: bool, essays: bool) -> str:
-    """The first note of a student notebook: how to work and hand in (no link to the page with the solutions)."""
+def has_ellipsis(code: str) -> bool:
+    """Whether Python code holds the `...` a student is to complete (comments and strings do not count)."""
+    try:
+        return any(tok.type == tokenize.OP and tok.string == "..."
+                   for tok in tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return "..." in code
+
+
+def note(chapter: int, stem: str, checked: bool, essays: bool, repair: bool = False) -> str:
+    """The first note of a student notebook: how to work and hand in (no link to the page with the solutions).
+    ``repair``: the exercises hand out working code with a bug to fix, not code with ``...`` to complete."""
     text = (f"*This is the notebook of chapter {chapter} for you to run and work in. Run the cells from the top. "
             "Each exercise is followed by a cell for your work")
-    if checked:
+    if checked and repair:
+        text += ": where it holds a function with a bug in it, find the bug and fix it; the check cell below it " \
+                "says what is still wrong"
+    elif checked:
         text += ": where it holds a function or a variable with `...` to complete, the check cell below it says " \
                 "what is wrong"
     if essays:
@@ -480,7 +495,9 @@ def make(path: Path, book: Book | None = None):
         cells.append(answer_cell(pending))
     chapter = chapter_of(path)
     essays = any(c.cell_type == "markdown" and c.source.startswith("*Your answer to Exercise") for c in cells)
-    cells.insert(1, nbformat.v4.new_markdown_cell(note(int(chapter), path.stem, bool(exercises), essays)))
+    stubs = [c.source for c in cells if c.cell_type == "code" and "stub" in c.metadata.get("assignment", {})]
+    repair = bool(stubs) and not any(map(has_ellipsis, stubs))  # every stub is working code with a bug
+    cells.insert(1, nbformat.v4.new_markdown_cell(note(int(chapter), path.stem, bool(exercises), essays, repair)))
     out = nbformat.v4.new_notebook(cells=cells)
     out.metadata = copy.deepcopy({k: v for k, v in nb.metadata.items() if k in ("kernelspec", "language_info")})
     if exercises:

@@ -1,7 +1,7 @@
 """Keep the Colab install cells pointing at the repository and at the library the site was built from.
 
-Each chapter's Colab install cell (the second cell of `notebooks/NN_*.ipynb`, tagged ``hide-cell``, and the
-install cell of its copy in `student/`) installs the course with
+Each chapter's Colab install cell (the second cell of `notebooks/NN_*.ipynb` and of the pages `book/*.ipynb`,
+tagged ``hide-cell``, and the install cell of a chapter's copy in `student/`) installs the course with
 
     %pip install -q "attention-executable[train] @ git+<address>@<commit>"
 
@@ -141,8 +141,9 @@ def notebook_requirements(path: Path) -> list[tuple[str, str | None]]:
 
 
 def notebooks(root: Path = ROOT) -> list[Path]:
-    """The chapters and their student copies."""
-    return sorted((root / "notebooks").glob("*.ipynb")) + sorted((root / "student").glob("*.ipynb"))
+    """The chapters, the pages that are notebooks (book/*.ipynb, laid out as a chapter) and the student copies."""
+    return (sorted((root / "notebooks").glob("*.ipynb")) + sorted((root / "book").glob("*.ipynb"))
+            + sorted((root / "student").glob("*.ipynb")))
 
 
 def targets(root: Path = ROOT) -> list[Path]:

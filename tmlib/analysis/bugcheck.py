@@ -268,12 +268,14 @@ def check_finite(x, what: str = "the loss") -> str:
     """Assert that ``x`` (number, array or tensor) holds no NaN or infinity.
 
     Raises:
-        AssertionError: how many entries are infinite or NaN (a log of 0, 0·∞, an overflow?).
+        AssertionError: how many entries are infinite or NaN (a log of 0, 0·∞, a softmax over a row whose every
+            entry is masked, an overflow?).
     """
     a = as_float_array(x, "answer", what)
     if not np.isfinite(a).all():
         raise AssertionError(f"{what} is not finite ({int(np.isinf(a).sum())} infinite, {int(np.isnan(a).sum())} "
-                             "NaN entries): a log of 0, 0 times infinity, or an overflow?")
+                             "NaN entries): a log of 0, 0 times infinity, a softmax over a row whose every score is masked "
+                             "(-inf), or an overflow?")
     return f"correct: {what} is finite"
 
 

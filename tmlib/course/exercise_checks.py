@@ -14,7 +14,7 @@ import numpy as np
 from tmlib import ref
 from tmlib.course.checks import as_float_array, check_close, check_shape
 
-__all__ = ["check_attention_result", "check_attention_bytes", "check_learning_rate", "check_merged_alignment", "check_peak_learning_rate", "check_feed_forward_result", "check_layer_norm_result",
+__all__ = ["check_attention_result", "check_attention_bytes", "check_learning_rate", "check_merged_alignment", "check_padding_fractions", "check_peak_learning_rate", "check_smoothing_floor", "check_feed_forward_result", "check_layer_norm_result",
            "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer"]
 
 
@@ -137,6 +137,49 @@ def check_merged_alignment(answer, weights, query_pieces, key_pieces, what: str 
                 ("averaging over the key pieces gives (a row then no longer adds up to 1)", merge(np.mean, np.mean)),
                 ("the mean and the sum exchanged give", merge(np.sum, np.mean))]
     return _compare(answer, merge(np.mean, np.sum), what, variants, decimals=4)
+
+
+def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what: str = "loss floor") -> str:
+    """Check the smallest label-smoothed cross-entropy (paper §5.4), the entropy H(q) of PyTorch's uniform target
+    q = (1 - ε) one-hot + ε/V, in nats, to 3 decimals; names the correct token's term alone, the other tokens' terms
+    alone, and log base 2. Never the value."""
+    v, eps = int(vocab_size), float(label_smoothing)
+    if v < 2 or not 0 < eps < 1:
+        raise ValueError(f"need vocab_size >= 2 and 0 < label_smoothing < 1, got {vocab_size}, {label_smoothing}")
+
+    def entropy_terms(p_true, p_other):
+        return -p_true * np.log(p_true), -(v - 1) * p_other * np.log(p_other)
+
+    own, others = entropy_terms(1 - eps + eps / v, eps / v)
+    variants = [("the correct token's term alone gives (the V - 1 other tokens carry probability too)", own),
+                ("the other tokens' terms alone give (the correct token's term is missing)", others),
+                ("the entropy in bits gives (the losses are in nats: natural logarithms)", (own + others) / np.log(2))]
+    return _compare(answer, own + others, what, variants, decimals=3)
+
+
+def check_padding_fractions(answer: dict, lengths, max_tokens: int, chunk_sizes=(1, 10, 100, 10_000), *,
+                            seed: int = 0, what: str = "padding") -> str:
+    """Check a dict chunk_size -> padding fraction of ``tmlib.data.token_batches(lengths, max_tokens, seed, epoch=0,
+    chunk_size)`` (padded positions of the longer side over all positions, batches summed) to 3 decimals, naming
+    the chunk sizes that differ and a fraction given in percent; never the values."""
+    from tmlib.data import token_batches
+
+    if not isinstance(answer, dict) or sorted(answer) != sorted(chunk_sizes):
+        keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
+        raise AssertionError(f"{what} must be a dict with the keys {', '.join(map(str, chunk_sizes))}; got {keys}")
+    size = np.array([max(s, t + 1) for s, t in lengths])
+    wrong = []
+    for chunk in chunk_sizes:
+        batches = token_batches(lengths, max_tokens, seed=seed, epoch=0, chunk_size=chunk)
+        expected = 1 - sum(size[b].sum() for b in batches) / sum(len(b) * size[b].max() for b in batches)
+        got = float(answer[chunk])
+        if not np.isclose(got, expected, rtol=0, atol=5e-4):
+            wrong.append(f"chunk_size {chunk}" + (" (a percentage? give a fraction between 0 and 1)"
+                                                  if np.isclose(got, 100 * expected, rtol=0, atol=5e-2) else ""))
+    if wrong:
+        raise AssertionError(f"{what} is not right yet at {', '.join(wrong)}: count the padded positions of the "
+                             "longer side (source, or target + 1) over all positions, summed over the batches")
+    return f"correct: {what} at chunk sizes {', '.join(map(str, chunk_sizes))} (3 decimals)"
 
 
 def _ffn(x, w1, b1, w2, b2, relu: bool = True):
