@@ -26,7 +26,8 @@ def _pins() -> set[str | None]:
 def test_install_cells_use_the_configured_address():
     url = sync_repository.repository_url()
     notebooks = sync_repository.notebooks()
-    assert len(notebooks) == 2 * len(list((ROOT / "notebooks").glob("*.ipynb")))  # each chapter and its student copy
+    chapters, pages = (list((ROOT / folder).glob("*.ipynb")) for folder in ("notebooks", "book"))
+    assert pages and len(notebooks) == 2 * len(chapters) + len(pages)  # each chapter, its student copy, each page
     for nb in notebooks:
         found = sync_repository.notebook_requirements(nb)
         assert found and all(a == url for a, _ in found), (f"{nb.relative_to(ROOT)} installs from {found}, "
