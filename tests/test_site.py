@@ -91,7 +91,18 @@ def test_built_pages_use_vendored_javascript(html_dir):
 
 
 EXTENSIONS = ("offline_outputs", "inline_scripts", "translator_model", "student_buttons", "exercise_numbers",
-              "latex_edition")
+              "latex_edition", "merge_streams")
+
+
+def test_printed_fragments_show_as_printed():
+    """A stream split in fragments shows without the empty line MyST-NB's merge alone would add."""
+    import merge_streams
+    from nbformat.v4 import new_output
+    fragments = [new_output("stream", name="stdout", text=t) for t in ("a: 1%\n", "b: 2%", "\nc: 3%\n", "d: 4%")]
+    fragments.insert(2, new_output("display_data", data={"text/plain": "x"}))
+    merged = merge_streams.coalesce_streams(fragments)
+    assert [o["output_type"] for o in merged] == ["stream", "display_data"]
+    assert merged[0]["text"] == "a: 1%\nb: 2%\nc: 3%\nd: 4%\n"  # MyST-NB alone: "...b: 2%\n\nc: 3%..."
 
 
 def test_config_enables_the_site_extension():
