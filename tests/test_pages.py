@@ -510,3 +510,23 @@ def test_intro_quotes_the_cpu_runs():
     runs = [_record(name) for name in ("translate_cpu_auto.json", "translate_cpu.json")]
     assert max(abs(r["beam4"]["bleu"] - 37.7) for r in runs) < 0.1  # "about 37.7"
     _assert_in(_page("book/intro.md"), "reaches about 37.7 BLEU on the test set (beam 4)", where="book/intro.md")
+
+
+def test_instructors_table_of_exercises_per_chapter():
+    """The planning table: per chapter, the exercises, those with a checked stub (and their points), those in words."""
+    text = _page("book/instructors.md")
+    for path in sorted((ROOT / "notebooks").glob("[0-9]*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        labels, stubs, essays, points = [], set(), set(), 0
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "markdown":
+                labels += re.findall(r":label: (ex-[\w-]+)", "".join(cell["source"]))
+            a = cell["metadata"].get("assignment") or {}
+            stubs |= {a["exercise"]} if "stub" in a else set()
+            essays |= {a["exercise"]} if a.get("essay") else set()
+            points += a.get("points", 0)
+        title = "".join(nb["cells"][0]["source"]).splitlines()[0].lstrip("# ").strip()
+        auto = [x for x in labels if x in stubs]
+        words = [x for x in labels if x not in stubs or x in essays]
+        _assert_in(text, f"| {title} | {len(labels)} | {len(auto)} ({points} points) | {len(words)} |",
+                   where="book/instructors.md (planning table)")
