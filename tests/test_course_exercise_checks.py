@@ -223,3 +223,20 @@ def test_padding_fractions_compares_every_chunk_size_without_printing_them():
         check_padding_fractions(off, lengths, 2000)
     assert "chunk_size 100" in str(err.value) and "chunk_size 10," not in str(err.value)
     assert all(f"{v:.3f}" not in str(err.value) for v in right.values())
+
+
+def test_kv_cache_bytes_names_the_factor_and_never_the_value():
+    from tmlib.course.exercise_checks import check_kv_cache_bytes
+    sizes = dict(n_layers=80, n_kv_heads=8, d_head=128, bytes_per_number=2)
+    right = 2 * 80 * 8 * 128 * 2
+    assert check_kv_cache_bytes(right, **sizes).startswith("correct")
+    for wrong, words in ((right // 2, "factor 2 for a key and a value is missing or the bytes per number is missing"),
+                         (right // 80, "number of layers is missing"), (right * 8, "key/value heads is counted twice"),
+                         (right + 1, "check each factor")):
+        with pytest.raises(AssertionError) as err:
+            check_kv_cache_bytes(wrong, **sizes)
+        assert words in str(err.value) and f"{right:,}" not in str(err.value) and str(right) not in str(err.value)
+    with pytest.raises(AssertionError, match="bits are counted instead of bytes"):
+        check_kv_cache_bytes(right * 8, **sizes)
+    with pytest.raises(AssertionError, match="positive whole number"):
+        check_kv_cache_bytes(1.5, **sizes)

@@ -10,7 +10,7 @@ from tmlib.course.diagnostics import (
 from tmlib.course.exercise_checks import (
     check_attention_bytes, check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result,
     check_layer_norm_result, check_multi_head_attention, check_multi_head_result, check_peak_learning_rate,
-    check_learning_rate, check_merged_alignment, check_padding_fractions, check_smoothing_floor
+    check_kv_cache_bytes, check_learning_rate, check_merged_alignment, check_padding_fractions, check_smoothing_floor
 )
 from tmlib.course.examples import (
     ATTENTION_EXAMPLES, ATTENTION_EXAMPLE_1, ATTENTION_EXAMPLE_2, ATTENTION_EXAMPLE_3, AttentionExample,
@@ -33,5 +33,5 @@ __all__ = [
     "mask_panels", "module_stages", "resolve_dotted",
     "check_attention_bytes", "check_attention_result", "check_encoder_layer", "check_feed_forward", "check_feed_forward_result",
     "check_layer_norm_result", "check_multi_head_attention", "check_multi_head_result", "check_peak_learning_rate", "check_learning_rate", "check_merged_alignment",
-    "check_padding_fractions", "check_smoothing_floor", "numeric", "paper_quiz_block", "positional_encoding_heatmap", "power_law_plot", "tolerance_text"
+    "check_kv_cache_bytes", "check_padding_fractions", "check_smoothing_floor", "numeric", "paper_quiz_block", "positional_encoding_heatmap", "power_law_plot", "tolerance_text"
 ]

@@ -14,7 +14,7 @@ import numpy as np
 from tmlib import ref
 from tmlib.course.checks import as_float_array, check_close, check_shape
 
-__all__ = ["check_attention_result", "check_attention_bytes", "check_learning_rate", "check_merged_alignment", "check_padding_fractions", "check_peak_learning_rate", "check_smoothing_floor", "check_feed_forward_result", "check_layer_norm_result",
+__all__ = ["check_attention_result", "check_attention_bytes", "check_learning_rate", "check_kv_cache_bytes", "check_merged_alignment", "check_padding_fractions", "check_peak_learning_rate", "check_smoothing_floor", "check_feed_forward_result", "check_layer_norm_result",
            "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer"]
 
 
@@ -137,6 +137,29 @@ def check_merged_alignment(answer, weights, query_pieces, key_pieces, what: str 
                 ("averaging over the key pieces gives (a row then no longer adds up to 1)", merge(np.mean, np.mean)),
                 ("the mean and the sum exchanged give", merge(np.sum, np.mean))]
     return _compare(answer, merge(np.mean, np.sum), what, variants, decimals=4)
+
+
+def check_kv_cache_bytes(answer, *, n_layers: int, n_kv_heads: int, d_head: int, bytes_per_number: int,
+                         what: str = "KV cache bytes per token") -> str:
+    """Check the bytes a decoder-only model's KV cache holds per token of one sequence, 2 · layers · KV heads ·
+    head size · bytes (a key and a value per layer and KV head), exactly, naming the factor that is missing or
+    counted twice (or 16 bits counted instead of 2 bytes); never the value."""
+    factors = {"the factor 2 for a key and a value": 2, "the number of layers": n_layers,
+               "the number of key/value heads": n_kv_heads, "the head size": d_head,
+               "the bytes per number": bytes_per_number}
+    expected = int(np.prod([int(f) for f in factors.values()], dtype=object))
+    if isinstance(answer, bool) or not float(answer).is_integer() or answer <= 0:
+        raise AssertionError(f"{what} should be a positive whole number of bytes, got {answer!r}")
+    answer = int(answer)
+    if answer == expected:
+        return f"correct: {what} is right (exact)"
+    hints = [f"{name} is missing" for name, f in factors.items() if f > 1 and answer * f == expected]
+    hints += [f"{name} is counted twice" for name, f in factors.items() if f > 1 and answer == expected * f]
+    if answer == expected * 8:
+        hints.append("bits are counted instead of bytes")
+    raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'})"
+                         + (f": {' or '.join(hints)}?" if hints else ": check each factor: 2 (a key and a value), "
+                            "layers, key/value heads, head size, bytes per number"))
 
 
 def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what: str = "loss floor") -> str:
