@@ -185,16 +185,14 @@ def check_padding_fractions(answer: dict, lengths, max_tokens: int, chunk_sizes=
     """Check a dict chunk_size -> padding fraction of ``tmlib.data.token_batches(lengths, max_tokens, seed, epoch=0,
     chunk_size)`` (padded positions of the longer side over all positions, batches summed) to 3 decimals, naming
     the chunk sizes that differ and a fraction given in percent; never the values."""
-    from tmlib.data import token_batches
+    from tmlib.data import padding_fraction, token_batches
 
     if not isinstance(answer, dict) or sorted(answer) != sorted(chunk_sizes):
         keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
         raise AssertionError(f"{what} must be a dict with the keys {', '.join(map(str, chunk_sizes))}; got {keys}")
-    size = np.array([max(s, t + 1) for s, t in lengths])
     wrong = []
     for chunk in chunk_sizes:
-        batches = token_batches(lengths, max_tokens, seed=seed, epoch=0, chunk_size=chunk)
-        expected = 1 - sum(size[b].sum() for b in batches) / sum(len(b) * size[b].max() for b in batches)
+        expected = padding_fraction(token_batches(lengths, max_tokens, seed=seed, epoch=0, chunk_size=chunk), lengths)
         got = float(answer[chunk])
         if not np.isclose(got, expected, rtol=0, atol=5e-4):
             wrong.append(f"chunk_size {chunk}" + (" (a percentage? give a fraction between 0 and 1)"

@@ -27,7 +27,7 @@ import numpy as np
 from tmlib.data.batch import Batch, check_ids, collate_flat, flatten_ids, gather_rows
 from tmlib.validation import check_indices, check_int, check_int_array, check_token_id
 
-__all__ = ["encode_pairs", "filter_by_length", "token_batches", "length_batches", "TokenBudgetBatches",
+__all__ = ["encode_pairs", "filter_by_length", "padding_fraction", "token_batches", "length_batches", "TokenBudgetBatches",
            "BatchIterator"]
 
 
@@ -94,6 +94,15 @@ def length_batches(sizes: Sequence[int], max_tokens: int) -> list[list[int]]:
     if size.ndim != 1:
         raise ValueError(f"sizes must be 1-D (one size per example), got shape {size.shape}")
     return _pack_greedy(np.argsort(size, kind="stable"), size, max_tokens)
+
+
+def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[tuple[int, int]]) -> float:
+    """Share of padded positions over all positions of ``batches`` (lists of example indices into ``lengths``,
+    ``(src_len, tgt_len)`` pairs), on each example's longer side: the source, or the target plus ``<bos>``."""
+    size = np.array([max(s, t + 1) for s, t in lengths])
+    real = sum(size[b].sum() for b in batches)
+    total = sum(len(b) * size[b].max() for b in batches)
+    return float(1 - real / total)
 
 
 def token_batches(lengths: Sequence[tuple[int, int]], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
