@@ -530,3 +530,23 @@ def test_instructors_table_of_exercises_per_chapter():
         words = [x for x in labels if x not in stubs or x in essays]
         _assert_in(text, f"| {title} | {len(labels)} | {len(auto)} ({points} points) | {len(words)} |",
                    where="book/instructors.md (planning table)")
+
+
+def test_translator_gallery_shows_chapter_9s_run():
+    """The translator page's stored gallery (tools/translator_gallery.py) was written from the run that chapter 9's
+    page shows: the same number of steps and the same kept step; its figure exists and every example has a row."""
+    page = _page("book/translator.md")
+    block = re.search(r"<!-- gallery: start -->(.*?)<!-- gallery: end -->", page, re.S)
+    assert block, "book/translator.md has no gallery block: run tools/translator_gallery.py"
+    found = re.search(r"\((\d[\d,]*) steps, the weights of step (\d[\d,]*)\)", block.group(1))
+    assert found, "the gallery does not name its run's steps and kept step"
+    chapter = _page("notebooks/09_training_translator.ipynb")
+    loaded = re.search(r"loaded from \S+: ([\d,]+) steps", chapter)
+    kept = re.search(r"the model holds the weights of step (\d[\d,]*\d)", chapter)
+    assert loaded and kept, "chapter 9 no longer prints its run's steps and kept step"
+    assert found.groups() == (loaded.group(1), kept.group(1)), (
+        f"gallery from a run of {found.groups()} (steps, kept step), chapter 9 shows "
+        f"{(loaded.group(1), kept.group(1))}: run tools/translator_gallery.py on chapter 9's run")
+    rows = [line for line in block.group(1).splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 1 + 5, rows  # header and the five examples
+    assert (ROOT / "book" / "figures" / "translator_cross_attention.png").stat().st_size > 10_000
