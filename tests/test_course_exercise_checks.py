@@ -115,7 +115,7 @@ def test_attention_bytes_names_the_factor():
     with pytest.raises(AssertionError, match="sequence length") as err:
         check_attention_bytes(right // 4096, **kw)
     assert str(right) not in str(err.value) and f"{right:,}" not in str(err.value)
-    with pytest.raises(AssertionError, match="whole number"):
+    with pytest.raises(AssertionError, match="positive whole number"):
         check_attention_bytes(274_877_906_944.5, **kw)
 
 

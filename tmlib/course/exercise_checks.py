@@ -52,35 +52,46 @@ def check_attention_result(answer, q, k, v, what: str = "your answer", *, part: 
     return _compare(answer, _attention(q, k, v)[pick], what, variants, **(tolerance or {"atol": 1e-9}))
 
 
-def check_attention_bytes(answer, *, batch: int, n_heads: int, seq_len: int, bytes_per_element: int,
-                          n_layers: int, what: str = "the memory of the attention matrices") -> str:
-    """Compare an integer count of bytes with the memory of the stored attention matrices, naming the factor
-    (batch, heads, a sequence length, bytes per element, layers) that is missing or counted twice, or the bytes of
-    another number format (4 for float32, 8 for float64) used instead of ``bytes_per_element``."""
-    factors = {"the batch": batch, "the number of heads": n_heads, "the sequence length (the matrices are n × n)":
-               seq_len, "the bytes per element": bytes_per_element, "the number of layers": n_layers}
-    expected = int(np.prod([int(f) for f in factors.values()], dtype=object)) * int(seq_len)
-    if isinstance(answer, float) and answer.is_integer():
-        answer = int(answer)
-    if not isinstance(answer, (int, np.integer)) or isinstance(answer, bool):
-        raise AssertionError(f"{what} must be a whole number of bytes (an int), got {type(answer).__name__}")
-    answer = int(answer)
+def _whole_bytes(answer, what: str) -> int:
+    """``answer`` as an int; AssertionError unless it is a positive whole number (an int or an integral float)."""
+    if isinstance(answer, bool) or not isinstance(answer, (int, float, np.integer, np.floating)) \
+            or not float(answer).is_integer() or answer <= 0:
+        raise AssertionError(f"{what} should be a positive whole number of bytes, got {answer!r}")
+    return int(answer)
+
+
+def _check_byte_product(answer: int, expected: int, factors: dict, what: str, otherwise: str) -> str:
+    """Compare a byte count with ``expected`` (a product of the named ``factors``) exactly; on a failure, name the
+    one factor that is missing or counted twice (or bits counted for bytes), else say ``otherwise``. Never the
+    value."""
     if answer == expected:
         return f"correct: {what} is right (exact)"
+    hints = [f"{name} is missing" for name, f in factors.items() if f > 1 and answer * f == expected]
+    hints += [f"{name} is counted twice" for name, f in factors.items() if f > 1 and answer == expected * f]
+    if answer == expected * 8:
+        hints.append("bits are counted instead of bytes")
+    elif answer * 8 == expected:
+        hints.append("bytes are divided by 8 once too often (bits and bytes mixed up)")
+    size = "too small" if answer < expected else "too large"
+    raise AssertionError(f"{what} is not right yet ({size}): " + (f"{' or '.join(hints)}?" if hints else otherwise))
+
+
+def check_attention_bytes(answer, *, batch: int, n_heads: int, seq_len: int, bytes_per_element: int,
+                          n_layers: int, what: str = "the memory of the attention matrices") -> str:
+    """Compare an integer count of bytes with the memory of the stored attention matrices, batch · heads · n² ·
+    bytes · layers, naming the factor that is missing or counted twice, or the bytes of another number format
+    (4 for float32, 8 for float64) used instead of ``bytes_per_element``; never the value."""
+    answer = _whole_bytes(answer, what)
+    expected = batch * n_heads * seq_len * seq_len * bytes_per_element * n_layers
     formats = {1: "8-bit", 2: "bfloat16", 4: "float32", 8: "float64"}
     for other in (4, 8):
         if other != bytes_per_element and answer * int(bytes_per_element) == expected * other:
-            mine = f"{bytes_per_element} ({formats[bytes_per_element]})" if bytes_per_element in formats \
-                else f"{bytes_per_element}"
-            size = "too small" if answer < expected else "too large"
-            raise AssertionError(f"{what} is not right yet ({size}). The number format is off: {other} bytes "
-                                 f"({formats[other]}) per element instead of {mine}?")
-    hints = [f"{name} is missing" for name, f in factors.items() if f > 1 and answer * f == expected]
-    hints += [f"{name} is counted twice" for name, f in factors.items() if f > 1 and answer == expected * f]
-    if not hints and answer * 8 == expected:
-        hints = ["the count is in bits or bytes mixed up (a factor 8)"]
-    detail = f" One factor is off: {' or '.join(hints)}?" if hints else " It is not off by one of the factors alone."
-    raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}).{detail}")
+            mine = f"{bytes_per_element} ({formats.get(bytes_per_element, 'bytes')})"
+            raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}): "
+                                 f"{other} bytes ({formats[other]}) per element instead of {mine}?")
+    factors = {"the batch": batch, "the number of heads": n_heads, "the sequence length (the matrices are n × n)":
+               seq_len, "the bytes per element": bytes_per_element, "the number of layers": n_layers}
+    return _check_byte_product(answer, expected, factors, what, "it is not off by one of the factors alone")
 
 
 def _lrate(step, d_model, warmup_steps, factor=1.0):
@@ -147,19 +158,9 @@ def check_kv_cache_bytes(answer, *, n_layers: int, n_kv_heads: int, d_head: int,
     factors = {"the factor 2 for a key and a value": 2, "the number of layers": n_layers,
                "the number of key/value heads": n_kv_heads, "the head size": d_head,
                "the bytes per number": bytes_per_number}
-    expected = int(np.prod([int(f) for f in factors.values()], dtype=object))
-    if isinstance(answer, bool) or not float(answer).is_integer() or answer <= 0:
-        raise AssertionError(f"{what} should be a positive whole number of bytes, got {answer!r}")
-    answer = int(answer)
-    if answer == expected:
-        return f"correct: {what} is right (exact)"
-    hints = [f"{name} is missing" for name, f in factors.items() if f > 1 and answer * f == expected]
-    hints += [f"{name} is counted twice" for name, f in factors.items() if f > 1 and answer == expected * f]
-    if answer == expected * 8:
-        hints.append("bits are counted instead of bytes")
-    raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'})"
-                         + (f": {' or '.join(hints)}?" if hints else ": check each factor: 2 (a key and a value), "
-                            "layers, key/value heads, head size, bytes per number"))
+    expected = 2 * n_layers * n_kv_heads * d_head * bytes_per_number
+    return _check_byte_product(_whole_bytes(answer, what), expected, factors, what, "check each factor: 2 (a key and a "
+                               "value), layers, key/value heads, head size, bytes per number")
 
 
 def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what: str = "loss floor") -> str:
