@@ -163,7 +163,9 @@ def test_causal_statistics_exclude_padding():
     assert_close(s["entropy"][0], expected_entropy, n=n)
     assert_close(s["max_entropy"][0], expected_entropy, n=n)  # uniform = maximum
     assert_close(s["previous"][0], (1 / 2 + 1 / 3 + 1 / 2) / 3, n=n)  # queries with i >= 1: 3 of them
-    assert_close(s["first"][0], (1 + 1 / 2 + 1 / 3 + 1 + 1 / 2) / 5, n=n)
+    # query 0 sees only key 0 (no choice): left out of the shares, so 3 queries count
+    assert_close(s["first"][0], (1 / 2 + 1 / 3 + 1 / 2) / 3, n=n)
+    assert_close(s["same"][0], (1 / 2 + 1 / 3 + 1 / 2) / 3, n=n)
     assert np.isnan(s["last"][0]) and np.isnan(s["diagonal"][0])
 
 

@@ -78,22 +78,23 @@ def _statistic_sums(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind:
     # entropy of the uniform distribution over the allowed keys
     max_ent = torch.log(n_allowed.clamp_min(1).to(torch.float64))  # (batch, n_q)
     terms["max_entropy"] = max_ent[:, None, :].expand(batch, n_heads, n_q), query_mask
+    chooses = query_mask & (n_allowed > 1)  # (batch, n_q): a query that sees one key only has no choice
     if kind != "cross":
         # previous token: weight of key i-1 for queries i >= 1
-        terms["previous"] = torch.diagonal(w, offset=-1, dim1=-2, dim2=-1), query_mask[:, 1:]  # (batch, h, n_q - 1)
-        terms["same"] = torch.diagonal(w, dim1=-2, dim2=-1), query_mask  # (batch, h, n_q)
-    terms["first"] = w[..., 0], query_mask
+        terms["previous"] = torch.diagonal(w, offset=-1, dim1=-2, dim2=-1), chooses[:, 1:]  # (batch, h, n_q - 1)
+        terms["same"] = torch.diagonal(w, dim1=-2, dim2=-1), chooses  # (batch, h, n_q)
+    terms["first"] = w[..., 0], chooses
     # the last real key is visible only to the last query of causal attention: not defined there
     if kind != "decoder self":
         last_index = (n_k_real - 1).clamp_min(0)[:, None, None, None].expand(batch, n_heads, n_q, 1)
-        terms["last"] = w.gather(-1, last_index)[..., 0], query_mask  # (batch, h, n_q)
+        terms["last"] = w.gather(-1, last_index)[..., 0], chooses  # (batch, h, n_q)
     if kind == "cross":
         # the proportional diagonal: query i of n_q_real sits at key position (i + 1/2) n_k / n_q - 1/2
         ratio = n_k_real.to(torch.float64) / n_q_real.clamp_min(1).to(torch.float64)  # (batch,)
         centre = (i[None, :].to(torch.float64) + 0.5) * ratio[:, None] - 0.5  # (batch, n_q)
         near = (j[None, None, :] - centre[:, :, None]).abs() <= 1.0  # (batch, n_q, n_k): within ±1 key
         near = near & key_mask[:, None, :]
-        terms["diagonal"] = (w * near[:, None].to(torch.float64)).sum(dim=-1), query_mask  # (batch, h, n_q)
+        terms["diagonal"] = (w * near[:, None].to(torch.float64)).sum(dim=-1), chooses  # (batch, h, n_q)
 
     sums, counts = [], []
     for name in STATISTICS:
@@ -113,7 +114,8 @@ def attention_statistics(weights: Tensor, query_mask: Tensor, key_mask: Tensor, 
     §4; Clark et al. 2019 §3): ``entropy`` (nats) and its bound ``max_entropy`` (ln of the keys a query may see),
     the weight on the ``previous`` key, the ``same`` key (self-attention), the ``first`` key, the ``last`` real key
     (the final full stop: the "sink" heads find) and, for cross-attention, within ±1 of the proportional
-    ``diagonal``; NaN where a statistic does not apply.
+    ``diagonal``; NaN where a statistic does not apply. The shares (previous, same, first, last, diagonal) leave out
+    a query that may see one key only, as the decoder's first query sees only ``<bos>``: it has no choice to make.
 
     weights ``(batch, n_heads, n_q, n_k)``; query_mask ``(batch, n_q)`` and key_mask ``(batch, n_k)``, bool, True =
     real, right-padded; kind ``"encoder self"``, ``"decoder self"`` (causal) or ``"cross"`` → ``{statistic:
