@@ -141,3 +141,23 @@ def test_check_own_work_tells_the_student_to_write_it():
     stand_in.__tm_references__ = SOFTMAX
     with pytest.raises(AssertionError, match="calls tmlib.ref.softmax"):
         check_own_work(stand_in, SOFTMAX)
+
+
+def test_check_own_work_says_a_stub_is_not_written_yet():
+    """A stub as handed out (a body of only a docstring and ``...``) is not "correct: your own work"."""
+    def my_softmax(x):
+        """Softmax of x along its last axis."""
+        ...  # your code
+
+    class MyModule:
+        def __init__(self):
+            super().__init__()
+            ...  # your code
+
+        def forward(self, x):
+            ...  # your code
+
+    for stub, name in ((my_softmax, "my_softmax"), (MyModule, "MyModule.forward")):
+        with pytest.raises(TypeError, match=rf"^{name} is not written yet: its body is still `\.\.\.`"):
+            check_own_work(stub, SOFTMAX)
+    assert check_own_work(own, SOFTMAX).startswith("correct: own is your own work")

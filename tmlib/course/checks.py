@@ -16,7 +16,8 @@ import numpy as np
 from tmlib.tolerance import eps_of, tolerance
 from tmlib.validation import check_float, check_int
 
-__all__ = ["check_shape", "check_close", "tolerance_text", "as_float_array", "how_far"]
+__all__ = ["check_shape", "check_close", "tolerance_text", "as_float_array", "how_far", "require_answered",
+           "still_to_do"]
 
 _DEFAULT_ATOL = 1e-6
 _MAX_LISTED = 5  # entries listed in a failure message
@@ -31,7 +32,7 @@ def check_shape(x, shape: tuple, name: str = "tensor") -> None:
         TypeError: ``x`` has no shape (``None``, or ``...`` still to be replaced by an answer).
         ValueError: the shapes differ; the message names both.
     """
-    _require_answered(x, name)
+    require_answered(x, name)
     if not hasattr(x, "shape"):
         raise TypeError(f"{name} must be an array or a tensor with a shape, got {type(x).__name__}")
     actual = tuple(x.shape)
@@ -46,11 +47,22 @@ def _unanswered(x, depth: int = 0) -> bool:
     return depth < 3 and isinstance(x, (list, tuple)) and any(_unanswered(v, depth + 1) for v in x)
 
 
-def _require_answered(x, what: str) -> None:
+def still_to_do(what: str) -> str:
+    """The one message for an answer that is still the stub's ``...`` (a value, or a function whose body is only
+    ``...``: :func:`tmlib.course.diagnostics.check_own_work`)."""
+    return f"{what}: still `...`; replace the `...` with your answer and run that cell again"
+
+
+def _none_message(what: str) -> str:
+    return f"{what} is None: is its code still `...`, or is a `return` missing? Finish it and run that cell again"
+
+
+def require_answered(x, what: str) -> None:
+    """Raise TypeError with :func:`still_to_do`'s message if ``x`` is, or holds, ``...``, or is None."""
     if _unanswered(x):
-        raise TypeError(f"{what}: still `...`; replace the `...` with your answer and run that cell again")
+        raise TypeError(still_to_do(what))
     if x is None:
-        raise TypeError(f"{what} is None (did you forget to assign it, or to `return` it?)")
+        raise TypeError(_none_message(what))
 
 
 def as_float_array(x, role: str, what: str) -> np.ndarray:
@@ -62,11 +74,10 @@ def as_float_array(x, role: str, what: str) -> np.ndarray:
     if hasattr(x, "detach"):  # torch tensor: leave the graph and the device (NumPy has no bfloat16)
         x = x.detach().cpu()
         x = x.double() if x.is_floating_point() else x
-    if role == "answer" and _unanswered(x):
-        raise TypeError(f"{what}: your answer is still `...`; replace the `...` with your answer and run that "
-                        "cell again")
-    if x is None:
-        raise TypeError(f"{what}: the {role} is None (did you forget to assign it, or to `return` it?)")
+    if role == "answer":
+        require_answered(x, what)
+    elif x is None:
+        raise TypeError(f"{what}: the {role} is None")
     try:
         return np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as err:

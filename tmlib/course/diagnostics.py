@@ -284,6 +284,25 @@ def _own(obj, namespace: dict) -> bool:
     return isinstance(obj, type) and getattr(obj, "__module__", None) == namespace.get("__name__", "__main__")
 
 
+def _only_ellipsis(fn) -> bool:
+    """Whether ``fn`` is a function whose body is only a docstring and ``...`` (or ``pass``): a stub as it was
+    handed out. Such a body compiles to nothing but ``return None``."""
+    func = getattr(fn, "__func__", fn)
+    if not isinstance(func, types.FunctionType) or func.__name__ == "<lambda>":
+        return False
+    ops = [(ins.opname, ins.argval) for ins in dis.get_instructions(func.__code__)
+           if ins.opname not in ("RESUME", "NOP", "CACHE")]
+    return ops in ([("LOAD_CONST", None), ("RETURN_VALUE", None)], [("RETURN_CONST", None)])
+
+
+def _unwritten(fn, name: str) -> str | None:
+    """What of ``fn`` is still its stub's ``...``: ``name`` itself, or a method of a class (``name.forward``)."""
+    if isinstance(fn, type):
+        methods = [k for k, v in vars(fn).items() if _only_ellipsis(v)]
+        return f"{name}.{methods[0]}" if methods else None
+    return name if _only_ellipsis(fn) else None
+
+
 def check_own_work(fn, forbid, what: str | None = None) -> str:
     """Assert that the student's ``fn`` does not delegate to the library's version of what the exercise asks for.
 
@@ -292,10 +311,15 @@ def check_own_work(fn, forbid, what: str | None = None) -> str:
 
     Raises:
         AssertionError: "``fn`` calls tmlib.ref.softmax: this exercise asks you to write it yourself".
+        TypeError: ``fn``'s body is still only ``...`` (the stub): "not written yet", never "correct".
     """
     name = what or getattr(fn, "__name__", "your function")
     found = getattr(fn, "__tm_references__", None)
     if found is None:
+        stub = _unwritten(fn, name)
+        if stub:
+            raise TypeError(f"{stub} is not written yet: its body is still `...`; replace the `...` with your code "
+                            "and run that cell again")
         found = forbidden_references(fn, forbid)
     if found:
         raise AssertionError(f"{name} calls {', '.join(found)}: this exercise asks you to write it yourself, "
