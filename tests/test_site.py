@@ -91,7 +91,7 @@ def test_built_pages_use_vendored_javascript(html_dir):
 
 
 EXTENSIONS = ("offline_outputs", "inline_scripts", "translator_model", "student_buttons", "exercise_numbers",
-              "latex_edition", "merge_streams")
+              "latex_edition", "merge_streams", "author_year_labels")
 
 
 def test_printed_fragments_show_as_printed():
@@ -145,6 +145,20 @@ def test_figures_carry_only_their_chapter_numbers(html_dir):
     assert not doubled, f"global figure numbers on {doubled}"
     assert any(re.search(r"Exercise 3\.1\b", p.read_text(errors="replace")) for p in pages), \
         "exercises are numbered per chapter"
+
+
+@pytest.mark.skipif(not BUILDS, reason="no built site (run `make book`)")
+@pytest.mark.parametrize("html_dir", BUILDS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_reference_list_labels_read_as_the_citations(html_dir):
+    """A citation "[Vaswani et al., 2017]" leads to the same label in the list (_ext/author_year_labels.py), in
+    alphabetical order, with no LaTeX left in the text."""
+    text = (html_dir / "book/references.html").read_text(errors="replace")
+    labels = re.findall(r'<span class="label"><span class="fn-bracket">\[</span>(?:<a [^>]*>)?([^<]+)<', text)
+    assert "Vaswani et al., 2017" in labels, labels[:5]
+    assert not [x for x in labels if re.fullmatch(r"[A-Za-z+]+\d{2}", x)], "alpha labels left in the list"
+    surnames = [x.split(",")[0].split(" ")[0].lower() for x in labels]
+    assert surnames == sorted(surnames), "the list is not in alphabetical order"
+    assert "\\texttt" not in text and "Dollar" not in text
 
 
 def test_no_tracked_file_over_5_mb():
