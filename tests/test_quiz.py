@@ -54,7 +54,8 @@ def test_paper_page_holds_exactly_the_generated_block():
     names = [q.name for q in Q.PAPER_QUIZ]
     assert len(set(names)) == len(names) == 5
     path = [q for q in Q.PAPER_QUIZ if q.kind == "numeric"][0]
-    assert path.answer == 49 and path.tolerance == 0  # 50 tokens: 49 recurrent steps from the first to the last
+    # 50 tokens, kernel width 3: 3**3 = 27 < 50 <= 81 = 3**4, so 4 dilated layers (recurrence: 49 steps)
+    assert path.answer == 4 and path.tolerance == 0 and 3 ** 3 < 50 <= 3 ** 4
     first_correct = [[ok for _, ok, _ in q.options].index(True) for q in Q.PAPER_QUIZ if q.kind == "choice"]
     assert len(set(first_correct)) > 1, "the right answer sits at the same place in every question"
 

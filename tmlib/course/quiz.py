@@ -190,6 +190,9 @@ def numeric(name: str, question: str, answer: float, tolerance: float, explanati
 
 # The paper page's closing quiz (book/paper.md), after a common tutorial's review questions. Answers follow the
 # paper (Vaswani et al., 2017, arXiv:1706.03762); see the errata for the tutorial's claims that do not hold.
+#: Q5's answer: the fewest layers L of a width-3 dilated stack with 3^L >= 50 positions in view.
+_DILATED_LAYERS = next(n for n in range(1, 64) if 3 ** n >= 50)
+
 PAPER_QUIZ = (
     choice("paper-q1", "Q1. What was the key claim of 'Attention Is All You Need'?", [
         ("Attention was invented in this paper.", False,
@@ -231,11 +234,13 @@ PAPER_QUIZ = (
     ], "Parallel training over positions and a simple, uniform architecture made it practical to scale models and "
        "data; encoder-only (BERT, 2018) and decoder-only (GPT, 2018-2020) pre-trained models followed within two "
        "years. Its success came from results and scalability, not from an award."),
-    numeric("paper-q5", "Q5. A recurrent layer reads a sentence of 50 tokens. Through how many sequential steps "
-            "must information from the first token pass to reach the last one? (Self-attention needs one.)",
-            49, 0, "The hidden state is updated once per token, so the first token's information reaches the 50th "
-            "after 49 steps: the maximum path length of a recurrent layer grows as O(n) (the paper's Table 1), "
-            "while self-attention connects every pair of positions directly, in O(1). Short paths make long-range "
+    numeric("paper-q5", "Q5. A stack of dilated convolutions with kernel width 3 (dilations 1, 3, 9, ...) reads a "
+            "sentence of 50 tokens. How many layers must information from the first token pass through to reach "
+            "the last one? (A recurrent layer needs 49 steps; self-attention needs one.)",
+            _DILATED_LAYERS, 0, "Each layer of kernel width k multiplies the span a position sees by k: after L "
+            "layers it covers k^L positions, and 3^3 = 27 < 50 <= 81 = 3^4, so 4 layers. This is the O(log_k n) "
+            "path of the paper's Table 1, against O(n) for recurrence and O(1) for self-attention; contiguous "
+            "kernels of width 3 would need 25 layers (chapter 6 evaluates the table). Short paths make long-range "
             "dependencies easier to learn (§4)."),
 )
 
