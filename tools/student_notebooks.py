@@ -380,7 +380,7 @@ def quiz_markdown(source: str, where: str) -> str | None:
         parts.append(text)
     if not parts:
         raise ValueError(f"{where}: a quiz cell without a question")
-    return "\n\n".join(parts) + "\n\n*Write your answer in the cell below; the chapter's page checks a choice.*"
+    return "\n\n".join(parts) + "\n\n*Write your answer in the cell below; the same question on the chapter's web page tells you whether your choice is right.*"
 
 
 # --------------------------------------------------------------------------------------------- a notebook
