@@ -74,6 +74,17 @@ def test_transformer_reduction_length_by_hand():
         TOL.transformer_reduction_length(c, None, None)
 
 
+def test_decoder_block_reduction_length_by_hand():
+    # chapter 13's Llama block: d_model 32, 4 heads (d_k 8), d_ff 48, 10 positions: two RMSNorms 2·(32 + 4), the
+    # projections 2·32, scores and softmax 8 + 2·10, W^O 32 + 2, W_2 48 + 2, RoPE's angles up to 9: (2·9)²
+    llama = SimpleNamespace(d_model=32, n_heads=4, d_ff=48, norm="rms", positions="rope")
+    assert TOL.decoder_block_reduction_length(llama, 10) == 2 * 36 + 64 + 28 + 34 + 50 + 4 * 9 ** 2 == 572
+    plain = SimpleNamespace(d_model=32, n_heads=4, d_ff=48)  # LayerNorm 1 + 2·32, no rotation
+    assert TOL.decoder_block_reduction_length(plain, 10) == 2 * 65 + 64 + 28 + 34 + 50
+    with pytest.raises(ValueError, match="seq_len"):
+        TOL.decoder_block_reduction_length(llama, 0)
+
+
 # --------------------------------------------------------------------------- faulty copies of tmlib's code
 
 ATTENTION_BUGS = ["causal mask off by one", "no 1/sqrt(d_k)", "softmax over the queries"]

@@ -34,7 +34,7 @@ import numpy as np
 
 from tmlib.validation import check_float, check_int
 
-__all__ = ["SAFETY", "eps_of", "tolerance", "transformer_reduction_length"]
+__all__ = ["SAFETY", "eps_of", "tolerance", "transformer_reduction_length", "decoder_block_reduction_length"]
 
 #: The factor of ``eps · √n · magnitude`` (see the module's docstring for why 4).
 SAFETY = 4.0
@@ -117,4 +117,35 @@ def transformer_reduction_length(config, src_len: int | None, tgt_len: int | Non
         tgt_len = check_int(tgt_len, "transformer_reduction_length: tgt_len", minimum=1)
         cross = attention(src_len) + norm if src_len is not None else 0
         total += config.n_decoder_layers * (attention(tgt_len) + cross + d + d_ff + 2 * norm) + final_norm
+    return total
+
+
+def decoder_block_reduction_length(config, seq_len: int) -> int:
+    """The roundings on the longest chain through one pre-norm decoder-only block, for :func:`tolerance`.
+
+    The block of chapter 13 (no embedding, no output projection): a norm, self-attention over ``seq_len`` keys, a
+    residual sum, a norm, the feed-forward network, a residual sum. Counted: each norm ``d_model + 4`` for RMSNorm
+    (the mean square, ε, the root, the division, the gain) or ``1 + 2·d_model`` for LayerNorm (as
+    :func:`transformer_reduction_length`); the projections into the sub-layers ``2·d_model`` (W^Q, W^K, W^V and the
+    feed-forward's first matrices); the scores and the softmax ``d_k + 2·seq_len``; the output projection and its
+    residual ``d_model + 2``; the feed-forward's last matrix and its residual ``d_ff + 2``. With RoPE the two
+    libraries round the angles ``m·θ_i`` (up to ``seq_len − 1`` radians) differently, an error of about
+    ``eps · angle`` in the rotated queries and keys: counted as ``(2·(seq_len − 1))²`` roundings, so that its
+    square root is the largest angle for the query plus that for the key.
+
+    Args:
+        config: a :class:`~tmlib.model.config.ModelConfig` (or any object with ``d_model``, ``n_heads``,
+            ``d_ff``, and optionally ``norm`` and ``positions``).
+        seq_len: the number of positions (keys) of the block's input.
+
+    Raises:
+        ValueError: ``seq_len`` is not a positive integer.
+    """
+    seq_len = check_int(seq_len, "decoder_block_reduction_length: seq_len", minimum=1)
+    d, d_ff = config.d_model, config.d_ff
+    d_k = d // config.n_heads
+    norm = d + 4 if getattr(config, "norm", "layer") == "rms" else 1 + 2 * d
+    total = 2 * norm + 2 * d + (d_k + 2 * seq_len) + (d + 2) + (d_ff + 2)
+    if getattr(config, "positions", None) == "rope":
+        total += (2 * (seq_len - 1)) ** 2
     return total

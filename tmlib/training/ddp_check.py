@@ -211,7 +211,7 @@ def check_same_update(steps: int = 6, accumulate: int = 2) -> dict:
 
 
 def _result(trainer) -> dict:
-    return {"loss": list(trainer.history["loss"]), "step": trainer.step,
+    return {"loss": list(trainer.history["loss"]), "lr": list(trainer.history["lr"]), "step": trainer.step,
             "params": [p.detach().clone() for p in trainer.model.parameters()]}
 
 
@@ -252,7 +252,8 @@ def check_exact_resume(steps: int = 16, checkpoint_every: int = 5, die_in_step: 
 
     Returns:
         dict: ``resumed_at`` (the checkpoint's step), ``loss_full``/``loss_resumed`` (rank 0's losses),
-        ``identical`` (per rank: losses and every parameter bit for bit equal) and ``steps``.
+        ``lr`` (the learning rate of each step of the run that never stopped), ``identical`` (per rank: losses and
+        every parameter bit for bit equal) and ``steps``.
     """
     with tempfile.TemporaryDirectory() as tmp:
         launch_processes(_full_and_killed_worker, tmp, steps, checkpoint_every, die_in_step, expect_exit=True)
@@ -262,7 +263,7 @@ def check_exact_resume(steps: int = 16, checkpoint_every: int = 5, die_in_step: 
     identical = [f["loss"] == r["loss"] and all(torch.equal(a, b) for a, b in zip(f["params"], r["params"]))
                  for f, r in zip(full, resumed)]
     return {"resumed_at": resumed[0]["resumed_at"], "loss_full": full[0]["loss"], "loss_resumed": resumed[0]["loss"],
-            "identical": identical, "steps": resumed[0]["step"]}
+            "lr": full[0]["lr"], "identical": identical, "steps": resumed[0]["step"]}
 
 
 # ------------------------------------------------------------------ speed
