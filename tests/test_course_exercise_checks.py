@@ -9,7 +9,7 @@ import pytest
 
 from tmlib import ref as R
 from tmlib.course import examples as E
-from tmlib.course.exercise_checks import (
+from tmlib.course import (
     check_learning_rate, check_merged_alignment, check_peak_learning_rate,
     check_attention_bytes, check_attention_result, check_feed_forward, check_feed_forward_result,
     check_layer_norm_result, check_multi_head_attention, check_multi_head_result
@@ -183,7 +183,7 @@ def test_merged_alignment_names_the_rule_broken():
 
 
 def test_smoothing_floor_accepts_the_entropy_and_names_each_mistake():
-    from tmlib.course.exercise_checks import check_smoothing_floor
+    from tmlib.course import check_smoothing_floor
     v, eps = 8000, 0.1
     p_true, p_other = 1 - eps + eps / v, eps / v
     own, others = -p_true * np.log(p_true), -(v - 1) * p_other * np.log(p_other)
@@ -200,7 +200,7 @@ def test_smoothing_floor_accepts_the_entropy_and_names_each_mistake():
 
 
 def test_padding_fractions_compares_every_chunk_size_without_printing_them():
-    from tmlib.course.exercise_checks import check_padding_fractions
+    from tmlib.course import check_padding_fractions
     from tmlib.data import token_batches
     rng = np.random.default_rng(0)
     lengths = [(int(a), int(b)) for a, b in rng.integers(3, 40, size=(3000, 2))]
@@ -226,7 +226,7 @@ def test_padding_fractions_compares_every_chunk_size_without_printing_them():
 
 
 def test_kv_cache_bytes_names_the_factor_and_never_the_value():
-    from tmlib.course.exercise_checks import check_kv_cache_bytes
+    from tmlib.course import check_kv_cache_bytes
     sizes = dict(n_layers=80, n_kv_heads=8, d_head=128, bytes_per_number=2)
     right = 2 * 80 * 8 * 128 * 2
     assert check_kv_cache_bytes(right, **sizes).startswith("correct")
@@ -240,3 +240,119 @@ def test_kv_cache_bytes_names_the_factor_and_never_the_value():
         check_kv_cache_bytes(right * 8, **sizes)
     with pytest.raises(AssertionError, match="positive whole number"):
         check_kv_cache_bytes(1.5, **sizes)
+
+
+def test_cache_projections_rejects_off_by_one_counts_without_printing_the_values():
+    from tmlib.course import check_cache_projections
+    assert check_cache_projections(5050, 100, n_steps=100).startswith("correct")
+    assert check_cache_projections(5050.0, 100.0, n_steps=100).startswith("correct")
+    for without, with_, words in ((4950, 100, "one position left out at every step"),
+                                  (10_000, 100, "step t has only t"), (10_100, 200, "keys and values"),
+                                  (5050, 99, "the first step projects its token too"),
+                                  (5050, 1, "every step still projects its own new token"),
+                                  (5000, 100, "add up the positions")):
+        with pytest.raises(AssertionError) as err:
+            check_cache_projections(without, with_, n_steps=100)
+        assert words in str(err.value) and "5050" not in str(err.value) and "5,050" not in str(err.value)
+    with pytest.raises(AssertionError, match="positive whole number"):
+        check_cache_projections(5050.5, 100, n_steps=100)
+    with pytest.raises(AssertionError):  # the grader's n, not one the student sets
+        check_cache_projections(5 * 10**8, 1, n_steps=100)
+
+
+def test_view_shortcut_rejects_zeros_and_the_true_split_without_printing_the_tensor():
+    import torch
+    from tmlib.course.exercise_checks import check_view_shortcut
+    q = torch.arange(1.0, 13.0, dtype=torch.float64).reshape(1, 3, 4) * 7   # (batch, seq_len, d_model)
+    assert check_view_shortcut(q.view(1, 2, 3, 2), q, 2).startswith("correct")
+    with pytest.raises(AssertionError) as err:
+        check_view_shortcut(torch.zeros(1, 2, 3, 2, dtype=torch.float64), q, 2)
+    assert "Your answer is what" not in str(err.value)
+    with pytest.raises(AssertionError, match="the true split") as err:
+        check_view_shortcut(q.view(1, 3, 2, 2).transpose(1, 2), q, 2)
+    assert all(f"{v:g}" not in str(err.value) for v in (14.0, 21.0, 28.0, 35.0))  # no entry of the tensor
+    with pytest.raises(ValueError, match="shape"):
+        check_view_shortcut(q, q, 2)
+
+
+def test_decoder_only_count_is_gpt2_small_and_names_each_part():
+    import dataclasses
+
+    import torch
+    from tmlib.course import check_decoder_only_count
+    from tmlib.model import PRESETS, DecoderOnly, count_parameters
+    sizes = dict(d_model=768, n_layers=12, d_ff=3072, vocab=50_257, n_positions=1_024)
+    gpt2 = 124_439_808  # GPT-2 small's parameters as loaded by Hugging Face's GPT2Model (tied, no output bias)
+    config = dataclasses.replace(PRESETS["base"], d_model=768, n_heads=12, d_ff=3072, n_decoder_layers=12,
+                                 vocab_size=50_257, norm_first=True, max_len=1_024)
+    with torch.device("meta"):  # the library's decoder-only model: sinusoidal positions, an output bias
+        built = count_parameters(DecoderOnly(config))
+    assert built - 50_257 + 1_024 * 768 == gpt2
+    assert check_decoder_only_count(gpt2, **sizes).startswith("correct")
+    assert check_decoder_only_count(float(gpt2), **sizes).startswith("correct")
+    for wrong, words in ((gpt2 - 1_024 * 768, "position table"), (gpt2 - 2 * 768, "final LayerNorm"),
+                         (gpt2 + 50_257 * 768, "separate output matrix"), (gpt2 + 50_257, "bias in the output"),
+                         (gpt2 + 12 * (4 * (768 * 768 + 768) + 2 * 768), "cross-attention"),
+                         (gpt2 - 12 * 4 * 768, "attention projections' biases"), (gpt2 + 7, None)):
+        with pytest.raises(AssertionError) as err:
+            check_decoder_only_count(wrong, **sizes)
+        assert (words is None and "Your answer is what" not in str(err.value)) or words in str(err.value)
+        assert "124,439,808" not in str(err.value) and "124439808" not in str(err.value)
+    with pytest.raises(AssertionError, match="whole number"):
+        check_decoder_only_count(1.5, **sizes)
+
+
+def test_schedule_crossing_matches_the_curves_and_names_the_exponent():
+    from tmlib.course import check_schedule_crossing
+    steps = np.arange(201, 4000)
+    ours, paper = R.noam_lr(steps, 256, 200, 0.3), R.noam_lr(steps, 256, 4000)
+    first = int(steps[np.argmax(ours <= paper)])  # the first whole step where ours is not above the paper's
+    assert first == 1793
+    for answer in (first, first - 1, 1792.6):
+        assert check_schedule_crossing(answer, warmup_steps=200, factor=0.3).startswith("correct")
+    for wrong, words in ((4000, "factor left out"), (657, "exponent 3/2"), (2191, "square root"),
+                         (2259, "d_model 512"), (first + 2, None)):
+        with pytest.raises(AssertionError) as err:
+            check_schedule_crossing(wrong, warmup_steps=200, factor=0.3)
+        assert (words is None and "Your answer is what" not in str(err.value)) or words in str(err.value)
+        assert "1792" not in str(err.value) and "1793" not in str(err.value)
+    with pytest.raises(ValueError):
+        check_schedule_crossing(100, warmup_steps=200, factor=2.0)
+
+
+def test_lengths_per_batch_counts_distinct_padded_lengths():
+    from tmlib.course import check_lengths_per_batch
+    from tmlib.data import token_batches
+    rng = np.random.default_rng(0)
+    lengths = [(int(s), int(t)) for s, t in rng.integers(3, 30, size=(2_000, 2))]
+
+    def per_batch(key):
+        out = {}
+        for chunk in (1, 10, 100, 10_000):
+            batches = token_batches(lengths, 400, seed=0, epoch=0, chunk_size=chunk)
+            out[chunk] = sum(len({key(*lengths[i]) for i in b}) for b in batches) / len(batches)
+        return out
+
+    right = per_batch(lambda s, t: max(s, t + 1))
+    assert right[1] > right[10_000] >= 1
+    assert check_lengths_per_batch(right, lengths, 400).startswith("correct")
+    with pytest.raises(AssertionError, match="source lengths alone"):
+        check_lengths_per_batch(per_batch(lambda s, t: s), lengths, 400)
+    wrong = {**right, 100: right[100] + 0.5}
+    with pytest.raises(AssertionError, match="at chunk_size 100:") as err:
+        check_lengths_per_batch(wrong, lengths, 400)
+    assert f"{right[100]:.2f}" not in str(err.value)
+    with pytest.raises(AssertionError, match="keys"):
+        check_lengths_per_batch({1: 1.0}, lengths, 400)
+
+
+def test_case_sensitive_sentences_finds_case_errors_only():
+    from tmlib.course import check_case_sensitive_sentences
+    hyps = ["A man in a Blue shirt.", "a dog runs in the park.", "Two men play.", "A Girl sings."]
+    refs = ["A man in a blue shirt.", "A dog runs in the park.", "Two men play.", "A girl sings a song."]
+    assert check_case_sensitive_sentences([0, 1, 3], hyps, refs).startswith("correct")
+    assert check_case_sensitive_sentences(np.array([3, 1, 0]), hyps, refs).startswith("correct")
+    for wrong, words in (([1, 2, 4], "count from 1"), ([0, 1], "missing"), ([0, 1, 2, 3], "score the same"),
+                         (3, "not their number")):
+        with pytest.raises(AssertionError, match=words):
+            check_case_sensitive_sentences(wrong, hyps, refs)

@@ -7,10 +7,16 @@ from tmlib.course.diagnostics import (
     check_causal, check_own_work, check_padding_invariance, check_rows_sum_to_one, check_stages, forbidden_references,
     module_stages, resolve_dotted
 )
+from tmlib.course.count_checks import (
+    check_attention_bytes, check_cache_projections, check_decoder_only_count, check_kv_cache_bytes
+)
 from tmlib.course.exercise_checks import (
-    check_attention_bytes, check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result,
-    check_layer_norm_result, check_multi_head_attention, check_multi_head_result, check_peak_learning_rate,
-    check_kv_cache_bytes, check_learning_rate, check_merged_alignment, check_padding_fractions, check_smoothing_floor
+    check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result, check_layer_norm_result,
+    check_merged_alignment, check_multi_head_attention, check_multi_head_result, check_view_shortcut
+)
+from tmlib.course.training_checks import (
+    check_case_sensitive_sentences, check_learning_rate, check_lengths_per_batch, check_padding_fractions,
+    check_peak_learning_rate, check_schedule_crossing, check_smoothing_floor
 )
 from tmlib.course.examples import (
     ATTENTION_EXAMPLES, ATTENTION_EXAMPLE_1, ATTENTION_EXAMPLE_2, ATTENTION_EXAMPLE_3, AttentionExample,
@@ -25,13 +31,16 @@ from tmlib.course.plotting import (
 from tmlib.course.quiz import PAPER_QUIZ, Quiz, choice, numeric, paper_quiz_block
 
 __all__ = [
-    "show_source", "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3", "AttentionExample",
-    "CROSS_ATTENTION_EXAMPLE", "FFN_EXAMPLE", "FeedForwardExample", "LECTURE_PRINTED", "LR_EXAMPLE",
-    "MHA_EXAMPLE_2", "MHA_EXAMPLE_3", "MultiHeadExample", "PAPER_QUIZ", "Quiz", "alignment_panels",
-    "attention_heads", "attention_heatmap", "check_causal", "check_close", "check_own_work", "check_padding_invariance",
-    "check_rows_sum_to_one", "check_shape", "check_stages", "choice", "forbidden_references", "head_grid",
-    "mask_panels", "module_stages", "resolve_dotted",
-    "check_attention_bytes", "check_attention_result", "check_encoder_layer", "check_feed_forward", "check_feed_forward_result",
-    "check_layer_norm_result", "check_multi_head_attention", "check_multi_head_result", "check_peak_learning_rate", "check_learning_rate", "check_merged_alignment",
-    "check_kv_cache_bytes", "check_padding_fractions", "check_smoothing_floor", "numeric", "paper_quiz_block", "positional_encoding_heatmap", "power_law_plot", "tolerance_text"
+    "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3",
+    "CROSS_ATTENTION_EXAMPLE", "FFN_EXAMPLE", "LECTURE_PRINTED", "LR_EXAMPLE", "MHA_EXAMPLE_2", "MHA_EXAMPLE_3",
+    "PAPER_QUIZ", "AttentionExample", "FeedForwardExample", "MultiHeadExample", "Quiz", "alignment_panels",
+    "attention_heads", "attention_heatmap", "check_attention_bytes", "check_attention_result",
+    "check_cache_projections", "check_case_sensitive_sentences", "check_causal", "check_close",
+    "check_decoder_only_count", "check_encoder_layer", "check_feed_forward", "check_feed_forward_result",
+    "check_kv_cache_bytes", "check_layer_norm_result", "check_learning_rate", "check_lengths_per_batch",
+    "check_merged_alignment", "check_multi_head_attention", "check_multi_head_result", "check_own_work",
+    "check_padding_fractions", "check_padding_invariance", "check_peak_learning_rate", "check_rows_sum_to_one",
+    "check_schedule_crossing", "check_shape", "check_smoothing_floor", "check_stages", "check_view_shortcut",
+    "choice", "forbidden_references", "head_grid", "mask_panels", "module_stages", "numeric", "paper_quiz_block",
+    "positional_encoding_heatmap", "power_law_plot", "resolve_dotted", "show_source", "tolerance_text"
 ]

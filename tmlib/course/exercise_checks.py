@@ -1,11 +1,12 @@
-"""Checks for Part I's exercises that compare with the right answer without showing it, and name the symptom.
+"""Checks for the exercises on attention and the layers that compare with the right answer without showing it, and name the symptom.
 
 A check cell that computes the expected value in plain sight (``R.feed_forward(x, w1, b1_new, ...)``) hands the
 student the answer; these functions compute it inside, compare with :func:`tmlib.course.checks.check_close`, and on
 a failure add what the answer matches instead (the scores not scaled, the ReLU missing, one factor of a product
 left out). The build-it checks (:func:`check_multi_head_attention`, :func:`check_feed_forward`) call the student's
 function on seeded random inputs that the student did not choose, and say which head or which step differs.
-None prints an expected value.
+None prints an expected value. Counts are checked by :mod:`tmlib.course.count_checks`, the training exercises by
+:mod:`tmlib.course.training_checks`.
 """
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ import numpy as np
 from tmlib import ref
 from tmlib.course.checks import as_float_array, check_close, check_shape
 
-__all__ = ["check_attention_result", "check_attention_bytes", "check_learning_rate", "check_kv_cache_bytes", "check_merged_alignment", "check_padding_fractions", "check_peak_learning_rate", "check_smoothing_floor", "check_feed_forward_result", "check_layer_norm_result",
-           "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer"]
+__all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forward_result", "check_layer_norm_result", "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer", "check_view_shortcut"]
 
 
 def _compare(answer, expected, what: str, variants=(), **tolerance) -> str:
@@ -52,83 +52,6 @@ def check_attention_result(answer, q, k, v, what: str = "your answer", *, part: 
     return _compare(answer, _attention(q, k, v)[pick], what, variants, **(tolerance or {"atol": 1e-9}))
 
 
-def _whole_bytes(answer, what: str) -> int:
-    """``answer`` as an int; AssertionError unless it is a positive whole number (an int or an integral float)."""
-    if isinstance(answer, bool) or not isinstance(answer, (int, float, np.integer, np.floating)) \
-            or not float(answer).is_integer() or answer <= 0:
-        raise AssertionError(f"{what} should be a positive whole number of bytes, got {answer!r}")
-    return int(answer)
-
-
-def _check_byte_product(answer: int, expected: int, factors: dict, what: str, otherwise: str) -> str:
-    """Compare a byte count with ``expected`` (a product of the named ``factors``) exactly; on a failure, name the
-    one factor that is missing or counted twice (or bits counted for bytes), else say ``otherwise``. Never the
-    value."""
-    if answer == expected:
-        return f"correct: {what} is right (exact)"
-    hints = [f"{name} is missing" for name, f in factors.items() if f > 1 and answer * f == expected]
-    hints += [f"{name} is counted twice" for name, f in factors.items() if f > 1 and answer == expected * f]
-    if answer == expected * 8:
-        hints.append("bits are counted instead of bytes")
-    elif answer * 8 == expected:
-        hints.append("bytes are divided by 8 once too often (bits and bytes mixed up)")
-    size = "too small" if answer < expected else "too large"
-    raise AssertionError(f"{what} is not right yet ({size}): " + (f"{' or '.join(hints)}?" if hints else otherwise))
-
-
-def check_attention_bytes(answer, *, batch: int, n_heads: int, seq_len: int, bytes_per_element: int,
-                          n_layers: int, what: str = "the memory of the attention matrices") -> str:
-    """Compare an integer count of bytes with the memory of the stored attention matrices, batch · heads · n² ·
-    bytes · layers, naming the factor that is missing or counted twice, or the bytes of another number format
-    (4 for float32, 8 for float64) used instead of ``bytes_per_element``; never the value."""
-    answer = _whole_bytes(answer, what)
-    expected = batch * n_heads * seq_len * seq_len * bytes_per_element * n_layers
-    formats = {1: "8-bit", 2: "bfloat16", 4: "float32", 8: "float64"}
-    for other in (4, 8):
-        if other != bytes_per_element and answer * int(bytes_per_element) == expected * other:
-            mine = f"{bytes_per_element} ({formats.get(bytes_per_element, 'bytes')})"
-            raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}): "
-                                 f"{other} bytes ({formats[other]}) per element instead of {mine}?")
-    factors = {"the batch": batch, "the number of heads": n_heads, "the sequence length (the matrices are n × n)":
-               seq_len, "the bytes per element": bytes_per_element, "the number of layers": n_layers}
-    return _check_byte_product(answer, expected, factors, what, "it is not off by one of the factors alone")
-
-
-def _lrate(step, d_model, warmup_steps, factor=1.0):
-    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
-
-
-def check_learning_rate(answer, step: int, *, d_model: int, warmup_steps: int, factor: float = 1.0,
-                        what: str = "learning rate") -> str:
-    """Check a rate of the warm-up schedule lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)
-    (paper eq. 3) at ``step`` to 4 significant digits, naming the factor or d_model^-0.5 left out, the base
-    model's width, or the term of the other phase; never the value."""
-    other = (step ** -0.5 if step * warmup_steps ** -1.5 < step ** -0.5 else step * warmup_steps ** -1.5)
-    variants = [("the schedule gives without the factor", _lrate(step, d_model, warmup_steps)),
-                ("the schedule gives without d_model^-0.5", factor * min(step ** -0.5, step * warmup_steps ** -1.5)),
-                ("the schedule gives for the base model (d_model = 512)", _lrate(step, 512, warmup_steps, factor)),
-                ("the other phase's term gives (the min takes the smaller of the two)",
-                 factor * d_model ** -0.5 * other)]
-    variants = [(h, v) for h, v in variants if not np.isclose(v, _lrate(step, d_model, warmup_steps, factor),
-                                                              rtol=5e-4, atol=0)]
-    return _compare(answer, _lrate(step, d_model, warmup_steps, factor), what, variants, rtol=5e-4, atol=0)
-
-
-def check_peak_learning_rate(my_peak, peak_step, *, d_model: int, warmup_steps: int, factor: float = 1.0,
-                             what: str = "peak learning rate") -> str:
-    """Check the step where the warm-up schedule (paper eq. 3, see :func:`check_learning_rate`) peaks, and the
-    rate there (4 significant digits), naming a schedule still rising or already falling at ``peak_step``, the
-    base model's width or a missing factor; never the value."""
-    if isinstance(peak_step, bool) or not isinstance(peak_step, (int, np.integer)) or peak_step < 2:
-        raise AssertionError(f"peak_step must be a whole step number of at least 2, got {peak_step!r}")
-    before, at, after = (_lrate(int(s), d_model, warmup_steps) for s in (peak_step - 1, peak_step, peak_step + 1))
-    if at < max(before, after):
-        raise AssertionError(f"step {peak_step} is not the peak: the rate is "
-                             f"{'still rising' if after > at else 'already falling'} there")
-    return check_learning_rate(my_peak, warmup_steps, d_model=d_model, warmup_steps=warmup_steps, factor=factor,
-                               what=what)
-
-
 def check_merged_alignment(answer, weights, query_pieces, key_pieces, what: str = "merged alignment") -> str:
     """Check a word-by-word attention matrix merged from BPE pieces (sum over a word's key pieces, mean over its
     query pieces; :func:`tmlib.analysis.alignment.merge_attention`) to 4 decimals, naming the sum and the mean
@@ -148,60 +71,6 @@ def check_merged_alignment(answer, weights, query_pieces, key_pieces, what: str 
                 ("averaging over the key pieces gives (a row then no longer adds up to 1)", merge(np.mean, np.mean)),
                 ("the mean and the sum exchanged give", merge(np.sum, np.mean))]
     return _compare(answer, merge(np.mean, np.sum), what, variants, decimals=4)
-
-
-def check_kv_cache_bytes(answer, *, n_layers: int, n_kv_heads: int, d_head: int, bytes_per_number: int,
-                         what: str = "KV cache bytes per token") -> str:
-    """Check the bytes a decoder-only model's KV cache holds per token of one sequence, 2 · layers · KV heads ·
-    head size · bytes (a key and a value per layer and KV head), exactly, naming the factor that is missing or
-    counted twice (or 16 bits counted instead of 2 bytes); never the value."""
-    factors = {"the factor 2 for a key and a value": 2, "the number of layers": n_layers,
-               "the number of key/value heads": n_kv_heads, "the head size": d_head,
-               "the bytes per number": bytes_per_number}
-    expected = 2 * n_layers * n_kv_heads * d_head * bytes_per_number
-    return _check_byte_product(_whole_bytes(answer, what), expected, factors, what, "check each factor: 2 (a key and a "
-                               "value), layers, key/value heads, head size, bytes per number")
-
-
-def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what: str = "loss floor") -> str:
-    """Check the smallest label-smoothed cross-entropy (paper §5.4), the entropy H(q) of PyTorch's uniform target
-    q = (1 - ε) one-hot + ε/V, in nats, to 3 decimals; names the correct token's term alone, the other tokens' terms
-    alone, and log base 2. Never the value."""
-    v, eps = int(vocab_size), float(label_smoothing)
-    if v < 2 or not 0 < eps < 1:
-        raise ValueError(f"need vocab_size >= 2 and 0 < label_smoothing < 1, got {vocab_size}, {label_smoothing}")
-
-    def entropy_terms(p_true, p_other):
-        return -p_true * np.log(p_true), -(v - 1) * p_other * np.log(p_other)
-
-    own, others = entropy_terms(1 - eps + eps / v, eps / v)
-    variants = [("the correct token's term alone gives (the V - 1 other tokens carry probability too)", own),
-                ("the other tokens' terms alone give (the correct token's term is missing)", others),
-                ("the entropy in bits gives (the losses are in nats: natural logarithms)", (own + others) / np.log(2))]
-    return _compare(answer, own + others, what, variants, decimals=3)
-
-
-def check_padding_fractions(answer: dict, lengths, max_tokens: int, chunk_sizes=(1, 10, 100, 10_000), *,
-                            seed: int = 0, what: str = "padding") -> str:
-    """Check a dict chunk_size -> padding fraction of ``tmlib.data.token_batches(lengths, max_tokens, seed, epoch=0,
-    chunk_size)`` (padded positions of the longer side over all positions, batches summed) to 3 decimals, naming
-    the chunk sizes that differ and a fraction given in percent; never the values."""
-    from tmlib.data import padding_fraction, token_batches
-
-    if not isinstance(answer, dict) or sorted(answer) != sorted(chunk_sizes):
-        keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
-        raise AssertionError(f"{what} must be a dict with the keys {', '.join(map(str, chunk_sizes))}; got {keys}")
-    wrong = []
-    for chunk in chunk_sizes:
-        expected = padding_fraction(token_batches(lengths, max_tokens, seed=seed, epoch=0, chunk_size=chunk), lengths)
-        got = float(answer[chunk])
-        if not np.isclose(got, expected, rtol=0, atol=5e-4):
-            wrong.append(f"chunk_size {chunk}" + (" (a percentage? give a fraction between 0 and 1)"
-                                                  if np.isclose(got, 100 * expected, rtol=0, atol=5e-2) else ""))
-    if wrong:
-        raise AssertionError(f"{what} is not right yet at {', '.join(wrong)}: count the padded positions of the "
-                             "longer side (source, or target + 1) over all positions, summed over the batches")
-    return f"correct: {what} at chunk sizes {', '.join(map(str, chunk_sizes))} (3 decimals)"
 
 
 def _ffn(x, w1, b1, w2, b2, relu: bool = True):
@@ -357,3 +226,17 @@ def check_encoder_layer(fn, what: str = "your encoder layer", *, seed: int = 0) 
         raise AssertionError(f"{what} differs from the right output in its {name} sub-layer{before}: "
                              + (f"{cause}?" if cause else "follow x + Sublayer(x), then the layer normalisation"))
     return f"correct: both sub-layers of {what} give the right outputs (tolerance 1e-09)"
+
+
+def check_view_shortcut(answer, q, n_heads: int, what: str = "the shortcut's view") -> str:
+    """Check the head split without a transpose, ``q.view(batch, n_heads, seq_len, d_k)``, of projected queries
+    ``q`` of shape ``(batch, seq_len, d_model)``, exactly, naming the true split (view, then transpose); never the
+    tensor."""
+    x = as_float_array(q, "queries", what)
+    batch, seq_len, d_model = x.shape
+    d_k = d_model // n_heads
+    expected = x.reshape(batch, n_heads, seq_len, d_k)  # the same memory re-read in row-major order
+    check_shape(answer, expected.shape, what)
+    split = x.reshape(batch, seq_len, n_heads, d_k).transpose(0, 2, 1, 3)
+    variants = [("the true split gives (view, then transpose); the shortcut leaves the transpose out", split)]
+    return _compare(answer, expected, what, variants, atol=0)

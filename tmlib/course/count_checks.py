@@ -1,0 +1,126 @@
+"""Checks of exercises whose answer is a count (bytes of attention matrices and KV caches, projections a cache
+saves, a model's parameters): exact, and on a failure naming the one factor that is missing or counted twice. None
+prints the expected value (see :mod:`tmlib.course.exercise_checks`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tmlib.course.checks import require_answered
+from tmlib.course.exercise_checks import _compare
+
+__all__ = ["check_attention_bytes", "check_kv_cache_bytes", "check_cache_projections", "check_decoder_only_count"]
+
+
+def _whole_number(answer, what: str, unit: str = "") -> int:
+    """``answer`` as an int. TypeError: still ``...`` or None; AssertionError: not a positive whole number (an int
+    or an integral float). ``unit``: words after "whole number" in the message (" of bytes")."""
+    require_answered(answer, what)
+    if isinstance(answer, bool) or not isinstance(answer, (int, float, np.integer, np.floating)) \
+            or not float(answer).is_integer() or answer <= 0:
+        raise AssertionError(f"{what} should be a positive whole number{unit}, got {answer!r}")
+    return int(answer)
+
+
+def _check_byte_product(answer: int, expected: int, factors: dict, what: str, otherwise: str) -> str:
+    """Compare a byte count with ``expected`` (a product of the named ``factors``) exactly; on a failure, name the
+    one factor that is missing or counted twice (or bits counted for bytes), else say ``otherwise``. Never the
+    value."""
+    if answer == expected:
+        return f"correct: {what} is right (exact)"
+    hints = [f"{name} is missing" for name, f in factors.items() if f > 1 and answer * f == expected]
+    hints += [f"{name} is counted twice" for name, f in factors.items() if f > 1 and answer == expected * f]
+    if answer == expected * 8:
+        hints.append("bits are counted instead of bytes")
+    elif answer * 8 == expected:
+        hints.append("bytes are divided by 8 once too often (bits and bytes mixed up)")
+    size = "too small" if answer < expected else "too large"
+    raise AssertionError(f"{what} is not right yet ({size}): " + (f"{' or '.join(hints)}?" if hints else otherwise))
+
+
+def check_attention_bytes(answer, *, batch: int, n_heads: int, seq_len: int, bytes_per_element: int,
+                          n_layers: int, what: str = "the memory of the attention matrices") -> str:
+    """Compare an integer count of bytes with the memory of the stored attention matrices, batch · heads · n² ·
+    bytes · layers, naming the factor that is missing or counted twice, or the bytes of another number format
+    (4 for float32, 8 for float64) used instead of ``bytes_per_element``; never the value."""
+    answer = _whole_number(answer, what, " of bytes")
+    expected = batch * n_heads * seq_len * seq_len * bytes_per_element * n_layers
+    formats = {1: "8-bit", 2: "bfloat16", 4: "float32", 8: "float64"}
+    for other in (4, 8):
+        if other != bytes_per_element and answer * int(bytes_per_element) == expected * other:
+            mine = f"{bytes_per_element} ({formats.get(bytes_per_element, 'bytes')})"
+            raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}): "
+                                 f"{other} bytes ({formats[other]}) per element instead of {mine}?")
+    factors = {"the batch": batch, "the number of heads": n_heads, "the sequence length (the matrices are n × n)":
+               seq_len, "the bytes per element": bytes_per_element, "the number of layers": n_layers}
+    return _check_byte_product(answer, expected, factors, what, "it is not off by one of the factors alone")
+
+
+def check_kv_cache_bytes(answer, *, n_layers: int, n_kv_heads: int, d_head: int, bytes_per_number: int,
+                         what: str = "KV cache bytes per token") -> str:
+    """Check the bytes a decoder-only model's KV cache holds per token of one sequence, 2 · layers · KV heads ·
+    head size · bytes (a key and a value per layer and KV head), exactly, naming the factor that is missing or
+    counted twice (or 16 bits counted instead of 2 bytes); never the value."""
+    factors = {"the factor 2 for a key and a value": 2, "the number of layers": n_layers,
+               "the number of key/value heads": n_kv_heads, "the head size": d_head,
+               "the bytes per number": bytes_per_number}
+    expected = 2 * n_layers * n_kv_heads * d_head * bytes_per_number
+    answer = _whole_number(answer, what, " of bytes")
+    return _check_byte_product(answer, expected, factors, what, "check each factor: 2 (a key and a "
+                               "value), layers, key/value heads, head size, bytes per number")
+
+
+def check_cache_projections(without_cache, with_cache, *, n_steps: int, what: str = "key projections") -> str:
+    """Check how many key projections (of one token each) decoding ``n_steps`` tokens performs without a KV cache
+    (step t projects all t positions so far) and with one (one new token per step), exactly, naming the counts off
+    by one at every step or in the first step, every step projecting all ``n_steps`` positions, and keys and values
+    counted together; never the values."""
+    n = int(n_steps)
+    if n < 2:
+        raise ValueError(f"n_steps must be at least 2, got {n_steps!r}")
+    without = _whole_number(without_cache, f"{what} without a cache")
+    with_ = _whole_number(with_cache, f"{what} with a cache")
+    problems = []
+    if without != n * (n + 1) // 2:
+        hint = {n * (n - 1) // 2: "one position left out at every step: step t projects t positions, its own new "
+                                  "token included",
+                n * n: f"not every step projects all {n} positions: step t has only t so far",
+                n * (n + 1): "keys and values counted together? count the key projections only"}.get(
+            without, "add up the positions that step t projects, over the steps t = 1 … n")
+        problems.append(f"without a cache, the count is {'too small' if without < n * (n + 1) // 2 else 'too large'}"
+                        f" ({hint})")
+    if with_ != n:
+        hint = {n - 1: "the first step projects its token too",
+                2 * n: "keys and values counted together? count the key projections only",
+                1: "with a cache every step still projects its own new token"}.get(
+            with_, "with a cache, each step projects only its own new token")
+        problems.append(f"with a cache, the count is {'too small' if with_ < n else 'too large'} ({hint})")
+    if problems:
+        raise AssertionError(f"{what} are not right yet: " + "; ".join(problems))
+    return f"correct: {what} without and with a cache are right (exact)"
+
+
+def check_decoder_only_count(answer, *, d_model: int, n_layers: int, d_ff: int, vocab: int, n_positions: int,
+                             what: str = "parameter count") -> str:
+    """Check the parameters of a GPT-2-style decoder-only model, exactly: a token table tied to the output layer
+    (no output bias), a learned table of ``n_positions`` positions, ``n_layers`` pre-LN layers of self-attention and
+    feed-forward network (with their biases, two LayerNorms each) and a final LayerNorm. Names the part left out
+    or counted too often (positions, final norm, cross-attention, an untied or biased output layer, biases,
+    LayerNorms); never the value."""
+    d, f = int(d_model), int(d_ff)
+    attn, ffn, ln = 4 * (d * d + d), 2 * d * f + f + d, 2 * d
+    expected = vocab * d + n_positions * d + n_layers * (attn + ffn + 2 * ln) + ln
+    if isinstance(answer, bool) or not isinstance(answer, (int, float, np.integer, np.floating)) \
+            or not float(answer).is_integer():
+        raise AssertionError(f"{what} should be a whole number, got {answer!r}")
+    variants = [("the count gives without the learned position table", expected - n_positions * d),
+                ("the count gives without the final LayerNorm", expected - ln),
+                ("the count gives with cross-attention and a third LayerNorm in every layer (the encoder-decoder's "
+                 "decoder layer; a decoder-only model has no encoder to attend to)", expected + n_layers * (attn + ln)),
+                ("the count gives with a separate output matrix (GPT-2 ties it to the token table)",
+                 expected + vocab * d),
+                ("the count gives with a bias in the output layer (GPT-2's has none)", expected + vocab),
+                ("the count gives without the attention projections' biases", expected - n_layers * 4 * d),
+                ("the count gives without the feed-forward biases", expected - n_layers * (f + d)),
+                ("the count gives without the LayerNorms", expected - (2 * n_layers + 1) * ln)]
+    return _compare(answer, expected, what, variants, atol=0)

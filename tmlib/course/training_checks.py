@@ -1,0 +1,169 @@
+"""Checks of the training exercises (the learning-rate schedule, the label-smoothing floor, batching by length,
+cased and lowercased BLEU): the expected value is computed inside and never printed; a failure names the likely
+slip (see :mod:`tmlib.course.exercise_checks`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tmlib.course.checks import as_float_array, check_close
+from tmlib.course.exercise_checks import _compare
+
+__all__ = ["check_learning_rate", "check_peak_learning_rate", "check_smoothing_floor", "check_padding_fractions", "check_schedule_crossing", "check_lengths_per_batch", "check_case_sensitive_sentences"]
+
+
+def _lrate(step, d_model, warmup_steps, factor=1.0):
+    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+
+def check_learning_rate(answer, step: int, *, d_model: int, warmup_steps: int, factor: float = 1.0,
+                        what: str = "learning rate") -> str:
+    """Check a rate of the warm-up schedule lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)
+    (paper eq. 3) at ``step`` to 4 significant digits, naming the factor or d_model^-0.5 left out, the base
+    model's width, or the term of the other phase; never the value."""
+    other = (step ** -0.5 if step * warmup_steps ** -1.5 < step ** -0.5 else step * warmup_steps ** -1.5)
+    variants = [("the schedule gives without the factor", _lrate(step, d_model, warmup_steps)),
+                ("the schedule gives without d_model^-0.5", factor * min(step ** -0.5, step * warmup_steps ** -1.5)),
+                ("the schedule gives for the base model (d_model = 512)", _lrate(step, 512, warmup_steps, factor)),
+                ("the other phase's term gives (the min takes the smaller of the two)",
+                 factor * d_model ** -0.5 * other)]
+    variants = [(h, v) for h, v in variants if not np.isclose(v, _lrate(step, d_model, warmup_steps, factor),
+                                                              rtol=5e-4, atol=0)]
+    return _compare(answer, _lrate(step, d_model, warmup_steps, factor), what, variants, rtol=5e-4, atol=0)
+
+
+def check_peak_learning_rate(my_peak, peak_step, *, d_model: int, warmup_steps: int, factor: float = 1.0,
+                             what: str = "peak learning rate") -> str:
+    """Check the step where the warm-up schedule (paper eq. 3, see :func:`check_learning_rate`) peaks, and the
+    rate there (4 significant digits), naming a schedule still rising or already falling at ``peak_step``, the
+    base model's width or a missing factor; never the value."""
+    if isinstance(peak_step, bool) or not isinstance(peak_step, (int, np.integer)) or peak_step < 2:
+        raise AssertionError(f"peak_step must be a whole step number of at least 2, got {peak_step!r}")
+    before, at, after = (_lrate(int(s), d_model, warmup_steps) for s in (peak_step - 1, peak_step, peak_step + 1))
+    if at < max(before, after):
+        raise AssertionError(f"step {peak_step} is not the peak: the rate is "
+                             f"{'still rising' if after > at else 'already falling'} there")
+    return check_learning_rate(my_peak, warmup_steps, d_model=d_model, warmup_steps=warmup_steps, factor=factor,
+                               what=what)
+
+
+def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what: str = "loss floor") -> str:
+    """Check the smallest label-smoothed cross-entropy (paper §5.4), the entropy H(q) of PyTorch's uniform target
+    q = (1 - ε) one-hot + ε/V, in nats, to 3 decimals; names the correct token's term alone, the other tokens' terms
+    alone, and log base 2. Never the value."""
+    v, eps = int(vocab_size), float(label_smoothing)
+    if v < 2 or not 0 < eps < 1:
+        raise ValueError(f"need vocab_size >= 2 and 0 < label_smoothing < 1, got {vocab_size}, {label_smoothing}")
+
+    def entropy_terms(p_true, p_other):
+        return -p_true * np.log(p_true), -(v - 1) * p_other * np.log(p_other)
+
+    own, others = entropy_terms(1 - eps + eps / v, eps / v)
+    variants = [("the correct token's term alone gives (the V - 1 other tokens carry probability too)", own),
+                ("the other tokens' terms alone give (the correct token's term is missing)", others),
+                ("the entropy in bits gives (the losses are in nats: natural logarithms)", (own + others) / np.log(2))]
+    return _compare(answer, own + others, what, variants, decimals=3)
+
+
+def check_padding_fractions(answer: dict, lengths, max_tokens: int, chunk_sizes=(1, 10, 100, 10_000), *,
+                            seed: int = 0, what: str = "padding") -> str:
+    """Check a dict chunk_size -> padding fraction of ``tmlib.data.token_batches(lengths, max_tokens, seed, epoch=0,
+    chunk_size)`` (padded positions of the longer side over all positions, batches summed) to 3 decimals, naming
+    the chunk sizes that differ and a fraction given in percent; never the values."""
+    from tmlib.data import padding_fraction, token_batches
+
+    if not isinstance(answer, dict) or sorted(answer) != sorted(chunk_sizes):
+        keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
+        raise AssertionError(f"{what} must be a dict with the keys {', '.join(map(str, chunk_sizes))}; got {keys}")
+    wrong = []
+    for chunk in chunk_sizes:
+        expected = padding_fraction(token_batches(lengths, max_tokens, seed=seed, epoch=0, chunk_size=chunk), lengths)
+        got = float(answer[chunk])
+        if not np.isclose(got, expected, rtol=0, atol=5e-4):
+            wrong.append(f"chunk_size {chunk}" + (" (a percentage? give a fraction between 0 and 1)"
+                                                  if np.isclose(got, 100 * expected, rtol=0, atol=5e-2) else ""))
+    if wrong:
+        raise AssertionError(f"{what} is not right yet at {', '.join(wrong)}: count the padded positions of the "
+                             "longer side (source, or target + 1) over all positions, summed over the batches")
+    return f"correct: {what} at chunk sizes {', '.join(map(str, chunk_sizes))} (3 decimals)"
+
+
+def check_schedule_crossing(answer, *, warmup_steps: int, factor: float, paper_warmup_steps: int = 4000,
+                            paper_factor: float = 1.0, d_model: int = 256, what: str = "crossing step") -> str:
+    """Check the step at which the warm-up schedule (paper eq. 3) with ``warmup_steps`` and ``factor``, past its
+    peak, falls to the paper's schedule (``paper_warmup_steps``, ``paper_factor``, still warming up), to within one
+    step (d_model cancels). Names the factor left out (the paper's peak), a wrong exponent of the ratio of the
+    factors, or the paper's curve drawn at d_model 512; never the value."""
+    ratio, w = factor / paper_factor, float(paper_warmup_steps)
+    expected = ratio ** (2 / 3) * w  # factor · s^-1/2 = paper_factor · s · W^-3/2
+    if not warmup_steps < expected < w:
+        raise ValueError("the two schedules do not cross between the first one's peak and the second one's")
+    variants = [("the factor left out gives (that is the paper's peak, where its warm-up ends)", w),
+                ("the exponent 3/2 instead of 2/3 gives", ratio ** 1.5 * w),
+                ("the square of the ratio of the factors gives", ratio ** 2 * w),
+                ("the square root of the ratio of the factors gives", ratio ** 0.5 * w)]
+    if d_model != 512:
+        variants.append(("the paper's curve at d_model 512 gives (both curves share d_model, which cancels)",
+                         (ratio * (512 / d_model) ** 0.5) ** (2 / 3) * w))
+    try:
+        return check_close(answer, expected, what, atol=1)
+    except AssertionError as err:
+        a = float(as_float_array(answer, "answer", what))
+        hint = next((h for h, v in variants if abs(a - v) <= 1 and abs(v - expected) > 2), None)
+        raise AssertionError(f"{err}\n  Your answer is what {hint}." if hint else str(err)) from None
+
+
+def _distinct_sizes(lengths, max_tokens: int, chunk: int, seed: int, key) -> float:
+    from tmlib.data import token_batches
+
+    sizes = np.array([key(s, t) for s, t in lengths])
+    batches = token_batches(lengths, max_tokens, seed=seed, epoch=0, chunk_size=chunk)
+    return float(np.mean([len(set(sizes[b].tolist())) for b in batches]))
+
+
+def check_lengths_per_batch(answer: dict, lengths, max_tokens: int, chunk_sizes=(1, 10, 100, 10_000), *,
+                            seed: int = 0, what: str = "lengths per batch") -> str:
+    """Check a dict chunk_size -> the mean over the batches of ``tmlib.data.token_batches(lengths, max_tokens, seed,
+    epoch=0, chunk_size)`` of the number of distinct padded lengths max(src_len, tgt_len + 1) in a batch, to 2
+    decimals, naming the chunk sizes that differ and a count of source or target lengths alone; never the values."""
+    if not isinstance(answer, dict) or sorted(answer) != sorted(chunk_sizes):
+        keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
+        raise AssertionError(f"{what} must be a dict with the keys {', '.join(map(str, chunk_sizes))}; got {keys}")
+    keys = {"padded": lambda s, t: max(s, t + 1), "source": lambda s, t: s, "target": lambda s, t: t}
+    close = lambda got, key, c: np.isclose(got, _distinct_sizes(lengths, max_tokens, c, seed, keys[key]),  # noqa: E731
+                                           rtol=0, atol=5e-3)
+    wrong = [c for c in chunk_sizes if not close(float(answer[c]), "padded", c)]
+    if not wrong:
+        return f"correct: {what} at chunk sizes {', '.join(map(str, chunk_sizes))} (2 decimals)"
+    side = next((k for k in ("source", "target") if all(close(float(answer[c]), k, c) for c in chunk_sizes)), None)
+    hint = (f" (these are the {side} lengths alone: count the padded length max(src_len, tgt_len + 1), which "
+            "the batches are sorted by)" if side else
+            ": per batch, count the distinct values of max(src_len, tgt_len + 1), then average over the batches")
+    raise AssertionError(f"{what} is not right yet at chunk_size {', '.join(map(str, wrong))}{hint}")
+
+
+def check_case_sensitive_sentences(answer, hypotheses, references,
+                                   what: str = "the sentences whose BLEU depends on case") -> str:
+    """Check the indices (0-based, in any order) of the sentences whose cased and lowercased sentence BLEU
+    (``sacrebleu.sentence_bleu``) differ, naming indices counted from 1, a count given instead of the indices,
+    sentences missing or too many; never the indices or their number."""
+    import sacrebleu
+
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    expected = {i for i, (h, r) in enumerate(zip(hypotheses, references))
+                if abs(sacrebleu.sentence_bleu(h, [r]).score - sacrebleu.sentence_bleu(h, [r], lowercase=True).score)
+                > 1e-9}
+    if isinstance(answer, (int, np.integer)) and not isinstance(answer, bool):
+        raise AssertionError(f"{what}: give the list of the sentences' indices, not their number")
+    try:
+        got = {int(i) for i in answer}
+    except (TypeError, ValueError):
+        raise AssertionError(f"{what} must be a list of sentence indices, got {type(answer).__name__}") from None
+    if got == expected:
+        return f"correct: {what} (all of them, and no other)"
+    if got == {i + 1 for i in expected}:
+        raise AssertionError(f"{what}: your indices count from 1; Python counts from 0 (hyps[0] is the first)")
+    problems = (["some of yours score the same cased and lowercased"] if got - expected else []) + (
+        ["some sentences whose scores differ are missing"] if expected - got else [])
+    raise AssertionError(f"{what} are not right yet: " + " and ".join(problems))
