@@ -233,11 +233,11 @@ MISTAKES: dict[str, list[Mistake]] = {
     "ex-07-cache-cost": [Mistake("n set so that any count passes", code=(
         "n = 10**9\nwithout_cache = 5 * 10**8\nwith_cache = 1"))],
     "ex-08-count": [
-        Mistake("untied: three vocabulary tables", replace=(
-            ("return vocab * d + vocab + encoder", "return 3 * vocab * d + vocab + encoder"),)),
+        Mistake("the learned position table forgotten", replace=(
+            ("gpt2_small = vocab * d + n_positions * d + layers + ln", "gpt2_small = vocab * d + layers + ln"),)),
         Mistake("the LayerNorms forgotten", replace=(("ln = 2 * d", "ln = 0"),)),
-        Mistake("the decoder's cross-attention forgotten", replace=(
-            ("decoder = n_layers * (2 * attn", "decoder = n_layers * (attn"),)),
+        Mistake("cross-attention counted, as in the encoder-decoder's decoder", replace=(
+            ("layers = n_layers * (attn + ffn + 2 * ln)", "layers = n_layers * (2 * attn + ffn + 3 * ln)"),)),
         Mistake("the attention biases forgotten", replace=(("attn = 4 * (d * d + d)", "attn = 4 * d * d"),)),
     ],
     "ex-08-train-step": [
@@ -302,35 +302,51 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("cross-attention mapped onto self-attention", replace=(('"cross_attn": "encoder_attn"', '"cross_attn": "self_attn"'),)),
     ],
     # the chapter on finding bugs: each exercise's stub is the planted bug ("left as the stub" = the bug left in)
-    "ex-10-causal": [
-        Mistake("the bug left in: the mask one key late", unanswered=True),
-        Mistake("the mask flipped", replace=(("np.arange(n)[:, None] >= np.arange(n)[None, :]",
-                                              "np.arange(n)[:, None] <= np.arange(n)[None, :]"),)),
-        Mistake("the diagonal blocked too: position 1 sees nothing", replace=(
-            ("np.arange(n)[:, None] >= np.arange(n)[None, :]", "np.arange(n)[:, None] > np.arange(n)[None, :]"),)),
+    "ex-10-diagonal": [
+        Mistake("the bug left in: the diagonal blocked too", unanswered=True),
+        Mistake("the NaN row set to 0 instead", replace=(
+            ("np.triu(np.ones((n, n), dtype=bool), k=1)", "np.triu(np.ones((n, n), dtype=bool))"),
+            ("return weights @ x", "return np.nan_to_num(weights) @ x"))),
+        Mistake("the mask flipped", replace=(
+            ("np.triu(np.ones((n, n), dtype=bool), k=1)", "np.tril(np.ones((n, n), dtype=bool), k=-1)"),)),
         Mistake("the mask of the check's 6 positions", replace=(
-            ("np.arange(n)[:, None] >= np.arange(n)[None, :]", "R.causal_mask(6)"),)),
+            ("np.triu(np.ones((n, n), dtype=bool), k=1)", "np.triu(np.ones((6, 6), dtype=bool), k=1)"),)),
     ],
-    "ex-10-padding": [
-        Mistake("the bug left in: the mask on the queries", unanswered=True),
-        Mistake("the mask inverted", replace=(("allowed = real[:, None, :]", "allowed = ~real[:, None, :]"),)),
-        Mistake("the mask on both axes: padded queries see nothing", replace=(
-            ("allowed = real[:, None, :]", "allowed = real[:, None, :] & real[:, :, None]"),)),
+    "ex-10-cross": [
+        Mistake("the bug left in: the mask multiplied into the scores", unanswered=True),
+        Mistake("the mask on the queries' axis", replace=(
+            ("np.where(real[:, None, :], scores, -np.inf)", "np.where(real[:, :, None], scores, -np.inf)"),)),
         Mistake("padded keys zeroed after the softmax, rows not renormalised", replace=(
-            ("    scores = np.where(allowed, scores, -np.inf)\n", ""),
+            ("    scores = np.where(real[:, None, :], scores, -np.inf)                # a padded key: weight 0\n", ""),
             ("weights = weights / weights.sum(axis=-1, keepdims=True)",
-             "weights = weights / weights.sum(axis=-1, keepdims=True) * allowed"))),
+             "weights = weights / weights.sum(axis=-1, keepdims=True) * real[:, None, :]"))),
+        Mistake("the lengths counted from 1: the last real token masked", replace=(
+            ("np.arange(n_src)[None, :] < np.asarray(src_lengths)",
+             "np.arange(1, n_src + 1)[None, :] < np.asarray(src_lengths)"),)),
     ],
-    "ex-10-softmax-axis": [
-        Mistake("the bug left in: the softmax over the queries", unanswered=True),
-        Mistake("the sum fixed, the maximum still per column", replace=(
-            ("scores.max(axis=-1, keepdims=True)", "scores.max(axis=0, keepdims=True)"),)),
-        Mistake("the result transposed instead", code=(
-            "def attention_weights(q, k):\n    scores = q @ k.T / np.sqrt(q.shape[-1])\n"
-            "    e = np.exp(scores - scores.max(axis=0, keepdims=True))\n"
-            "    return (e / e.sum(axis=0, keepdims=True)).T")),
-        Mistake("no maximum subtracted: overflows on large scores", replace=(
-            ("np.exp(scores - scores.max(axis=-1, keepdims=True))", "np.exp(scores)"),)),
+    "ex-10-heads": [
+        Mistake("the bug left in: the heads cut by a reshape alone", unanswered=True),
+        Mistake("the heads merged without the transpose", replace=(
+            ("return out.transpose(1, 0, 2).reshape(n, d_model)", "return out.reshape(n, d_model)"),)),
+        Mistake("the scores divided by the square root of d_model", replace=(
+            ("/ np.sqrt(d_k)", "/ np.sqrt(d_model)"),)),
+        Mistake("the causal mask left out", replace=(
+            ("    scores = np.where(R.causal_mask(n), scores, -np.inf)            # True = may attend\n", ""),)),
+    ],
+    "ex-10-pad-loss": [
+        Mistake("the bug left in: divided by every position", unanswered=True),
+        Mistake("the padding not masked at all", replace=(
+            ("return float((nll * real).sum() / real.sum())", "return float(nll.mean())"),)),
+        Mistake("divided by the number of sentences", replace=(
+            ("(nll * real).sum() / real.sum()", "(nll * real).sum() / len(targets)"),)),
+        Mistake("the sum, not the mean", replace=(("(nll * real).sum() / real.sum()", "(nll * real).sum()"),)),
+    ],
+    "ex-10-layernorm": [
+        Mistake("the bug left in: the statistics over the positions", unanswered=True),
+        Mistake("no epsilon under the square root", replace=(("np.sqrt(var + eps)", "np.sqrt(var)"),)),
+        Mistake("the statistics over the whole batch", replace=(("features = -1 ", "features = None "),)),
+        Mistake("gain and bias swapped", replace=(
+            ("gain * (x - mean) / np.sqrt(var + eps) + bias", "bias * (x - mean) / np.sqrt(var + eps) + gain"),)),
     ],
     "ex-10-scale": [
         Mistake("the bug left in: divided by the square root of n_q", unanswered=True),
@@ -339,22 +355,6 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the weights divided after the softmax", replace=(
             ("/ math.sqrt(q.shape[-1])", ""),
             ("weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-1) / math.sqrt(q.shape[-1])"))),
-    ],
-    "ex-10-log0": [
-        Mistake("the bug left in: log of an underflowed probability", unanswered=True),
-        Mistake("a small constant inside the log", code=(
-            "def smoothed_loss(logits, targets, label_smoothing=0.1):\n    n, vocab = logits.shape\n"
-            "    t = np.full((n, vocab), label_smoothing / vocab)\n    t[np.arange(n), targets] += 1 - label_smoothing\n"
-            "    p = np.exp(logits - logits.max(axis=-1, keepdims=True))\n    p = p / p.sum(axis=-1, keepdims=True)\n"
-            "    return float(-(t * np.log(p + 1e-12)).sum(axis=-1).mean())")),
-        Mistake("the infinity replaced by a large number", code=(
-            "def smoothed_loss(logits, targets, label_smoothing=0.1):\n    n, vocab = logits.shape\n"
-            "    t = np.full((n, vocab), label_smoothing / vocab)\n    t[np.arange(n), targets] += 1 - label_smoothing\n"
-            "    p = np.exp(logits - logits.max(axis=-1, keepdims=True))\n    p = p / p.sum(axis=-1, keepdims=True)\n"
-            "    with np.errstate(divide='ignore'):\n"
-            "        return float(np.nan_to_num(-(t * np.log(p)).sum(axis=-1).mean()))")),
-        Mistake("the smoothing dropped: only the right token's log-probability", replace=(
-            ("return float(-(t * log_p).sum(axis=-1).mean())", "return float(-log_p[np.arange(n), targets].mean())"),)),
     ],
     "ex-10-shift": [
         Mistake("the bug left in: the decoder reads the target unshifted", unanswered=True),
@@ -378,14 +378,5 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the mask negated and transposed", replace=(("attn_mask=~allowed)", "attn_mask=~allowed.T)"),)),
         Mistake("a causal mask built instead of the one given", replace=(
             ("attn_mask=~allowed)", "attn_mask=~causal_mask(x.shape[1]))"),)),
-    ],
-    "ex-10-dropout": [
-        Mistake("the bug left in: dropout on during evaluation", unanswered=True),
-        Mistake("the random state fixed instead of dropout turned off", replace=(
-            ("    model.eval()                                                    # dropout off (no_grad does not do that)\n",
-             "    torch.manual_seed(0)\n"),)),
-        Mistake("model.eval() after the forward pass", replace=(
-            ("    model.eval()                                                    # dropout off (no_grad does not do that)\n", ""),
-            ("        return translation_loss(", "        model.eval()\n        return translation_loss("))),
     ],
 }

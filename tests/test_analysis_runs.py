@@ -1,0 +1,74 @@
+"""tmlib.analysis.runs: chapter 9's table of the stored translation runs and a run of one's own, read against the
+records themselves (the numbers of book/measurements.md)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from tmlib.analysis.runs import COLUMNS, STORED_RUNS, device_name, translation_runs
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+
+def _record(name: str) -> dict:
+    for path in (RESULTS / f"translate_{name}.json", RESULTS / "gpu" / f"translate_{name}.json"):
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+    pytest.skip(f"translate_{name}.json is not in this checkout")
+
+
+def _trained(best_step=1429, precision="float32"):
+    """A stand-in for a TrainedModel: 900 steps in 7.5 minutes, three validation passes."""
+    history = {"tokens_per_s": [np.nan, 3000.0, 4000.0, 5000.0], "val_nll": [2.5, 1.9, 2.1]}
+    return SimpleNamespace(history=history, elapsed_s=450.0, step=900, epoch=3, best_step=best_step,
+                           precision={"dtype": precision} if precision else None,
+                           model=SimpleNamespace(config=SimpleNamespace(dropout=0.0)))
+
+
+def test_device_names_are_short():
+    assert device_name({"cpu_model": "Intel(R) Xeon(R) Processor", "cpu_count": 2}) == "Intel Xeon, 2 cores"
+    assert device_name({"cpu_model": "AMD EPYC 7B13 64-Core Processor", "cpu_count": 4}) == "AMD EPYC 7B13 64-Core, 4 cores"
+    assert device_name({"gpu": {"name": "NVIDIA H200"}, "cpu_model": "x"}) == "NVIDIA H200"
+    assert device_name(None) == "?, ? cores"
+
+
+def test_stored_rows_repeat_their_records():
+    table = translation_runs()
+    assert list(table.columns) == list(COLUMNS) and table.attrs["unavailable"] == []
+    assert len(table) == len(STORED_RUNS)
+    for (label, row), name in zip(table.iterrows(), STORED_RUNS):
+        r = _record(name)
+        assert label.endswith(f", {r['minutes_trained']:.0f} min")
+        assert row["steps"] == r["steps"] and row["epochs"] == r["epochs_completed"]
+        assert row["BLEU (cased, beam 4)"] == r["beam4"]["bleu"] and row["precision"] == r["precision"]
+        assert row["steps per minute"] == round(r["steps"] / r["minutes_trained"])
+        assert row["lowest validation cross-entropy"] == round(r["best_val_nll"], 3)
+    # book/measurements.md: the two CPU runs kept step 1,429, the H200 run step 5,722 (with dropout 0.1)
+    assert list(table["kept step"]) == [1429, 1429, 5722]
+    assert list(table["dropout"]) == [0.0, 0.0, 0.1]
+
+
+def test_your_run_is_the_last_row():
+    table = translation_runs(_trained(), 36.789, label="mine")
+    mine = table.loc["mine"]
+    assert table.index[-1] == "mine"
+    assert (mine["minutes"], mine["steps"], mine["epochs"], mine["steps per minute"]) == (7.5, 900, 3, 120)
+    assert mine["target tokens/s"] == 4000  # the median of the measured windows, NaN left out
+    assert (mine["kept step"], mine["lowest validation cross-entropy"]) == (1429, 1.9)
+    assert (mine["BLEU (cased, beam 4)"], mine["precision"], mine["dropout"]) == (36.79, "float32", 0.0)
+    last = translation_runs(_trained(best_step=None, precision=None), 1.0, names=())
+    assert list(last.index) == ["this page's run"]
+    assert (last.iloc[0]["kept step"], last.iloc[0]["precision"]) == ("last", "?")
+    with pytest.raises(ValueError, match="BLEU"):
+        translation_runs(_trained())
+
+
+def test_missing_records_are_left_out_and_named(tmp_path):
+    table = translation_runs(_trained(), 30.0, folder=tmp_path)
+    assert list(table.index) == ["this page's run"]
+    assert table.attrs["unavailable"] == list(STORED_RUNS)
+    assert list(translation_runs(folder=tmp_path).columns) == list(COLUMNS)

@@ -1,0 +1,95 @@
+"""Chapter 9's translation runs side by side: the runs of the recommended configuration stored with the course
+(``benchmarks/results/translate_<name>.json``, see ``book/measurements.md``) and a run of your own, one row each.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tmlib.analysis.benchmarking import load_result
+
+#: The stored runs of chapter 9's configuration: 15 minutes on two 2-core CPUs (float32 and bf16, as
+#: ``amp="auto"`` chose on each) and 4 minutes on a data-centre GPU.
+STORED_RUNS = ("cpu_auto", "cpu", "cuda")
+
+COLUMNS = ("minutes", "precision", "dropout", "steps", "epochs", "target tokens/s", "steps per minute", "kept step",
+           "lowest validation cross-entropy", "BLEU (cased, beam 4)")
+
+
+def device_name(machine: dict | None) -> str:
+    """The GPU's name, else the CPU's model (without "(R)", "(TM)", "Processor", "CPU") and cores, from a machine
+    description (:func:`tmlib.machine.machine_info`; ``"?"`` for what it lacks)."""
+    machine = machine or {}
+    if machine.get("gpu"):
+        return machine["gpu"]["name"]
+    model = re.sub(r"\((R|TM)\)|\b(Processor|CPU)\b", "", str(machine.get("cpu_model", "?")))
+    return f"{' '.join(model.split()) or '?'}, {machine.get('cpu_count', '?')} cores"
+
+
+def stored_run_row(record: dict) -> dict:
+    """One stored run's budget, recipe, steps and scores (the :data:`COLUMNS`), from its record."""
+    scored = record["weights_scored"]
+    minutes = record["minutes_trained"]
+    return {"minutes": round(minutes, 1), "precision": record["precision"],
+            "dropout": record["model_config"]["dropout"], "steps": record["steps"],
+            "epochs": record["epochs_completed"], "target tokens/s": round(record["target_tokens_per_s_median"]),
+            "steps per minute": round(record["steps"] / minutes),
+            "kept step": int(scored.split("step ")[-1]) if "step " in scored else "last",
+            "lowest validation cross-entropy": round(record["best_val_nll"], 3),
+            "BLEU (cased, beam 4)": record["beam4"]["bleu"]}
+
+
+def trained_run_row(trained, bleu: float) -> dict:
+    """The same :data:`COLUMNS` for a run loaded or trained in this session (a
+    :class:`~tmlib.training.experiment.TrainedModel`) and its cased beam-4 BLEU on test 2016."""
+    history, minutes = trained.history, trained.elapsed_s / 60
+    return {"minutes": round(minutes, 1), "precision": trained.precision["dtype"] if trained.precision else "?",
+            "dropout": trained.model.config.dropout, "steps": trained.step, "epochs": trained.epoch,
+            "target tokens/s": round(float(np.nanmedian(history["tokens_per_s"]))),
+            "steps per minute": round(trained.step / minutes) if minutes > 0 else 0,
+            "kept step": trained.best_step if trained.best_step is not None else "last",
+            "lowest validation cross-entropy": round(float(np.min(history["val_nll"])), 3),
+            "BLEU (cased, beam 4)": round(float(bleu), 2)}
+
+
+def translation_runs(trained=None, bleu: float | None = None, *, label: str = "this page's run",
+                     names=STORED_RUNS, folder=None) -> pd.DataFrame:
+    """The stored runs of chapter 9's configuration and, if ``trained`` is given, your run, one row each.
+
+    Args:
+        trained: a :class:`~tmlib.training.experiment.TrainedModel` (from ``load_or_train``), or None.
+        bleu: its cased BLEU with beam 4 on test 2016 (required with ``trained``).
+        label: the row name of ``trained``, the last row.
+        names: the stored records to read (``translate_<name>``, by :func:`tmlib.analysis.benchmarking.load_result`,
+            which downloads them when the checkout lacks them); one that cannot be found is left out, and its name
+            listed in ``table.attrs["unavailable"]``.
+        folder: where the records are (default: the checkout's ``benchmarks/results``, else the download).
+
+    Returns:
+        A DataFrame with one row per run, named "<GPU, or CPU model and cores>, <minutes> min" for a stored run, and
+        the columns (:data:`COLUMNS`): ``minutes`` of training; ``precision`` of the matrix products ("float32" or
+        "bfloat16"); ``dropout``; optimizer ``steps``; completed ``epochs``; the median ``target tokens/s``;
+        ``steps per minute``; ``kept step``, the step whose weights were kept and scored (the lowest validation
+        cross-entropy; "last" when the run kept its last weights); the ``lowest validation cross-entropy`` (nats
+        per target token, three decimals); ``BLEU (cased, beam 4)`` on test 2016.
+
+    Raises:
+        ValueError: ``trained`` without ``bleu``.
+    """
+    if trained is not None and bleu is None:
+        raise ValueError("give the run's BLEU (cased, beam 4) with trained")
+    rows, unavailable = {}, []
+    for name in names:
+        try:
+            record = load_result("translate", name, folder=folder)
+        except FileNotFoundError:  # no checkout and no network
+            unavailable.append(name)
+            continue
+        rows[f"{device_name(record['machine'])}, {record['minutes_trained']:.0f} min"] = stored_run_row(record)
+    if trained is not None:
+        rows[label] = trained_run_row(trained, bleu)
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=list(COLUMNS))
+    table.attrs["unavailable"] = unavailable
+    return table
