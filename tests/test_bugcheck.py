@@ -30,7 +30,7 @@ def test_attention_without_bug_is_the_reference():
 def test_planted_masks_by_hand():
     q, k, v = _qkv(n=4)
     causal = R.causal_mask(4)
-    _, flipped = B.attention_with_bug(q, k, v, causal, "mask transposed")
+    _, flipped = B.attention_with_bug(q, k, v, causal, "mask flipped")
     assert (flipped[np.tril_indices(4, -1)] == 0).all() and (flipped[np.triu_indices(4)] > 0).all()
     _, late = B.attention_with_bug(q, k, v, causal, "mask one key late")
     assert ((late > 0) == np.tril(np.ones((4, 4), bool), 1)).all()
@@ -45,10 +45,10 @@ def test_planted_masks_by_hand():
     with pytest.raises(ValueError, match="unknown bug"):
         B.attention_with_bug(q, k, v, causal, "typo")
     with pytest.raises(ValueError, match="square mask"):
-        B.attention_with_bug(q, k[:3], v[:3], np.ones((4, 3), bool), "mask transposed")
+        B.attention_with_bug(q, k[:3], v[:3], np.ones((4, 3), bool), "mask flipped")
 
 
-@pytest.mark.parametrize("bug", ["mask transposed", "mask one key late", "mask polarity inverted",
+@pytest.mark.parametrize("bug", ["mask flipped", "mask one key late", "mask polarity inverted",
                                  "softmax over the queries"])
 def test_causality_check_catches_mask_bugs(bug):
     x = np.random.default_rng(1).normal(size=(6, 4))
@@ -74,7 +74,7 @@ def test_padding_check_catches_the_padding_mask_on_the_queries():
     keys = real[:, None, :] & np.ones((5, 1), bool)  # (batch, n_q, n_k): the padding mask on the keys
     assert check_padding_invariance(lambda z: B.attention_with_bug(z, z, z, keys)[0], x, real).startswith("correct")
     with pytest.raises(AssertionError, match="padding"):
-        check_padding_invariance(lambda z: B.attention_with_bug(z, z, z, keys, "mask transposed")[0], x, real)
+        check_padding_invariance(lambda z: B.attention_with_bug(z, z, z, keys, "mask flipped")[0], x, real)
 
 
 def test_rows_check_catches_softmax_over_the_queries_and_zeroing_after():
@@ -191,3 +191,57 @@ def test_first_loss_and_overfitting_one_batch():
         B.check_first_loss(30.0, vocab)
     with pytest.raises(AssertionError, match="log of 0"):
         B.check_first_loss(math.inf, vocab)
+
+
+def test_first_loss_reports_how_far_from_log_v():
+    assert B.check_first_loss(3.021, 13) == ("correct: the first loss 3.021 is 18% above log |V| = 2.565 "
+                                             "(within 20%)")
+    assert B.check_first_loss(math.log(100) * 0.9, 100).startswith("correct: the first loss 4.145 is 10% below")
+
+
+def _layer_norm(x, axis=-1):
+    return (x - x.mean(axis=axis, keepdims=True)) / np.sqrt(x.var(axis=axis, keepdims=True) + 1e-5)
+
+
+def _heads(x, n_heads, split):
+    """Causal attention of n_heads heads, Q = K = V = x (n, d) without projections; `split` cuts the heads."""
+    n, d = x.shape
+    h = split(x, n_heads, d // n_heads)  # (h, n, d_k)
+    w = R.softmax(np.where(R.causal_mask(n), h @ h.transpose(0, 2, 1) / np.sqrt(d // n_heads), -np.inf))
+    return (w @ h).transpose(1, 0, 2).reshape(n, d)
+
+
+def test_independent_positions_and_heads():
+    x = np.random.default_rng(6).normal(size=(2, 5, 8)) * 3.0 + 1.0  # (batch, n, d)
+    assert B.check_independent(_layer_norm, x, 1, "layer norm").startswith("correct: layer norm computes each")
+    with pytest.raises(AssertionError, match="output of position 1 changes when only the input of position 0"):
+        B.check_independent(lambda z: _layer_norm(z, axis=1), x, 1, "layer norm")
+    x2 = torch.from_numpy(x[0])  # (n, d) as a tensor: 2 heads of 4 features
+    right = lambda z, h, d_k: z.reshape(len(z), h, d_k).transpose(1, 0, 2)  # noqa: E731
+    wrong = lambda z, h, d_k: z.reshape(h, len(z), d_k)  # noqa: E731
+    to_np = lambda f: lambda z: torch.from_numpy(f(np.asarray(z), 2))  # noqa: E731
+    assert B.check_independent(to_np(lambda z, h: _heads(z, h, right)), x2, 4, unit="head", axis=-1).startswith(
+        "correct")
+    with pytest.raises(AssertionError, match="output of head 1 changes when only the input of head 0.*own features"):
+        B.check_independent(to_np(lambda z, h: _heads(z, h, wrong)), x2, 4, unit="head", axis=-1,
+                            hint="each head reads its own features")
+    assert B.check_independent(lambda z: z * 2.0, x, 1, axis=-1, unit="feature").startswith("correct")
+
+
+def _token_loss(logits, targets, pad_id, divide_by="real"):
+    z = logits - logits.max(axis=-1, keepdims=True)
+    nll = -np.take_along_axis(z - np.log(np.exp(z).sum(axis=-1, keepdims=True)), targets[..., None], -1)[..., 0]
+    real = targets != pad_id
+    count = {"real": real.sum(), "all": real.size, "sentences": len(targets)}[divide_by]
+    return float((nll * real).sum() / count)
+
+
+def test_loss_ignores_padding():
+    for pad_id in (0, 3):
+        assert B.check_loss_ignores_padding(_token_loss, pad_id).startswith("correct")
+    with pytest.raises(AssertionError, match="padded with 4 more positions each give the loss"):
+        B.check_loss_ignores_padding(lambda z, t, p: _token_loss(z, t, p, "all"))
+    with pytest.raises(AssertionError, match="every logit equal each real token costs log"):
+        B.check_loss_ignores_padding(lambda z, t, p: _token_loss(z, t, p, "sentences"))
+    with pytest.raises(AssertionError, match="not finite"):
+        B.check_loss_ignores_padding(lambda z, t, p: math.inf)

@@ -6,6 +6,7 @@ it runs on which machine (chapter 12, ``benchmarks/``).
 * :mod:`~tmlib.analysis.alignment`: BPE pieces merged into words, cross-attention as a soft word alignment;
 * :mod:`~tmlib.analysis.ablation`: heads switched off, and what that costs in cross-entropy and BLEU;
 * :mod:`~tmlib.analysis.permutation`: one head's weights shuffled, and how far the output moves;
+* :mod:`~tmlib.analysis.findings`: what those measurements say about one run, as numbers and short lines;
 * :mod:`~tmlib.analysis.views`: bertviz's views of the captured weights;
 * :mod:`~tmlib.analysis.costs`: parameter counts, memory, the paper's Table 1;
 * :mod:`~tmlib.analysis.flops`: FLOPs (counted once, from one attention and one feed-forward unit), device peaks,
@@ -36,14 +37,19 @@ from tmlib.analysis.flops import (
     PEAK_FLOPS, attention_flops, feed_forward_flops, flops_per_token, gpu_peak_flops, layer_flops, mfu,
     model_flops, peak_flops, training_flops_from_hardware, transformer_flops
 )
+from tmlib.analysis.findings import (
+    Findings, ablation_findings, alignment_reading, argmax_changed_off, head_name, layer_breadth, layer_table,
+    permutation_findings, run_summary, sink_heads, standout_heads, strongest_heads
+)
 from tmlib.analysis.heads import STATISTICS, attention_statistics, head_statistics
 from tmlib.analysis.permutation import (
     js_distance, override_head_attention, permutation_effects, permute_rows, total_variation
 )
+from tmlib.analysis.runs import STORED_RUNS, device_name, translation_runs
 from tmlib.analysis.views import bertviz_inputs, bertviz_view
 
 __all__ = [
-    "ATTENTION_KINDS", "AttentionCapture", "GPU_RESULTS", "Head", "LAYER_TYPES", "PAPER_TABLE_1",
+    "ATTENTION_KINDS", "AttentionCapture", "Findings", "GPU_RESULTS", "Head", "LAYER_TYPES", "PAPER_TABLE_1",
     "PEAK_FLOPS", "PowerLawFit", "RESULTS_URL", "STATISTICS", "ablate_heads", "ablation_experiments",
     "ablation_table", "all_heads", "attention_flops", "attention_matrix_bytes", "attention_module",
     "attention_statistics", "bertviz_inputs", "bertviz_view", "capture_attention", "complexity_per_layer",
@@ -52,7 +58,10 @@ __all__ = [
     "greedy_bleu", "head_statistics", "js_distance", "kv_cache_bytes", "layer_flops", "load_result",
     "maximum_path_length", "merge_attention", "mfu", "mha_parameter_count", "model_flops",
     "nll_per_token", "override_head_attention", "pad_batch", "peak_flops", "peak_memory_bytes",
+    "STORED_RUNS", "device_name", "translation_runs",
     "permutation_effects", "permute_rows", "sequential_operations", "tensor_bytes", "time_call",
     "total_variation", "training_flops_from_hardware", "training_state_bytes", "transformer_flops",
-    "translate_and_capture", "word_alignment", "word_labels", "word_spans"
+    "translate_and_capture", "word_alignment", "word_labels", "word_spans",
+    "ablation_findings", "alignment_reading", "argmax_changed_off", "head_name", "layer_breadth", "layer_table",
+    "permutation_findings", "run_summary", "sink_heads", "standout_heads", "strongest_heads"
 ]

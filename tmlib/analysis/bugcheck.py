@@ -12,6 +12,8 @@ The tests a Transformer must pass, as functions. Checks return a line that start
 * :func:`token_position_ratio`, :func:`check_token_signal`: the token embeddings must not drown in the positional
   encodings (or the reverse);
 * :func:`check_queries_independent`: each query's softmax is its own (not taken across the queries);
+* :func:`check_independent`: each position (or each head) computed from its own inputs only;
+* :func:`check_loss_ignores_padding`: a loss over real tokens that more padding does not change;
 * :func:`check_finite`, :func:`check_confident_loss`: log 0 in a loss; a label-smoothed loss of a confident model;
 * :func:`check_repeatable`: dropout left on at evaluation;
 * :func:`check_first_loss`: a fresh model's loss is about log |V|;
@@ -29,10 +31,11 @@ from tmlib.course.checks import as_float_array
 
 __all__ = ["BUGS", "attention_with_bug", "dependency_matrix", "check_no_leak", "score_spread", "check_score_scale",
            "token_position_ratio", "token_scale", "check_token_signal", "check_confident_loss",
-           "check_queries_independent", "check_finite", "check_repeatable", "check_first_loss", "overfit_batch"]
+           "check_queries_independent", "check_independent", "check_loss_ignores_padding", "check_finite",
+           "check_repeatable", "check_first_loss", "overfit_batch"]
 
 #: The bugs :func:`attention_with_bug` can plant (``None``: the paper's attention).
-BUGS = ("mask transposed", "mask one key late", "mask polarity inverted", "softmax over the queries",
+BUGS = ("mask flipped", "mask one key late", "mask polarity inverted", "softmax over the queries",
         "no 1/sqrt(d_k)", "mask after the softmax")
 
 
@@ -41,14 +44,14 @@ def attention_with_bug(q, k, v, mask=None, bug: str | None = None) -> tuple[np.n
     v ``(..., n_k, d_v)``, mask bool ``(..., n_q, n_k)`` (True = may attend) → ``(output (..., n_q, d_v), weights
     (..., n_q, n_k))``.
 
-    Bugs (:data:`BUGS`): ``"mask transposed"`` (a causal mask flipped; a padding mask on the queries),
+    Bugs (:data:`BUGS`): ``"mask flipped"`` (transposed: a causal mask flipped; a padding mask on the queries),
     ``"mask one key late"`` (each query also sees the key after its last allowed one: a causal mask off by one),
     ``"mask polarity inverted"`` (PyTorch's True = blocked read as the course's True = may attend),
     ``"softmax over the queries"``, ``"no 1/sqrt(d_k)"``, ``"mask after the softmax"`` (weights zeroed, rows
     no longer summing to 1). A row with nothing left to attend to comes out NaN, as in PyTorch.
 
     Raises:
-        ValueError: an unknown bug, or a mask that is not square for ``"mask transposed"``.
+        ValueError: an unknown bug, or a mask that is not square for ``"mask flipped"``.
     """
     if bug is not None and bug not in BUGS:
         raise ValueError(f"unknown bug {bug!r}; choose one of {BUGS}")
@@ -58,9 +61,9 @@ def attention_with_bug(q, k, v, mask=None, bug: str | None = None) -> tuple[np.n
     allowed = None
     if mask is not None:
         allowed = np.broadcast_to(np.asarray(mask, dtype=bool), scores.shape).copy()
-        if bug == "mask transposed":
+        if bug == "mask flipped":
             if allowed.shape[-1] != allowed.shape[-2]:
-                raise ValueError(f"'mask transposed' needs a square mask, got {allowed.shape}")
+                raise ValueError(f"'mask flipped' needs a square mask, got {allowed.shape}")
             allowed = np.swapaxes(allowed, -1, -2)
         elif bug == "mask one key late":
             allowed[..., 1:] |= allowed[..., :-1].copy()
@@ -264,6 +267,60 @@ def check_queries_independent(weights_fn, q, k, what: str = "your attention") ->
     return f"correct: {what} normalises each query on its own"
 
 
+def check_independent(fn, x, size: int = 1, what: str = "your function", *, unit: str = "position",
+                      axis: int = -2, hint: str = "", atol: float = 1e-9, seed: int = 0) -> str:
+    """Assert that ``fn(x)`` (same shape as ``x``, an array or tensor) computes each group of ``size`` consecutive
+    entries along ``axis`` from the same group of its input only: a position-wise layer (``size=1`` along the
+    positions), or heads that each read their own ``size = d_k`` features. Groups are counted from 0.
+
+    Raises:
+        AssertionError: the first group whose output changes when only another group's input changes (and ``hint``).
+    """
+    xs = np.asarray(as_float_array(x, "input", "x"))
+    base = as_float_array(fn(x), "answer", what)
+    n = xs.shape[axis] // size
+    noise = np.random.default_rng(seed).normal(size=xs.shape) * 3.0 + 1.0
+    for j in range(n):
+        pick = [slice(None)] * xs.ndim
+        pick[axis] = slice(j * size, (j + 1) * size)
+        moved = xs.copy()
+        moved[tuple(pick)] += noise[tuple(pick)]
+        diff = np.nan_to_num(np.abs(as_float_array(fn(_numpy_like(moved, x)), "answer", what) - base), nan=0.0)
+        per_group = np.moveaxis(diff, axis % diff.ndim, 0)[: n * size].reshape(n, -1).max(axis=1)
+        others = [i for i in range(n) if i != j and per_group[i] > atol]
+        if others:
+            raise AssertionError(f"{what}: the output of {unit} {others[0]} changes when only the input of {unit} "
+                                 f"{j} changes" + (f": {hint}" if hint else ""))
+    return f"correct: {what} computes each {unit} from its own input only (tolerance {atol:g})"
+
+
+def check_loss_ignores_padding(loss_fn, pad_id: int = 0, vocab_size: int = 7, what: str = "your loss",
+                               seed: int = 0) -> str:
+    """Assert that ``loss_fn(logits (batch, n, V), targets (batch, n), pad_id)`` (NumPy) is a mean over the real
+    target tokens: log |V| when all logits are equal, and the same when the sentences are padded to a longer batch
+    with any logits at the padding (padding invariance, for a loss).
+
+    Raises:
+        AssertionError: a loss that is not finite, not log |V| for equal logits, or moved by the padding.
+    """
+    rng = np.random.default_rng(seed)
+    targets = (pad_id + rng.integers(1, vocab_size, size=(3, 5))) % vocab_size  # (3, 5): never pad_id
+    targets[1, 3:], targets[2, 1:] = pad_id, pad_id  # sentences of 5, 3 and 1 tokens
+    logits = rng.normal(size=(3, 5, vocab_size))
+    longer = (np.concatenate([logits, 5 * rng.normal(size=(3, 4, vocab_size))], axis=1),
+              np.concatenate([targets, np.full((3, 4), pad_id)], axis=1))
+    uniform, before, after = (float(as_float_array(loss_fn(z, t, pad_id), "answer", what)) for z, t in
+                              ((np.zeros_like(logits), targets), (logits, targets), longer))
+    check_finite(np.array([uniform, before, after]), what)
+    if abs(after - before) > 1e-9 * max(1.0, abs(before)):
+        raise AssertionError(f"{what}: the same sentences padded with 4 more positions each give the loss "
+                             f"{after:.4f} instead of {before:.4f}: the padded positions still count")
+    if abs(uniform - math.log(vocab_size)) > 1e-9:
+        raise AssertionError(f"{what}: with every logit equal each real token costs log |V| = {math.log(vocab_size):.4f}"
+                             f", but the loss is {uniform:.4f}: not a mean over the real tokens")
+    return f"correct: {what} is a mean over the real tokens, whatever the padding"
+
+
 def check_finite(x, what: str = "the loss") -> str:
     """Assert that ``x`` (number, array or tensor) holds no NaN or infinity.
 
@@ -312,7 +369,9 @@ def check_first_loss(loss: float, vocab_size: int, rtol: float = 0.2, what: str 
     if loss < (1 - rtol) * expected:
         raise AssertionError(f"{what} {loss:.3f} is far below log |V| = {expected:.3f}: the model knows the answers "
                              "before it has learnt anything (does the input contain the target?)")
-    return f"correct: {what} {loss:.3f} is within {rtol:.0%} of log |V| = {expected:.3f}"
+    side = "above" if loss >= expected else "below"
+    return (f"correct: {what} {loss:.3f} is {abs(loss / expected - 1):.0%} {side} log |V| = {expected:.3f} "
+            f"(within {rtol:.0%})")
 
 
 def overfit_batch(model, src, tgt_in, tgt_out, steps: int = 100, lr: float = 3e-3, pad_id: int | None = 0,

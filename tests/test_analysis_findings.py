@@ -1,0 +1,187 @@
+"""Tests of tmlib.analysis.findings, what chapter 11's measurements say: hand-made tables of head statistics,
+ablations and permutations whose answers are known, and the yardstick of the permutation test against weights
+zeroed by hand on a tiny random model."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tmlib import analysis as I
+from tmlib.analysis.findings import WIDTH
+from tmlib.model import make_model
+
+NAN = float("nan")
+
+
+def _stats() -> pd.DataFrame:
+    """Two layers of encoder self-attention, one of decoder self-attention and one of cross-attention, two heads
+    each; the shares not defined for a kind are NaN, as in head_statistics."""
+    rows = [  # kind, layer, head, entropy, max_entropy, previous, same, first, last, diagonal
+        ("encoder self", 0, 0, 1.8, 2.0, 0.10, 0.20, 0.05, 0.04, NAN),
+        ("encoder self", 0, 1, 1.6, 2.0, 0.45, 0.10, 0.30, 0.02, NAN),
+        ("encoder self", 1, 0, 0.4, 2.0, 0.05, 0.70, 0.01, 0.60, NAN),
+        ("encoder self", 1, 1, 0.8, 2.0, 0.20, 0.30, 0.02, 0.01, NAN),
+        ("decoder self", 0, 0, 0.2, 1.0, 0.30, 0.90, 0.10, NAN, NAN),
+        ("decoder self", 0, 1, 0.5, 1.0, 0.60, 0.20, 0.20, NAN, NAN),
+        ("cross", 0, 0, 1.0, 2.0, NAN, NAN, 0.10, 0.10, 0.30),
+        ("cross", 0, 1, 1.2, 2.0, NAN, NAN, 0.20, 0.05, 0.70),
+    ]
+    return pd.DataFrame(rows, columns=["kind", "layer", "head", "entropy", "max_entropy", "previous", "same",
+                                       "first", "last", "diagonal"])
+
+
+def _ablation() -> pd.DataFrame:
+    """An ablation table of the heads of _stats, as ablation_table returns it."""
+    single = {("encoder self", 0, 0): 0.01, ("encoder self", 0, 1): 0.30, ("encoder self", 1, 0): 0.05,
+              ("encoder self", 1, 1): 0.02, ("decoder self", 0, 0): 0.04, ("decoder self", 0, 1): 0.03,
+              ("cross", 0, 0): 0.06, ("cross", 0, 1): 0.50}
+    kept = {("encoder self", 0): [0.20, 0.35], ("encoder self", 1): [0.03, 0.40], ("decoder self", 0): [0.25, 0.10],
+            ("cross", 0): [1.50, 0.90]}
+    whole = {("encoder self", 0): 0.6, ("encoder self", 1): 0.2, ("decoder self", 0): 0.8, ("cross", 0): 2.0}
+    rows = [("none", None, NAN, NAN, 0, 0.0, 30.0)]
+    rows += [("one head", k, layer, h, 1, d, NAN) for (k, layer, h), d in single.items()]
+    rows += [("all but one", k, layer, h, 1, d, NAN) for (k, layer), ds in kept.items() for h, d in enumerate(ds)]
+    rows += [("whole layer", k, layer, -1, 2, d, b) for ((k, layer), d), b in zip(whole.items(), (25, 28, 20, 2))]
+    rows.append(("all heads", None, NAN, NAN, 8, 3.5, NAN))
+    table = pd.DataFrame(rows, columns=["experiment", "kind", "layer", "head", "n_off", "delta_nll", "bleu"])
+    table["nll"] = 2.0 + table["delta_nll"]
+    table["delta_bleu"] = table["bleu"] - 30.0
+    return table
+
+
+def test_head_names():
+    assert I.head_name(I.Head("cross", 1, 2)) == "cross L1 H2"
+    assert I.head_name(pd.Series({"kind": "encoder self", "layer": 0.0, "head": 3.0})) == "enc-self L0 H3"
+    assert I.head_name({"kind": "decoder self", "layer": 1, "head": -1}) == "dec-self L1"  # a whole layer
+    assert I.head_name({"kind": "cross", "layer": 0, "head": NAN}) == "cross L0"
+
+
+def test_run_summary_names_the_run_and_the_weights_it_kept():
+    trained = SimpleNamespace(loaded=True, path=Path("runs/multi30k/checkpoint.pt"), step=1887, epoch=7,
+                              elapsed_s=900.0, best_step=1429, history={"val_nll": [2.5, 1.865, 1.9]})
+    assert I.run_summary(trained).splitlines() == [
+        "loaded from runs/multi30k: 1,887 steps, 7 epochs, 15.0 min of training",
+        "kept: the weights of step 1,429, its best validation pass (1.865 nats/token)"]
+    trained.best_step, trained.loaded = None, False
+    assert I.run_summary(trained).splitlines()[0].startswith("trained into runs/multi30k")
+    assert "the last weights (1.900" in I.run_summary(trained)
+
+
+def test_alignment_reading_of_a_hand_made_panel():
+    w = np.array([[0.8, 0.2, 0.0, 0.0],   # A -> Ein
+                  [0.1, 0.9, 0.0, 0.0],   # man -> Mann
+                  [0.0, 0.1, 0.6, 0.3],   # loads -> lädt
+                  [0.0, 0.3, 0.5, 0.2],   # it -> lädt, the same German word again
+                  [0.0, 0.0, 0.3, 0.7]])  # <eos> -> .
+    r = I.alignment_reading(w, ["Ein", "Mann", "lädt", "."], ["A", "man", "loads", "it", "<eos>"], title="toy")
+    assert r["best"][2] == ("loads", "lädt", 0.6) and r["best"][-1] == ("<eos>", ".", 0.7)
+    assert r["forward"] == 1.0 and r["shared"] == {"lädt": ["loads", "it"]}
+    assert (r["lowest"], r["highest"]) == (0.5, 0.9)
+    assert "read by several English words: lädt (loads, it)" in str(r)
+    back = I.alignment_reading(w[[1, 0, 4]], ["Ein", "Mann", "lädt", "."], ["man", "A", "<eos>"])
+    assert back["forward"] == 0.0 and back["shared"] == {}  # A reads a German word before man's
+    many = I.alignment_reading(np.eye(30), [f"w{i}" for i in range(30)], [f"word{i}" for i in range(30)])
+    assert all(len(line) <= WIDTH for line in many.lines) and len(many.lines) > 4
+
+
+def test_layer_breadth_and_strongest_heads():
+    stats = _stats()
+    breadth = I.layer_breadth(stats)
+    assert list(breadth.index) == [("encoder self", 0), ("encoder self", 1), ("decoder self", 0), ("cross", 0)]
+    np.testing.assert_allclose(breadth.loc[("encoder self", 0)], [0.8, 0.9, 0.85])
+    np.testing.assert_allclose(breadth.loc[("decoder self", 0)], [0.2, 0.5, 0.35])
+    top = I.strongest_heads(stats)
+    assert list(top.columns) == ["encoder self", "decoder self", "cross"]
+    assert top.loc["previous", "encoder self"] == "L0 H1: 45%" and top.loc["same", "decoder self"] == "L0 H0: 90%"
+    assert top.loc["diagonal", "cross"] == "L0 H1: 70%" and top.loc["last", "encoder self"] == "L1 H0: 60%"
+    assert top.loc["previous", "cross"] == "–" and top.loc["last", "decoder self"] == "–"
+
+
+def test_sink_and_standout_heads():
+    stats = _stats()
+    assert I.sink_heads(stats) == ["enc-self L1 H0"]  # 60% on the last key
+    assert I.sink_heads(stats, share=0.7) == []
+    standout = I.standout_heads(stats)
+    assert standout["cross L0 H1"] == ["the most diagonal cross head"]
+    assert standout["enc-self L0 H1"] == ["the most previous-token enc-self head"]
+    assert standout["dec-self L0 H1"] == ["the most previous-token dec-self head"]
+    assert standout["dec-self L0 H0"] == ["the most self-looking dec-self head"]
+    assert standout["enc-self L1 H0"] == ["the most self-looking enc-self head"]
+    assert len(standout) == 5
+
+
+def test_layer_table_labels_the_all_heads_row():
+    table = I.layer_table(_ablation())
+    assert list(table.index)[-1] == ("all heads", "all", "all")
+    assert ("whole layer", "cross", "0") in table.index
+    row = table.loc[("whole layer", "encoder self", "1")]
+    assert (row["n_off"], row["delta_nll"], row["bleu"], row["best head kept alone"]) == (2, 0.2, 28.0, 0.03)
+    last = table.loc[("all heads", "all", "all")]
+    assert last["delta_nll"] == 3.5 and last["bleu"] == "–" and last["best head kept alone"] == "–"
+
+
+def test_ablation_findings_of_a_hand_made_table():
+    f = I.ablation_findings(_stats(), _ablation())
+    assert f["n_heads"] == 8 and f["median"] == pytest.approx(0.045)  # (0.04 + 0.05) / 2
+    assert f["cheap"] == 1  # only 0.01 costs less than 0.02
+    assert [c[:2] for c in f["costliest"]] == [("cross L0 H1", 0.5), ("enc-self L0 H1", 0.3)]
+    assert f["costliest"][0][2] == "the most diagonal cross head"
+    assert f["looker"] == ("dec-self L0 H0", 0.9, 0.04, 5)  # 90% on itself, fifth costliest
+    assert f["kept_alone"] == {"enc-self L0": 0.2, "enc-self L1": 0.03, "dec-self L0": 0.1, "cross L0": 0.9}
+    assert f["prunable"] == ["enc-self L1"]  # its best head alone costs 0.03 <= the median 0.045
+    assert f["by_kind"] == pytest.approx({"encoder self": 0.4, "decoder self": 0.8, "cross": 2.0})
+    assert f["top_layer"] == ("cross L0", 2.0, 1.0, 2.0) and f["baseline_bleu"] == 30.0 and f["all_off"] == 3.5
+    assert all(len(line) <= WIDTH for line in f.lines) and "BLEU 2.0 instead of 30.0" in str(f)
+
+
+def test_ablation_findings_counts_heads_strictly_below_the_threshold():
+    table = _ablation()
+    assert I.ablation_findings(_stats(), table)["cheap"] == 1  # 0.02 is not below 0.02
+    assert I.ablation_findings(_stats(), table, cheap=0.0201)["cheap"] == 2
+    assert I.ablation_findings(_stats(), table, cheap=0.035)["cheap"] == 3
+
+
+def test_permutation_findings_of_a_hand_made_table():
+    stats, ablation = _stats(), _ablation()
+    heads = stats[["kind", "layer", "head"]].copy()
+    perm = heads.assign(attention_tvd=[0.5, 0.6, 0.9, 0.8, 0.7, 0.4, 0.85, 0.3],
+                        attention_jsd=[0.4, 0.5, 0.7, 0.6, 0.6, 0.3, 0.7, 0.2],
+                        output_tvd=[0.05, 0.06, 0.1, 0.08, 0.07, 0.04, 0.02, 0.03],
+                        argmax_changed=[0.04, 0.05, 0.10, 0.08, 0.06, 0.02, 0.01, 0.20],
+                        argmax_changed_off=[0.04, 0.10, 0.10, 0.04, 0.06, 0.04, 0.01, 0.10])
+    f = I.permutation_findings(perm, ablation, stats)
+    assert f["tvd"] == (0.3, 0.9) and f["changed"] == (0.01, 0.2) and f["changed_off"] == (0.01, 0.1)
+    assert f["ratio"] == pytest.approx(1.0)  # ratios 1, 0.5, 1, 2, 1, 0.5, 1, 2: median 1
+    assert f["calm"] == I.Head("cross", 0, 0)  # moved at least the median (0.65) and changed the fewest
+    assert f["loud"] == ("cross L0 H1", 0.2, 1)  # the costliest single head too
+    assert f["layer_ratio"] == ("cross L0", 2.0, 0.5, 4.0)
+    assert all(len(line) <= WIDTH for line in f.lines)
+    assert "the most diagonal cross head" in str(f)
+
+
+def test_argmax_changed_off_against_weights_zeroed_by_hand():
+    torch.manual_seed(0)
+    model = make_model("tiny", 40, pad_id=0, dropout=0.0).eval()  # 2 + 2 layers, 2 heads, d_model 32
+    src = I.pad_batch([[5, 6, 7, 8, 9], [10, 11, 12]])
+    tgt_in = I.pad_batch([[1, 20, 21, 22, 23, 24], [1, 23, 30]])  # (2, 6), second row padded
+    heads = [I.Head("cross", 1, 0), I.Head("decoder self", 0, 1), I.Head("encoder self", 1, 1)]
+    got = I.argmax_changed_off(model, [(src, tgt_in)], heads)
+    real = tgt_in != 0
+    with torch.no_grad():
+        kept = model(src, tgt_in).argmax(-1)
+    for h, share in zip(heads, got):
+        zeroed = copy.deepcopy(model)
+        module = I.attention_module(zeroed, h.kind, h.layer)
+        with torch.no_grad():
+            module.w_o.weight[:, h.head * module.d_k:(h.head + 1) * module.d_k] = 0.0
+            changed = (zeroed(src, tgt_in).argmax(-1) != kept)[real]
+        assert share == changed.sum().item() / real.sum().item()
+    assert model.training is False
+    with pytest.raises(ValueError):
+        I.argmax_changed_off(model, [(src, torch.zeros_like(tgt_in))], heads)

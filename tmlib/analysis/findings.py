@@ -1,0 +1,317 @@
+"""What chapter 11's measurements of the trained translator say, as numbers and short lines.
+
+The chapter measures each head (:func:`~tmlib.analysis.heads.head_statistics`), switches heads off
+(:func:`~tmlib.analysis.ablation.ablation_table`) and shuffles their weights
+(:func:`~tmlib.analysis.permutation.permutation_effects`). The functions here read those tables and return the
+numbers the chapter's text quotes, as tables or as :class:`Findings` (the numbers, ``findings["median"]``, and the
+short lines that report them, ``print(findings)``):
+
+* :func:`run_summary`: which run, how long it trained, which weights it kept;
+* :func:`alignment_reading`: one panel of merged cross-attention read as a word alignment;
+* :func:`layer_breadth`, :func:`strongest_heads`, :func:`sink_heads`, :func:`standout_heads`: the head statistics;
+* :func:`layer_table`, :func:`ablation_findings`: what switching heads off costs;
+* :func:`argmax_changed_off`, :func:`permutation_findings`: shuffled weights against the same head switched off.
+
+Heads are named short, as in the chapter's figures: ``"cross L1 H2"`` is cross-attention, layer 1, head 2 (from 0).
+"""
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from tmlib.analysis.ablation import ablate_heads
+from tmlib.analysis.capture import ATTENTION_KINDS, Head, as_pair, check_head
+
+__all__ = ["Findings", "head_name", "run_summary", "alignment_reading", "layer_breadth", "strongest_heads",
+           "sink_heads", "standout_heads", "layer_table", "ablation_findings", "argmax_changed_off",
+           "permutation_findings"]
+
+SHORT = {"encoder self": "enc-self", "decoder self": "dec-self", "cross": "cross"}
+SHARES = ("previous", "same", "first", "last", "diagonal")  # the per-head shares of head_statistics
+WIDTH = 85  # the longest line a Findings prints
+
+
+@dataclass
+class Findings:
+    """Numbers measured on one run (``numbers``, also ``findings[key]``) and the short lines that report them
+    (``lines``; ``print(findings)`` prints them)."""
+
+    numbers: dict
+    lines: list = field(default_factory=list)
+
+    def __getitem__(self, key):
+        return self.numbers[key]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+def head_name(head) -> str:
+    """``"cross L1 H2"`` for a :class:`~tmlib.analysis.capture.Head` or a table row with ``kind``, ``layer`` and
+    ``head`` (a whole layer, head -1 or NaN: ``"cross L1"``)."""
+    kind, layer, index = (head.kind, head.layer, head.head) if isinstance(head, Head) else \
+        (head["kind"], head["layer"], head["head"])
+    name = f"{SHORT[kind]} L{int(layer)}"
+    return name if index is None or np.isnan(float(index)) or int(index) < 0 else f"{name} H{int(index)}"
+
+
+def _wrap(text: str, indent: str = "  ") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
+def _wrap_items(items: Sequence[str], indent: str = "  ", sep: str = ",") -> list[str]:
+    """``items`` joined by ``sep`` and a space into lines of at most :data:`WIDTH` characters, never breaking an
+    item."""
+    lines, line = [], indent
+    for k, item in enumerate(items):
+        piece = item + (sep if k < len(items) - 1 else "")
+        if line.strip() and len(line) + 1 + len(piece) > WIDTH:
+            lines.append(line)
+            line = indent + "  "
+        line += ("" if not line.strip() else " ") + piece
+    return lines + [line] if line.strip() else lines
+
+
+def run_summary(trained) -> str:
+    """Two lines on a :class:`~tmlib.training.experiment.TrainedModel`: where it came from, its steps, epochs and
+    training time; which weights the model holds and their cross-entropy on the whole validation split."""
+    how = "loaded from" if trained.loaded else "trained into"
+    lines = [f"{how} runs/{Path(trained.path).parent.name}: {trained.step:,} steps, {trained.epoch} epochs, "
+             f"{trained.elapsed_s / 60:.1f} min of training"]
+    val = list(trained.history.get("val_nll") or [])
+    if trained.best_step is not None and val:
+        lines.append(f"kept: the weights of step {trained.best_step:,}, its best validation pass "
+                     f"({min(val):.3f} nats/token)")
+    elif val:
+        lines.append(f"kept: the last weights ({val[-1]:.3f} nats/token on the validation split)")
+    return "\n".join(lines)
+
+
+def alignment_reading(weights, src_words: Sequence[str], tgt_words: Sequence[str], title: str = "") -> Findings:
+    """One panel of merged cross-attention (:func:`~tmlib.analysis.alignment.word_alignment`), ``weights``
+    ``(English words + <eos>, German words)``, read as an alignment: for each English word the German word it
+    reads most (``best``: ``(english, german, share)``), how often the next English word reads the same or a later
+    German word (``forward``, the ``<eos>`` row left out), which German words several English words read
+    (``shared``), and the range of the brightest cell of a row (``lowest``, ``highest``)."""
+    w = np.asarray(weights, dtype=float)
+    top = w.argmax(axis=1)
+    best = [(t, src_words[j], float(w[i, j])) for i, (t, j) in enumerate(zip(tgt_words, top))]
+    words = top[:-1]  # the <eos> row left out
+    forward = float(np.mean(np.diff(words) >= 0)) if len(words) > 1 else 1.0
+    shared = {src_words[j]: [t for t, b in zip(tgt_words, words) if b == j]
+              for j in np.unique(words) if (words == j).sum() > 1}
+    lowest, highest = float(w.max(axis=1).min()), float(w.max(axis=1).max())
+    lines = [f"{title}: the German word each English word reads most" if title else
+             "the German word each English word reads most"]
+    lines += _wrap_items([f"{t} → {s} {share:.0%}" for t, s, share in best])
+    lines += _wrap(f"the next English word reads the same or a later German word at {forward:.0%} of the steps")
+    groups = [f"{s} ({', '.join(ts)})" for s, ts in shared.items()] or ["none"]
+    lines += _wrap_items([f"read by several English words: {groups[0]}"] + groups[1:], sep=";")
+    lines += _wrap(f"the brightest cell holds {lowest:.0%} to {highest:.0%} of a row's weight")
+    return Findings({"best": best, "forward": forward, "shared": shared, "lowest": lowest, "highest": highest},
+                    lines)
+
+
+def layer_breadth(stats) -> "pd.DataFrame":
+    """How broadly the heads of each layer spread their weight: the entropy as a fraction of its maximum, its
+    ``min``, ``max`` and ``mean`` over the heads of each (kind, layer) of ``stats``
+    (:func:`~tmlib.analysis.heads.head_statistics`); kinds in the order of ``ATTENTION_KINDS``."""
+    ratio = stats["entropy"] / stats["max_entropy"]
+    table = ratio.groupby([stats["kind"], stats["layer"]]).agg(["min", "max", "mean"])
+    table.index.names = ["kind", "layer"]
+    kinds = [k for k in ATTENTION_KINDS if k in set(stats["kind"])]
+    return table.reindex(kinds, level="kind")
+
+
+def strongest_heads(stats) -> "pd.DataFrame":
+    """For each share of ``stats`` (previous, same, first, last, diagonal: rows) and each kind of attention
+    (columns), the head with the largest share and that share, as ``"L1 H2: 39%"``; ``"–"`` where the share is not
+    defined for that kind."""
+    import pandas as pd
+
+    table = {}
+    for kind in [k for k in ATTENTION_KINDS if k in set(stats["kind"])]:
+        part, column = stats[stats["kind"] == kind], {}
+        for share in SHARES:
+            values = part[share].dropna()
+            row = part.loc[values.idxmax()] if len(values) else None
+            column[share] = "–" if row is None else f"L{int(row['layer'])} H{int(row['head'])}: {row[share]:.0%}"
+        table[kind] = column
+    return pd.DataFrame(table)
+
+
+def sink_heads(stats, share: float = 0.5) -> list[str]:
+    """The heads of ``stats`` that put, on average, more than ``share`` of their weight on the first or on the last
+    key: attention sinks (names as :func:`head_name`)."""
+    sinks = stats[(stats["first"] > share) | (stats["last"] > share)]
+    return [head_name(r) for _, r in sinks.iterrows()]
+
+
+def standout_heads(stats) -> dict[str, list[str]]:
+    """The heads that stand out in ``stats``: per kind of attention, the most diagonal, the most previous-token and
+    the most self-looking head, as ``{name: ["the most diagonal cross head", ...]}``."""
+    out: dict[str, list[str]] = {}
+    for share, what in (("diagonal", "the most diagonal"), ("previous", "the most previous-token"),
+                        ("same", "the most self-looking")):
+        for kind in [k for k in ATTENTION_KINDS if stats.loc[stats["kind"] == k, share].notna().any()]:
+            part = stats[stats["kind"] == kind]
+            out.setdefault(head_name(part.loc[part[share].idxmax()]), []).append(f"{what} {SHORT[kind]} head")
+    return out
+
+
+def _kept_alone(ablation) -> "pd.Series":
+    """Per (kind, layer): the cost of the layer reduced to its best head (the cheapest "all but one")."""
+    return ablation[ablation["experiment"] == "all but one"].groupby(["kind", "layer"])["delta_nll"].min()
+
+
+def layer_table(ablation) -> "pd.DataFrame":
+    """The whole-layer rows of ``ablation`` (:func:`~tmlib.analysis.ablation.ablation_table`) and the row with every
+    head off (kind and layer ``"all"``), indexed by experiment, kind and layer: heads off, cross-entropy and its
+    change, BLEU and its change, and the cost of the layer reduced to its best head (``"best head kept alone"``,
+    where ``ablation`` measured it). Rounded as the chapter prints them, 3 decimals and BLEU 1; "–" where a number
+    was not measured (objects, for display)."""
+    rows = ablation[ablation["experiment"].isin(["whole layer", "all heads"])].copy()
+    kept = {(k, int(layer)): v for (k, layer), v in _kept_alone(ablation).items()}
+    rows["best head kept alone"] = [kept.get((k, int(layer)), np.nan) if isinstance(k, str) else np.nan
+                                    for k, layer in zip(rows["kind"], rows["layer"])]
+    rows["kind"] = [k if isinstance(k, str) else "all" for k in rows["kind"]]
+    rows["layer"] = ["all" if np.isnan(float(v)) else str(int(v)) for v in rows["layer"]]
+    columns = ["n_off", "nll", "delta_nll", "bleu", "delta_bleu", "best head kept alone"]
+    table = rows.set_index(["experiment", "kind", "layer"])[columns]
+    table = table.round({"nll": 3, "delta_nll": 3, "bleu": 1, "delta_bleu": 1, "best head kept alone": 3})
+    return table.astype(object).where(table.notna(), "–")
+
+
+def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
+    """What switching heads off costs (``ablation``, from :func:`~tmlib.analysis.ablation.ablation_table` with
+    single heads, all-but-one and whole layers; ``stats`` for the heads that stand out).
+
+    Numbers: ``median`` (the median single head's cost, nats/token), ``cheap`` (heads costing less than
+    ``cheap``), ``n_heads``, ``costliest`` (the two costliest single heads: ``(name, cost, why they stand out)``),
+    ``looker`` (the most self-looking head: name, its share, cost, rank in cost), ``kept_alone`` (cost of each
+    layer reduced to its best head, ``{name: cost}``), ``prunable`` (the layers whose best head alone costs no more
+    than the median single head), ``by_kind`` (mean cost of a whole layer, per kind), ``top_layer`` (the costliest
+    layer: name, cost, share of its kind's layers' total cost, BLEU), ``baseline_bleu``, ``all_off`` (the cost of
+    every head off).
+    """
+    single = ablation[ablation["experiment"] == "one head"].sort_values("delta_nll", ascending=False)
+    whole = ablation[ablation["experiment"] == "whole layer"].sort_values("delta_nll")
+    standout = standout_heads(stats)
+    names = [head_name(r) for _, r in single.iterrows()]
+    median = float(single["delta_nll"].median())
+    costliest = [(n, float(c), " and ".join(standout.get(n, [])) or "not a head that stands out")
+                 for n, c in zip(names[:2], single["delta_nll"][:2])]
+    looking = stats.loc[stats["same"].idxmax()]
+    rank = names.index(head_name(looking))
+    looker = (head_name(looking), float(looking["same"]), float(single["delta_nll"].iloc[rank]), rank + 1)
+    kept_alone = {f"{SHORT[k]} L{int(layer)}": float(v) for (k, layer), v in _kept_alone(ablation).items()}
+    prunable = [n for n, v in kept_alone.items() if v <= median]
+    by_kind = whole.groupby("kind")["delta_nll"].mean().reindex([k for k in ATTENTION_KINDS if k in set(whole.kind)])
+    top = whole.iloc[-1]
+    share = float(top["delta_nll"] / whole.loc[whole["kind"] == top["kind"], "delta_nll"].sum())
+    baseline = ablation[ablation["experiment"] == "none"].iloc[0]
+    all_off = ablation[ablation["experiment"] == "all heads"]
+    numbers = {"median": median, "cheap": int((single["delta_nll"] < cheap).sum()), "n_heads": len(single),
+               "costliest": costliest, "looker": looker, "kept_alone": kept_alone, "prunable": prunable,
+               "by_kind": {k: float(v) for k, v in by_kind.items()},
+               "top_layer": (head_name(top), float(top["delta_nll"]), share, float(top["bleu"])),
+               "baseline_bleu": float(baseline["bleu"]),
+               "all_off": float(all_off["delta_nll"].iloc[0]) if len(all_off) else float("nan")}
+    lines = [f"one head off: median +{median:.3f} nats/token; {numbers['cheap']} of {len(single)} heads cost "
+             f"less than {cheap}"]
+    lines += [f"  {'costliest:' if k == 0 else ' ' * 10} {n} +{c:.3f}, {why}" for k, (n, c, why) in enumerate(costliest)]
+    lines.append(f"  the most self-looking head, {looker[0]} ({looker[1]:.0%} on itself): +{looker[2]:.3f}, "
+                 f"rank {looker[3]} of {len(single)}")
+    if kept_alone:
+        low, high = min(kept_alone, key=kept_alone.get), max(kept_alone, key=kept_alone.get)
+        lines.append(f"one head kept per layer: +{kept_alone[low]:.3f} ({low}, {kept_alone[low] / median:.1f} × "
+                     f"median) to +{kept_alone[high]:.3f} ({high})")
+        lines.append(f"  layers whose best head alone costs no more than the median head: "
+                     f"{', '.join(prunable) or 'none'}")
+    lines.append("a whole layer off, mean per kind: "
+                 + ", ".join(f"{SHORT[k]} +{v:.3f}" for k, v in numbers["by_kind"].items()))
+    name, cost, part, bleu = numbers["top_layer"]
+    lines.append(f"  {name}: +{cost:.3f} nats, {part:.0%} of the {SHORT[top['kind']]} layers' cost; "
+                 f"BLEU {bleu:.1f} instead of {numbers['baseline_bleu']:.1f}")
+    if len(all_off):
+        lines.append(f"every head off: +{numbers['all_off']:.3f} nats/token")
+    return Findings(numbers, lines)
+
+
+@torch.no_grad()
+def argmax_changed_off(model, batches, heads) -> np.ndarray:
+    """For each head of ``heads``, the share of real decoder positions of ``batches`` (``Batch`` objects or
+    ``(src, tgt_in)`` pairs, teacher-forced) whose most probable next token changes when that head alone is
+    switched off (:func:`~tmlib.analysis.ablation.ablate_heads`): the yardstick of
+    :func:`~tmlib.analysis.permutation.permutation_effects`'s ``argmax_changed``, counted on the same positions.
+
+    Raises:
+        ValueError: no real decoder position; a head that is not in ``model``.
+    """
+    heads = [check_head(model, h) for h in heads]
+    changed, positions = np.zeros(len(heads)), 0
+    was_training = model.training
+    model.eval()
+    try:
+        for batch in batches:
+            src, tgt_in = as_pair(batch)
+            real = tgt_in != model.pad_id  # (batch, tgt_len): the real decoder positions
+            kept = model(src, tgt_in).argmax(-1)  # (batch, tgt_len): every head in place
+            positions += int(real.sum())
+            for k, h in enumerate(heads):
+                with ablate_heads(model, [h]):
+                    changed[k] += int((model(src, tgt_in).argmax(-1) != kept)[real].sum())
+    finally:
+        model.train(was_training)
+    if positions == 0:
+        raise ValueError("argmax_changed_off needs at least one real decoder position")
+    return changed / positions
+
+
+def permutation_findings(perm, ablation, stats) -> Findings:
+    """What shuffling one head's weights does (``perm``: :func:`~tmlib.analysis.permutation.permutation_effects`
+    with the column ``argmax_changed_off`` of :func:`argmax_changed_off`), against the costs of ``ablation``.
+
+    Numbers: ``tvd`` and ``changed`` (ranges over the heads of the attention's move and of the share of changed
+    predictions), ``changed_off`` (the same heads switched off), ``ratio`` (median over heads of shuffled against
+    switched off), ``calm`` (among the heads whose attention moved at least the median, the one whose shuffle
+    changed the fewest predictions: a :class:`Head`), ``loud`` (the head whose shuffle changed the most: name,
+    share, rank in the cost of switching it off), ``layer_ratio`` (the costliest whole layer against the costliest
+    single head).
+    """
+    single = ablation[ablation["experiment"] == "one head"].sort_values("delta_nll", ascending=False)
+    whole = ablation[ablation["experiment"] == "whole layer"]
+    moved = perm[perm["attention_tvd"] >= perm["attention_tvd"].median()]
+    calm_row = moved.sort_values("argmax_changed").iloc[0]
+    calm = Head(calm_row["kind"], int(calm_row["layer"]), int(calm_row["head"]))
+    loud_row = perm.sort_values("argmax_changed").iloc[-1]
+    rank = [head_name(r) for _, r in single.iterrows()].index(head_name(loud_row)) + 1
+    top = whole.sort_values("delta_nll").iloc[-1]
+    numbers = {
+        "tvd": (float(perm["attention_tvd"].min()), float(perm["attention_tvd"].max())),
+        "changed": (float(perm["argmax_changed"].min()), float(perm["argmax_changed"].max())),
+        "changed_off": (float(perm["argmax_changed_off"].min()), float(perm["argmax_changed_off"].max())),
+        "ratio": float((perm["argmax_changed"] / perm["argmax_changed_off"]).median()),
+        "calm": calm, "loud": (head_name(loud_row), float(loud_row["argmax_changed"]), rank),
+        "layer_ratio": (head_name(top), float(top["delta_nll"]), float(single["delta_nll"].iloc[0]),
+                        float(top["delta_nll"] / single["delta_nll"].iloc[0]))}
+    (t0, t1), (c0, c1), (o0, o1) = numbers["tvd"], numbers["changed"], numbers["changed_off"]
+    why = " and ".join(standout_heads(stats).get(numbers["loud"][0], []))
+    layer, cost, worst, ratio = numbers["layer_ratio"]
+    lines = [f"shuffled, one head at a time: attention moved by TVD {t0:.2f} to {t1:.2f}",
+             f"  the predicted next token changed at {c0:.1%} to {c1:.1%} of the positions",
+             f"switched off instead: {o0:.1%} to {o1:.1%}; shuffled / switched off, median over heads "
+             f"{numbers['ratio']:.2f}",
+             f"{head_name(calm)}: attention moved by TVD {calm_row['attention_tvd']:.2f} "
+             f"(JSD {calm_row['attention_jsd']:.2f} of at most {np.sqrt(np.log(2)):.2f}),",
+             f"  the next-token distribution by TVD {calm_row['output_tvd']:.3f}, the prediction at "
+             f"{calm_row['argmax_changed']:.1%} of the positions",
+             f"most sensitive: {numbers['loud'][0]} ({numbers['loud'][1]:.1%})" + (f", {why}" if why else ""),
+             f"  number {rank} of {len(single)} in the cost of switching it off",
+             f"{layer} off costs +{cost:.3f} nats, {ratio:.0f} times the costliest single head (+{worst:.3f})"]
+    return Findings(numbers, lines)
