@@ -5,7 +5,7 @@ Expected values are written independently of the code under test: integer matric
 from the hand computation, softmax rows as explicit exponentials with ``math.exp``, matrix
 products as Python loops, byte counts as hand multiplications. This file is where the lecture's attention examples
 are checked (tmlib.ref's weights and outputs, every intermediate, the four-decimal values the notebooks print, and
-the lecture's printed numbers: which are correct roundings and which are not, see book/errata/01.md and 02.md), and
+the lecture's printed numbers: which are correct roundings and which are not, see book/errata/01.md), and
 tmlib.analysis.costs.
 """
 import math
