@@ -578,5 +578,5 @@ def test_translator_gallery_shows_chapter_9s_run():
     assert said and printed, "the gallery or chapter 9 no longer gives the greedy and beam-4 BLEU"
     assert said.groups() == printed.groups(), (said.groups(), printed.groups())
     rows = [line for line in block.group(1).splitlines() if line.startswith("| ") and "---" not in line]
-    assert len(rows) == 1 + 5, rows  # header and the five examples
+    assert len(rows) == 1 + 7, rows  # header and the seven examples
     assert (ROOT / "book" / "figures" / "translator_cross_attention.png").stat().st_size > 10_000

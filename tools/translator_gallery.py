@@ -38,6 +38,8 @@ EXAMPLES = [
     ("Die Zentralbank hat gestern die Zinsen erhöht.", "not a caption"),
     ("A man is riding a bicycle.", "English"),
     ("Привет мир", "another script"),
+    ("日本語", "another script"),
+    ("Ein Hund mit einem 日本 Ball.", "German with unknown characters"),
 ]
 
 #: An output subword "follows the word order" when the source subword it weights most lies within this many
@@ -121,7 +123,8 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
     if min(last) >= 0.75 * n_out:
         caption += (f" Every head of the last layer follows the word order: for at least {min(last)} of the "
                     f"{n_out} output subwords before `<eos>`, the source subword it weights most lies at about the "
-                    "same place in the source (within 1.5 subwords of the diagonal).")
+                    "same place in the source (within 1.5 subwords of the diagonal, the line from the first source subword "
+                    "at the first output subword to the last at the last).")
     else:
         caption += (f" Output subwords (of {n_out}) whose most-weighted source subword lies near the diagonal, "
                     f"heads 1 to {n_heads} of the last layer: {', '.join(map(str, last))}.")
@@ -177,10 +180,16 @@ def main() -> int:
                  "{ref}`nb09-scores` in chapter 9).")
     run = f"({trained.step:,} steps" + (f", the weights of step {trained.best_step:,})" if trained.best_step
                                          is not None else ")")
+    from tmlib.model import count_parameters
+    c = model.config
+    size = (f"It has {c.n_encoder_layers} encoder and {c.n_decoder_layers} decoder layers of width $d_{{model}}$ = "
+            f"{c.d_model}, {c.n_heads} heads and $d_{{ff}}$ = {c.d_ff}: {count_parameters(model):,} parameters, "
+            f"with a vocabulary of {c.vocab_size:,} subwords shared by German and English.")
     block = "\n".join([
         START,
         f"<!-- written by tools/translator_gallery.py from chapter 9's run {run} -->",
-        _wrap(f"Chapter 9's model trains for {minutes}{kept}.{score} It translates the examples above like this:"),
+        _wrap(f"Chapter 9's model trains for {minutes}{kept}. {size}{score} It translates the examples above like "
+              "this:"),
         "",
         *rows,
         "",
