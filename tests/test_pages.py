@@ -126,8 +126,9 @@ def _windows(values) -> str:
 def test_measurements_page_describes_the_machine_of_every_record():
     text = _page("book/measurements.md")
     machines, names = [], sorted(p.name for p in RESULTS.glob("*.json"))
-    for name in names:
-        _assert_in(text, f"`{name}`", where="book/measurements.md's table of records")
+    for name in names:  # run_all_cpu.json (how long the benchmarks take together) is for benchmarks/README.md
+        page = _page("benchmarks/README.md") if name == "run_all_cpu.json" else text
+        _assert_in(page, f"`{name}`", where=f"{'benchmarks/README.md' if page is not text else 'book/measurements.md'}")
         record = _record(name)
         found = [record["machine"]] if "machine" in record else []
         runs = record.get("runs", [])
@@ -161,7 +162,9 @@ def test_measurements_page_describes_the_machine_of_every_record():
                where="benchmarks/README.md (dates)")
     rates = _record("throughput_cpu.json")["matmul_flops_per_s"]
     _assert_in(text, f"about {rates['float32'] / 1e9:.0f} GFLOP/s in float32 and {rates['bfloat16'] / 1e9:.0f} GFLOP/s",
-               f"({_record('run_all_cpu.json')['elapsed_s']:,.0f} s)", where="book/measurements.md")
+               where="book/measurements.md")
+    _assert_in(_page("benchmarks/README.md"), f"`run_all_cpu.json`, on the AMD EPYC with 2 threads, took "
+               f"{_record('run_all_cpu.json')['elapsed_s']:,.0f} s", where="benchmarks/README.md (run_all)")
 
 
 def test_measurements_page_spreads_and_windows():
@@ -218,7 +221,7 @@ def test_measurements_page_results_at_a_glance():
                # the ratios of paired windows, as chapter 12 shows them (not the ratio of two medians)
                f"bf16 {v['bf16']['median_paired_ratio']:.2f} times as fast",
                f"`torch.compile` {v['compile']['median_paired_ratio']:.2f} times",
-               f"(its first step took {v['compile']['first_step_s']:.0f} s)",
+               f"(its first step took {v['compile']['first_step_s']:.0f} s, {v['compile']['compile_s']:.0f} s of them compiling)",
                f"the explicit attention path {v['explicit_attention']['median_paired_ratio']:.2f} times",
                where="book/measurements.md")
 
@@ -250,6 +253,8 @@ def test_measurements_page_gpu_machine_and_records():
     for name in names:  # the CUDA tests' outcome is in CONTRIBUTING.md ("What `make test` checks")
         page, where = (("CONTRIBUTING.md", "CONTRIBUTING.md") if name.startswith("cuda_tests_") else
                        ("book/measurements.md", "book/measurements.md's table of GPU records"))
+        if name == "gpu_check_cuda.json":  # the run's own summary (parts, times, statuses): for maintainers
+            page, where = "benchmarks/README.md", "benchmarks/README.md"
         if name != "cuda_tests_cuda.xml":  # pytest's own report of the same tests
             _assert_in(_page(page), name if name.startswith("cuda_tests_") else f"`{name}`", where=where)
     summary = _gpu_record("gpu_check_cuda.json")
@@ -354,6 +359,21 @@ def test_measurements_page_precision_probe_section():
                          f"| {tr['float32']:,}, {tr['bfloat16']:,} | {r['bf16_over_float32']} |",
                    *(f"`{k}={v}`" for k, v in r["environment"].items()), where=f"book/measurements.md (probe, {setting})")
         assert r["probe_chose_the_faster"]
+    native, slower = probe["native"], [probe["avx512-no-bf16"], probe["avx2"]]
+    tr = [r["training_median_target_tokens_per_s"] for r in slower]
+    assert all(r["probe"]["dtype"] == "float32" for r in slower)
+    _assert_in(text, f"Where bf16 trained {tr[0]['float32'] / tr[0]['bfloat16']:.1f} and "
+                     f"{tr[1]['float32'] / tr[1]['bfloat16']:.0f} times slower than float32 "
+                     f"({tr[0]['float32']:,} against {tr[0]['bfloat16']:,} and {tr[1]['float32']:,} against "
+                     f"{tr[1]['bfloat16']:,} target tokens/s)",
+               f"where bf16 trained {tr[0]['float32'] / tr[0]['bfloat16']:.1f} and "
+               f"{tr[1]['float32'] / tr[1]['bfloat16']:.0f} times slower, `amp=\"auto\"` chose float32",
+               f"the two tied ({native['bf16_over_float32']})", where="book/measurements.md (probe)")
+    w = native["training_target_tokens_per_s"]
+    windows = {k: ", ".join(f"{x:,}" for x in v[:-1]) + f" and {v[-1]:,}" for k, v in w.items()}
+    _assert_in(text, f"float32 {windows['float32']}, bf16 {windows['bfloat16']}", where="book/measurements.md (probe)")
+    auto = _record("translate_cpu_auto.json")
+    assert auto["precision"] == "float32" and "float32 0.48 s, bf16 0.51 s" in auto["note"]
 
 
 def test_measurements_page_slow_cpu_section():
@@ -519,6 +539,18 @@ def test_measurements_page_runs_side_by_side():
                         f"{per_min['translate_cpu_auto.json']:.0f})",
                f"made {per_min['translate_cpu_fp32_emulated_run1.json']:.0f} steps a minute at a median of "
                f"{run1['target_tokens_per_s_median']:,.0f} target tokens/s", where="book/measurements.md (runs)")
+    # the stand-ins' steps at the amp="auto" run's pace scaled to their median rate, against their minutes
+    pace = {n: per_min["translate_cpu_auto.json"] * r["target_tokens_per_s_median"] / auto["target_tokens_per_s_median"]
+            for n, r in rows.items()}
+    _assert_in(section, f"${per_min['translate_cpu_auto.json']:.0f} \\times {run2['target_tokens_per_s_median']:,.0f}"
+                        f" / {auto['target_tokens_per_s_median']:,.0f} = {pace['translate_cpu_fp32_emulated.json']:.0f}$"
+                        .replace(",", "{,}"),
+               f"its {run2['steps']:,} steps would have taken {run2['steps'] / pace['translate_cpu_fp32_emulated.json']:.1f}"
+               f" minutes; they took {run2['minutes_trained']:.1f}",
+               f"{run1['steps'] / pace['translate_cpu_fp32_emulated_run1.json']:.1f} minutes at that pace, "
+               f"{run1['minutes_trained']:.1f} on the clock", where="book/measurements.md (runs, slow stretches)")
+    _assert_in(text, f"{auto['steps']:,} and {fast['steps']:,} steps, {auto['beam4']['bleu']:.2f} and "
+                     f"{fast['beam4']['bleu']:.2f} BLEU (beam 4, cased)", where="book/measurements.md (records)")
     _assert_in(section, f"{fast['steps']:,} / {auto['steps']:,} = {fast['steps'] / auto['steps']:.2f} times the steps",
                f"= {fast['target_tokens_per_s_median'] / auto['target_tokens_per_s_median']:.2f} times the median rate",
                f"scored {auto['beam4']['bleu'] - fast['beam4']['bleu']:.2f} BLEU apart", where="book/measurements.md (runs)")
@@ -529,6 +561,16 @@ def test_intro_quotes_the_cpu_runs():
     runs = [_record(name) for name in ("translate_cpu_auto.json", "translate_cpu.json")]
     assert max(abs(r["beam4"]["bleu"] - 37.7) for r in runs) < 0.1  # "about 37.7"
     _assert_in(_page("book/intro.md"), "reaches about 37.7 BLEU on the test set (beam 4)", where="book/intro.md")
+
+
+def test_instructors_failing_check_example():
+    """The failing-check message the page quotes is the one of exercise 1.5's check (its label and tolerance)."""
+    text = _page("book/instructors.md")
+    check = 'check_close(w_shifted, weights, "weights after shifting all keys", atol=1e-9)'
+    assert check in _page("notebooks/01_attention_by_hand.ipynb"), "update the example on book/instructors.md"
+    _assert_in(text, "`w_shifted` in exercise 1.5", "weights after shifting all keys is not right yet: 6 of 9",
+               "tolerance: |answer - expected| <= 1e-09", "transposed (its last two axes swapped)",
+               where="book/instructors.md (failing check)")
 
 
 def test_instructors_table_of_exercises_per_chapter():
