@@ -356,3 +356,146 @@ def test_case_sensitive_sentences_finds_case_errors_only():
                          (3, "not their number")):
         with pytest.raises(AssertionError, match=words):
             check_case_sensitive_sentences(wrong, hyps, refs)
+
+
+def test_layer_norm_result_names_another_epsilon_without_the_expected_value():
+    """Exercise 3.5 asks for no epsilon: an answer that kept the default 1e-5 (or used another) is named as such,
+    without the misleading "far off" entries and without the expected value; other mistakes are not."""
+    x = E.MHA_EXAMPLE_2.q
+    y = -2.0 * x + 1.0
+    expected = R.layer_norm(y, eps=0.0)
+    for kept, shown in ((1e-5, "eps = 1e-05"), (1e-6, "eps = 1e-06")):
+        with pytest.raises(AssertionError, match="Computed with a different epsilon") as err:
+            check_layer_norm_result(R.layer_norm(y, eps=kept), y, "LN(-2 x + 1)", eps=0.0)
+        text = str(err.value)
+        assert shown in text and "asks for eps = 0" in text and "far off" not in text, text
+        assert not any(f"{v:.4f}" in text for v in expected.ravel() if abs(v) > 1e-3), text
+    with pytest.raises(AssertionError, match="eps = 0,"):  # the other way round: no epsilon where 1e-5 is asked
+        check_layer_norm_result(R.layer_norm(x, eps=0.0).astype(np.float32), x)
+    g, b = np.array([1.0, 2.0, 0.0, 1.0]), np.array([0.0, 1.0, 3.0, -1.0])
+    with pytest.raises(AssertionError, match="different epsilon"):
+        check_layer_norm_result(R.layer_norm(x, g, b, eps=0.0), x, gamma=g, beta=b)
+    centred = x - x.mean(axis=-1, keepdims=True)
+    unbiased = centred / x.std(axis=-1, ddof=1, keepdims=True)
+    for wrong, of in ((unbiased, x), (R.layer_norm(x, eps=0.0), y)):  # the sign of a < 0 forgotten
+        with pytest.raises(AssertionError) as err:
+            check_layer_norm_result(wrong, of, eps=0.0)
+        assert "epsilon" not in str(err.value)
+
+
+def _run_train_step(pad=True, smoothing=True, clip=True, schedule_first=False, clear="before", schedule_steps=1):
+    """Exercise 8.4's given run_train_step around a train_step written out, with one of the usual slips."""
+    import torch
+
+    from tmlib.model import make_model
+    from tmlib.training import make_optimizer, make_scheduler
+    from tmlib.utils import seed_everything
+
+    def train_step(model, optimizer, scheduler, src, tgt_in, tgt_out, pad_id=0, label_smoothing=0.1, max_norm=1.0):
+        logits = model(src, tgt_in)
+        log_p = torch.log_softmax(logits, dim=-1)  # the smoothed loss by hand, not through translation_loss
+        per_token = -(1 - label_smoothing) * log_p.gather(-1, tgt_out[..., None])[..., 0] - \
+            label_smoothing * log_p.mean(-1)
+        if not smoothing:
+            per_token = -log_p.gather(-1, tgt_out[..., None])[..., 0]
+        real = tgt_out != pad_id if pad else torch.ones_like(tgt_out, dtype=torch.bool)
+        loss = per_token[real].mean()
+        if clear == "before":
+            optimizer.zero_grad()
+        loss.backward()
+        if clear == "between":
+            optimizer.zero_grad()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        for _ in range(schedule_steps if schedule_first else 0):
+            scheduler.step()
+        optimizer.step()
+        for _ in range(0 if schedule_first else schedule_steps):
+            scheduler.step()
+        if clear == "after":
+            optimizer.zero_grad()
+        return loss.item()
+
+    def run_train_step(seed, batches, plain_sgd=False):
+        seed_everything(seed)
+        model = make_model("tiny", 13, dropout=0.0)
+        optimizer = torch.optim.SGD(model.parameters(), lr=1.0) if plain_sgd else make_optimizer(model)
+        scheduler = make_scheduler(optimizer, model.d_model, warmup_steps=10)
+        losses = [train_step(model, optimizer, scheduler, *batch) for batch in batches]
+        return losses, {n: p.detach().clone() for n, p in model.named_parameters()}, scheduler.last_epoch
+
+    return run_train_step
+
+
+def test_train_step_compares_with_a_reference_step_and_names_each_slip():
+    import warnings
+
+    from tmlib.course import check_train_step
+    from tmlib.course.training_checks import _sgd_steps, _train_step_batches
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # PyTorch's warning about a schedule stepped first
+        for right in (_run_train_step(), _run_train_step(clear="after")):  # zero_grad after the step is right too
+            assert check_train_step(right).startswith("correct")
+        ref_loss = _sgd_steps(13, 0, _train_step_batches(13, 5)[:1])[0][0]
+        for slips, words in ((dict(pad=False), "padded positions"), (dict(smoothing=False), "no label smoothing"),
+                             (dict(clip=False), "not clipped"), (dict(schedule_first=True), "next step's learning"),
+                             (dict(schedule_steps=0), "took 0 steps"), (dict(schedule_steps=2), "took 4 steps"),
+                             (dict(clear="none"), "first step's gradients were added"),
+                             (dict(clear="between"), "did not move")):
+            with pytest.raises(AssertionError, match=words) as err:
+                check_train_step(_run_train_step(**slips))
+            assert f"{ref_loss:.3f}" not in str(err.value) and f"{ref_loss:.2f}" not in str(err.value)
+
+
+def _my_mha_runner(mistake=None):
+    """Exercise 7.3's ``run_my_mha`` around a module written out, with one typical mistake switched on; "stub" is the
+    module as handed out (``__init__`` and ``forward`` still ``...``)."""
+    import torch
+    from torch import nn
+
+    class Module(nn.Module):
+        def __init__(self, d_model, n_heads):
+            super().__init__()
+            if mistake == "stub":
+                return
+            self.n_heads, self.d_k = n_heads, d_model // n_heads
+            self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model, bias=mistake != "no bias")
+                                                      for _ in range(4))
+
+        def forward(self, query, key, value, attn_mask=None):
+            if mistake == "stub":
+                return None
+            def split(x):  # noqa: E306
+                return x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)
+            q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
+            scores = q @ k.transpose(-2, -1) / (1.0 if mistake == "no scale" else self.d_k ** 0.5)
+            if attn_mask is not None:
+                scores = scores.masked_fill(attn_mask if mistake == "mask" else ~attn_mask, float("-inf"))
+            heads = torch.softmax(scores, dim=-1) @ v
+            return self.w_o(heads.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1))
+
+    def run_my_mha(n_heads, state, query, key, value, attn_mask=None):
+        module = Module(query.shape[-1], n_heads).to(query.dtype)
+        module.load_state_dict(state)
+        with torch.no_grad():
+            return module(query, key, value, attn_mask=attn_mask)
+    return run_my_mha
+
+
+def test_my_mha_says_not_written_for_the_stub_and_names_mistakes_without_the_expected_value():
+    """Exercise 7.3: the stub is "not written yet" (never "correct" followed by load_state_dict's RuntimeError);
+    the typical mistakes are named; no message holds a number of the expected outputs."""
+    from tmlib.course import check_my_mha
+    assert check_my_mha(_my_mha_runner()).startswith("correct")
+    with pytest.raises(TypeError, match="not written yet") as err:
+        check_my_mha(_my_mha_runner("stub"))
+    assert "correct" not in str(err.value) and "RuntimeError" not in str(err.value)
+    expected = R.multi_head_attention(E.MHA_EXAMPLE_2.q, E.MHA_EXAMPLE_2.k, E.MHA_EXAMPLE_2.v, E.MHA_EXAMPLE_2.w_q,
+                                      E.MHA_EXAMPLE_2.w_k, E.MHA_EXAMPLE_2.w_v, E.MHA_EXAMPLE_2.w_o)[0]
+    for mistake, words in (("no scale", "√d_k"), ("mask", "wrong way round"), ("no bias", "with biases")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_my_mha(_my_mha_runner(mistake))
+        text = str(err.value)
+        assert not any(f"{v:.4f}" in text for v in expected.ravel()), text
+        assert not re.search(r"-?\d+\.\d{3,}", text), text

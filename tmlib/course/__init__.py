@@ -12,11 +12,11 @@ from tmlib.course.count_checks import (
 )
 from tmlib.course.exercise_checks import (
     check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result, check_layer_norm_result,
-    check_merged_alignment, check_multi_head_attention, check_multi_head_result, check_view_shortcut
+    check_merged_alignment, check_multi_head_attention, check_multi_head_result, check_my_mha, check_view_shortcut
 )
 from tmlib.course.training_checks import (
     check_case_sensitive_sentences, check_learning_rate, check_lengths_per_batch, check_padding_fractions,
-    check_peak_learning_rate, check_schedule_crossing, check_smoothing_floor
+    check_peak_learning_rate, check_schedule_crossing, check_smoothing_floor, check_train_step
 )
 from tmlib.course.examples import (
     ATTENTION_EXAMPLES, ATTENTION_EXAMPLE_1, ATTENTION_EXAMPLE_2, ATTENTION_EXAMPLE_3, AttentionExample,
@@ -38,9 +38,11 @@ __all__ = [
     "check_cache_projections", "check_case_sensitive_sentences", "check_causal", "check_close",
     "check_decoder_only_count", "check_encoder_layer", "check_feed_forward", "check_feed_forward_result",
     "check_kv_cache_bytes", "check_layer_norm_result", "check_learning_rate", "check_lengths_per_batch",
-    "check_merged_alignment", "check_multi_head_attention", "check_multi_head_result", "check_own_work",
+    "check_merged_alignment", "check_multi_head_attention", "check_multi_head_result", "check_my_mha",
+    "check_own_work",
     "check_padding_fractions", "check_padding_invariance", "check_peak_learning_rate", "check_rows_sum_to_one",
-    "check_schedule_crossing", "check_shape", "check_smoothing_floor", "check_stages", "check_view_shortcut",
+    "check_schedule_crossing", "check_shape", "check_smoothing_floor", "check_stages", "check_train_step",
+    "check_view_shortcut",
     "choice", "forbidden_references", "head_grid", "mask_panels", "module_stages", "numeric", "paper_quiz_block",
     "positional_encoding_heatmap", "power_law_plot", "resolve_dotted", "show_source", "tolerance_text"
 ]

@@ -9,7 +9,8 @@ import numpy as np
 from tmlib.course.checks import as_float_array, check_close
 from tmlib.course.exercise_checks import _compare
 
-__all__ = ["check_learning_rate", "check_peak_learning_rate", "check_smoothing_floor", "check_padding_fractions", "check_schedule_crossing", "check_lengths_per_batch", "check_case_sensitive_sentences"]
+__all__ = ["check_learning_rate", "check_peak_learning_rate", "check_smoothing_floor", "check_padding_fractions", "check_schedule_crossing", "check_lengths_per_batch", "check_case_sensitive_sentences",
+           "check_train_step"]
 
 
 def _lrate(step, d_model, warmup_steps, factor=1.0):
@@ -167,3 +168,124 @@ def check_case_sensitive_sentences(answer, hypotheses, references,
     problems = (["some of yours score the same cased and lowercased"] if got - expected else []) + (
         ["some sentences whose scores differ are missing"] if expected - got else [])
     raise AssertionError(f"{what} are not right yet: " + " and ".join(problems))
+
+
+def _train_step_batches(vocab_size: int, batch_seed: int) -> list:
+    """Two small copy-task batches (4 and 3 sentences) whose last targets are padded (id 0)."""
+    import torch
+
+    from tmlib.data import copy_task_batch
+
+    src, tgt_in, tgt_out = copy_task_batch(4, 6, vocab_size - 3, torch.Generator().manual_seed(batch_seed))
+    tgt_out[2:, 4:], tgt_in[2:, 5:] = 0, 0  # two shorter targets
+    src2, tgt_in2, tgt_out2 = copy_task_batch(3, 5, vocab_size - 3, torch.Generator().manual_seed(batch_seed + 1))
+    tgt_out2[0, 2:], tgt_in2[0, 3:] = 0, 0  # one shorter target
+    return [(src, tgt_in, tgt_out), (src2, tgt_in2, tgt_out2)]
+
+
+def _sgd_steps(vocab_size: int, seed: int, batches, *, pad_id=0, smoothing=0.1, clip=True, schedule_first=False,
+               clear=True) -> tuple:
+    """The reference steps on a fresh seeded ``"tiny"`` model with plain SGD (base lr 1, the schedule's rates,
+    warm-up 10), or one of the usual slips: (losses, {name: weights}, the schedule's step count)."""
+    import warnings
+
+    import torch
+
+    from tmlib.model import make_model
+    from tmlib.training import make_scheduler, translation_loss
+    from tmlib.utils import seed_everything
+
+    seed_everything(seed)
+    model = make_model("tiny", vocab_size, dropout=0.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    scheduler = make_scheduler(optimizer, model.d_model, warmup_steps=10)
+    losses = []
+    for src, tgt_in, tgt_out in batches:
+        loss = translation_loss(model(src, tgt_in), tgt_out, pad_id=pad_id, label_smoothing=smoothing)
+        if clear:
+            optimizer.zero_grad()
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        with warnings.catch_warnings():  # PyTorch warns when the schedule steps first: that is the slip
+            warnings.simplefilter("ignore", UserWarning)
+            if schedule_first:
+                scheduler.step()
+            optimizer.step()
+            if not schedule_first:
+                scheduler.step()
+        losses.append(loss.item())
+    return losses, {n: p.detach().clone() for n, p in model.named_parameters()}, scheduler.last_epoch
+
+
+def _weights_match(got, want, start) -> bool:
+    """Every weight within 1e-5 of the largest weight change of the reference step (plus float32's rounding)."""
+    import torch
+
+    if not isinstance(got, dict) or set(got) != set(want):
+        return False
+    step = max((want[n] - start[n]).abs().max().item() for n in want)
+    return all(torch.is_tensor(got[n]) and got[n].shape == want[n].shape
+               and bool(((got[n].detach().float() - want[n]).abs() <= 1e-5 * step + 2 ** -20 * want[n].abs()).all())
+               for n in want)
+
+
+def check_train_step(run_train_step, vocab_size: int = 13, *, seed: int = 0, batch_seed: int = 5,
+                     what: str = "your train_step") -> str:
+    """Check exercise 8.4's training step through its given ``run_train_step(seed, batches, plain_sgd)`` (the step
+    once per batch on a fresh seeded ``"tiny"`` model; returns the losses, the weights and the schedule's step
+    count) against a reference step: the label-smoothed loss (0.1) over the non-padded targets, the gradients
+    cleared, backward, the global norm clipped to 1, the optimizer's step, then the schedule's.
+
+    It runs one and two steps with plain SGD (base lr 1 times the schedule): its update lr·g shows the clipping, the
+    rate and a stale gradient, which Adam's first step lr·g/(|g| + ε) hides. Losses to 1e-5, weights to 1e-5 of the
+    largest weight change; the schedule must advance once per step. A failure names the slip (padding counted, no
+    smoothing, no clipping, the schedule stepped before the optimizer or not once per step, gradients not cleared
+    or cleared too late); never a value."""
+    batches = _train_step_batches(vocab_size, batch_seed)
+    runs = [run_train_step(seed, batches[:n], plain_sgd=True) for n in (1, 2)]
+    for n, result in zip((1, 2), runs):
+        if not isinstance(result, tuple) or len(result) != 3:
+            raise AssertionError("run_train_step is given: keep it as it is (it returns three things)")
+        losses = result[0]
+        if not isinstance(losses, list) or len(losses) != n or not all(type(x) is float for x in losses):
+            got = type(losses[0]).__name__ if isinstance(losses, list) and losses else repr(losses)
+            raise AssertionError(f"{what} should return the loss as a Python float (loss.item()), got {got}")
+        if not all(np.isfinite(losses)):
+            raise AssertionError(f"{what} returned a loss that is not finite")
+    ref = [_sgd_steps(vocab_size, seed, batches[:n]) for n in (1, 2)]
+    start = _sgd_steps(vocab_size, seed, [])[1]
+    loss = runs[0][0][0]
+    if abs(loss - ref[0][0][0]) > 1e-5:
+        slips = [("counts the padded positions: average over the targets that are not pad_id (ignore_index)",
+                  dict(pad_id=None)),
+                 ("has no label smoothing: pass label_smoothing", dict(smoothing=0.0)),
+                 ("counts the padded positions and has no label smoothing", dict(pad_id=None, smoothing=0.0))]
+        hint = next((h for h, kw in slips if abs(loss - _sgd_steps(vocab_size, seed, batches[:1], **kw)[0][0])
+                     <= 1e-5), "differs from the label-smoothed cross-entropy over the non-padded targets, "
+                               "computed before the update")
+        raise AssertionError(f"the loss of {what} {hint}")
+    counts = (runs[0][2], runs[1][2])
+    if counts != (1, 2):
+        raise AssertionError(f"the schedule took {counts[1]} steps in 2 training steps: call scheduler.step() "
+                             "once per training step, after optimizer.step()")
+    if not _weights_match(runs[0][1], ref[0][1], start):
+        slips = [("the weights did not move: call optimizer.step() after loss.backward(), and clear the "
+                  "gradients before backward, not between backward and the step", None),
+                 ("the gradients were not clipped: clip their global norm to max_norm before optimizer.step()",
+                  dict(clip=False)),
+                 ("the step used the next step's learning rate: step the schedule after the optimizer",
+                  dict(schedule_first=True))]
+        hint = next((h for h, kw in slips if _weights_match(runs[0][1], start if kw is None else
+                                                            _sgd_steps(vocab_size, seed, batches[:1], **kw)[1],
+                                                            start)),
+                    "they differ from a reference step: forward, loss, clear the gradients, backward, clip, "
+                    "optimizer step, schedule step")
+        raise AssertionError(f"the weights after one step of {what} are not right yet: {hint}")
+    if abs(runs[1][0][1] - ref[1][0][1]) > 1e-5 or not _weights_match(runs[1][1], ref[1][1], start):
+        stale = _sgd_steps(vocab_size, seed, batches, clear=False)[1]
+        hint = ("the first step's gradients were added to the second's: clear them (optimizer.zero_grad()) "
+                "before loss.backward()" if _weights_match(runs[1][1], stale, start) else
+                "the first step is right, the second is not: does the step keep state from one call to the next?")
+        raise AssertionError(f"the second step of {what} is not right yet: {hint}")
+    return f"correct: one and two steps of {what} match a reference step (to 1e-5)"
