@@ -1,0 +1,356 @@
+"""Chapter 12's stored benchmark records, read into the tables and short lines that the chapter shows.
+
+The scripts in ``benchmarks/`` store their measurements as JSON records (read with
+:func:`~tmlib.analysis.benchmarking.load_result`). The functions here unpack those records, so that the chapter's
+cells show the measurements rather than the plumbing. Each ``*_findings`` function returns a
+:class:`~tmlib.analysis.findings.Findings`: the numbers (``findings["table"]`` and the like) and the short lines
+that report them (``print(findings)``).
+
+* :func:`attention_rows`, :func:`attention_series`, :func:`disturbed_cases`, :func:`exponent_table`,
+  :func:`attention_cost_findings`: attention's time and peak memory against the sequence length n;
+* :func:`gpu_attention_findings`: the same on a GPU, with the fused kernels forced one by one;
+* :func:`table1_ratios`, :func:`table1_findings`: self-attention against an LSTM and a convolution;
+* :func:`kv_cache_findings`: decoding with and without the KV cache, on the CPU and on a GPU;
+* :func:`throughput_findings`: training windows divided by the eager window of the same round;
+* :func:`mfu_findings`, :func:`step_profile`: MFU of a training step on a GPU, and where its time goes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tmlib.analysis.findings import Findings
+
+__all__ = ["PASSES", "CPU_METHODS", "GPU_METHODS", "attention_rows", "attention_series", "disturbed_cases",
+           "exponent_table", "attention_cost_findings", "gpu_attention_findings", "table1_ratios",
+           "table1_findings", "kv_cache_findings", "throughput_findings", "mfu_findings", "step_profile"]
+
+#: The passes an attention record times, and how the chapter names them.
+PASSES = {"forward": "forward", "forward_backward": "forward + backward"}
+#: The attention paths timed on the CPU and on a GPU, in the order of the chapter's figures.
+CPU_METHODS = ("explicit", "sdpa", "sdpa_math")
+GPU_METHODS = ("explicit", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math")
+_COLUMNS = {"time": "median_s", "memory": "peak_bytes"}  # the record's column for each plotted quantity
+
+
+def _ratio_range(ratios) -> str:
+    return f"[{min(ratios):.2f}, {max(ratios):.2f}]"
+
+
+# --------------------------------------------------------------------------- attention cost against n
+def attention_rows(record: dict) -> pd.DataFrame:
+    """The rows of an ``attention_cost`` record as a table: one row per method, pass and n, with the median time
+    ``median_s``, the repeats ``times_s``, the measured ``peak_bytes`` and ``formula_one_score_matrix_bytes``."""
+    return pd.DataFrame(record["results"]["rows"])
+
+
+def attention_series(record: dict, pass_: str, quantity: str, methods=None, fits: bool = True) -> list[dict]:
+    """The series of one panel of an attention-cost figure, for :func:`tmlib.course.power_law_plot`.
+
+    Args:
+        record: an ``attention_cost`` record.
+        pass_: ``"forward"`` or ``"forward_backward"``.
+        quantity: ``"time"`` (median seconds per call) or ``"memory"`` (measured peak bytes).
+        methods: the methods to draw, in order (default: every method of the record, in its order).
+        fits: add the record's fitted power law to each series (drawn from its ``fit_min_n`` on).
+
+    Returns:
+        One dict per method with ``label``, ``n``, ``y`` and, with ``fits``, ``fit`` and ``fit_min_n``.
+
+    Raises:
+        ValueError: an unknown pass or quantity, or a method without rows for that pass.
+    """
+    if pass_ not in PASSES or quantity not in _COLUMNS:
+        raise ValueError(f"pass_ must be one of {list(PASSES)} and quantity one of {list(_COLUMNS)}, "
+                         f"got {pass_!r} and {quantity!r}")
+    rows = attention_rows(record)
+    rows = rows[rows["pass"] == pass_].sort_values("n")
+    methods = list(dict.fromkeys(rows["method"])) if methods is None else list(methods)
+    fitted = {(f["method"], f["pass"]): f for f in record["results"].get("fits", [])}
+    series = []
+    for m in methods:
+        sel = rows[rows["method"] == m]
+        if sel.empty:
+            raise ValueError(f"the record has no {pass_} rows for method {m!r}")
+        one = {"label": m, "n": sel["n"].to_numpy(), "y": sel[_COLUMNS[quantity]].to_numpy()}
+        if fits and (m, pass_) in fitted:
+            one.update(fit=fitted[(m, pass_)][quantity], fit_min_n=fitted[(m, pass_)]["fit_min_n"])
+        series.append(one)
+    return series
+
+
+def disturbed_cases(record: dict, factor: float = 2.0) -> pd.DataFrame:
+    """The cases whose median time is more than ``factor`` times that of the same method and pass at the next
+    larger n. Attention's work does not shrink as n grows, so such a case measured the machine (other work slowing
+    every repeat), not attention. Returns the rows (``method``, ``pass``, ``n``, ``median_s``, ``times_s``) with
+    ``next_n`` and ``next_median_s``, the next larger n and its median."""
+    rows = attention_rows(record).sort_values(["method", "pass", "n"])
+    groups = rows.groupby(["method", "pass"])
+    rows["next_n"], rows["next_median_s"] = groups["n"].shift(-1), groups["median_s"].shift(-1)
+    hit = rows[rows["median_s"] > factor * rows["next_median_s"]]
+    return hit[["method", "pass", "n", "median_s", "times_s", "next_n", "next_median_s"]].reset_index(drop=True)
+
+
+def exponent_table(record: dict) -> pd.DataFrame:
+    """The fitted exponents of time and peak memory (``t = c·n^p``), each with its 95% interval, one row per method
+    and pass (passes named as in the figures: ``forward``, ``forward + backward``)."""
+    def cell(f):
+        return f"{f['exponent']:.2f} [{f['low']:.2f}, {f['high']:.2f}]"
+
+    table = pd.DataFrame([{"method": f["method"], "pass": PASSES[f["pass"]],
+                           "time exponent [95% interval]": cell(f["time"]),
+                           "memory exponent [95% interval]": cell(f["memory"])}
+                          for f in record["results"]["fits"]])
+    return table.set_index(["method", "pass"])
+
+
+def attention_cost_findings(record: dict) -> Findings:
+    """Attention on the CPU at the largest n, in units of one ``(n, n)`` score matrix of the batch, the time
+    exponent of each doubling of n from 512 on (forward pass), and the repeats of the :func:`disturbed_cases`.
+
+    Numbers: ``matrices`` (pass → method → peak memory in score matrices), ``doublings`` (a table: n × method, the
+    exponent log2(t(n) / t(n/2))) and ``disturbed`` (the table of :func:`disturbed_cases`)."""
+    rows = attention_rows(record)
+    n_max = rows["n"].max()
+    lines, matrices = [], {}
+    for pass_ in PASSES:
+        big = rows[(rows["n"] == n_max) & (rows["pass"] == pass_)].set_index("method")
+        mats = big["peak_bytes"] / big["formula_one_score_matrix_bytes"]
+        matrices[pass_] = mats.to_dict()
+        lines.append(f"n = {n_max}, {PASSES[pass_]}: peak memory {mats['explicit']:.1f} score matrices "
+                     f"(explicit), {mats['sdpa']:.2f} (sdpa)")
+    fwd = rows[rows["pass"] == "forward"].pivot(index="n", columns="method", values="median_s")
+    doublings = np.log2(fwd / fwd.shift(1)).loc[1024:]  # from 512 -> 1024 on
+    steps = " -> ".join(str(n) for n in [512, *doublings.index])
+    lines.append(f"time exponent of each doubling of n ({steps}), forward:")
+    lines += [f"  {m:>9}: " + ", ".join(f"{v:.2f}" for v in doublings[m]) for m in doublings]
+    disturbed = disturbed_cases(record)
+    for _, d in disturbed.iterrows():
+        times = 1e3 * np.asarray(d["times_s"])
+        lines.append(f"{d['method']} {PASSES[d['pass']]}, n = {d['n']}: its {len(times)} repeats took "
+                     f"{times.min():.2f} to {times.max():.2f} ms;")
+        lines.append(f"  the median at n = {d['next_n']:.0f}: {1e3 * d['next_median_s']:.2f} ms")
+    return Findings({"matrices": matrices, "doublings": doublings, "disturbed": disturbed}, lines)
+
+
+def gpu_attention_findings(gpu_record: dict, cpu_record: dict) -> Findings:
+    """The GPU's attention record read beside the CPU's: which forced kernel the default call's memory matches,
+    the default call against the forced cuDNN kernel at short and long n, the time exponent of the last doubling,
+    and explicit / default at the largest n on both machines.
+
+    Numbers: ``table`` (each method at the largest n: times in ms, peaks in MB and in score matrices),
+    ``default_kernels``, ``doubling`` (method → exponent, forward), ``ratio_gpu`` and ``ratio_cpu``."""
+    rows = attention_rows(gpu_record)
+    n_max = rows["n"].max()
+    at = rows.pivot_table(index=["method", "n"], columns="pass", values=["median_s", "peak_bytes"])
+    methods = [m for m in GPU_METHODS if m in at.index.get_level_values("method")]
+    peak = at["peak_bytes"]
+    default = [m for m in methods[2:] if (peak.loc[m] == peak.loc["sdpa"]).all().all()]
+    lines = [f"the default call's peak memory equals {' and '.join(default)}'s at every n, in both passes"]
+    us = 1e6 * at["median_s"]  # microseconds per call, (method, n) x pass
+    for pass_, name in PASSES.items():
+        short = us[pass_].unstack("method").loc[:1024]
+        lines += [f"{name}, n = 64 to 1024: default call {short['sdpa'].min():.0f} to "
+                  f"{short['sdpa'].max():.0f} µs,",
+                  f"  forced cuDNN {short['sdpa_cudnn'].min():.0f} to {short['sdpa_cudnn'].max():.0f} µs"]
+    long_ = us["forward"].unstack("method").loc[2048:]
+    lines.append(f"forward, n = {' and '.join(map(str, long_.index))}: default call "
+                 + " and ".join(f"{v:.0f}" for v in long_["sdpa"]) + " µs, forced cuDNN "
+                 + " and ".join(f"{v:.0f}" for v in long_["sdpa_cudnn"]) + " µs")
+    times = at["median_s"]["forward"]
+    doubling = np.log2(times.xs(n_max, level="n") / times.xs(n_max // 2, level="n"))
+    lines.append(f"time exponent from n = {n_max // 2} to {n_max} (log2 of the time ratio), forward:")
+    lines += ["  " + ", ".join(f"{m} {doubling[m]:.2f}" for m in group) for group in (methods[:3], methods[3:])]
+    cpu = attention_rows(cpu_record)
+    cpu_big = cpu[(cpu["n"] == cpu["n"].max()) & (cpu["pass"] == "forward")].set_index("method")["median_s"]
+    ratio_gpu = times[("explicit", n_max)] / times[("sdpa", n_max)]
+    ratio_cpu = cpu_big["explicit"] / cpu_big["sdpa"]
+    lines += [f"at n = {n_max}, forward, explicit / default fused call: {ratio_gpu:.1f} here,",
+              f"  {ratio_cpu:.1f} on the CPU (Figure 12.1)"]
+    big = at.xs(n_max, level="n").reindex(methods)
+    one_matrix = rows.loc[rows["n"] == n_max, "formula_one_score_matrix_bytes"].iloc[0]
+    table = pd.DataFrame({"forward ms": 1e3 * big[("median_s", "forward")],
+                          "forward + backward ms": 1e3 * big[("median_s", "forward_backward")],
+                          "forward peak, MB": big[("peak_bytes", "forward")] / 1e6,
+                          "forward peak, in score matrices": big[("peak_bytes", "forward")] / one_matrix,
+                          "forward + backward peak, MB": big[("peak_bytes", "forward_backward")] / 1e6})
+    table = table.round(2).rename_axis(f"n = {n_max}")
+    return Findings({"table": table, "default_kernels": default, "doubling": doubling.to_dict(),
+                     "ratio_gpu": float(ratio_gpu), "ratio_cpu": float(ratio_cpu)}, lines)
+
+
+# --------------------------------------------------------------------------- the paper's Table 1
+def table1_ratios(record: dict) -> pd.DataFrame:
+    """time(self-attention) / time(LSTM) of a ``table1`` record, medians of the repeats: n (rows) × d (columns)."""
+    p = pd.DataFrame(record["results"]["grid"]).pivot_table(index="n", columns=["d", "layer"], values="median_s")
+    return pd.DataFrame({d: p[(d, "self_attention")] / p[(d, "recurrent")]
+                         for d in sorted(p.columns.get_level_values("d").unique())})
+
+
+def table1_findings(record: dict) -> Findings:
+    """The ``table1`` grid in three regions, n < d, n = d and n > d: how often attention's median time was above
+    the LSTM's, and at how many points every repeat of one layer was faster than every repeat of the other.
+
+    Numbers: ``table`` (the regions), ``grid`` (one row per (d, n): the three layers' medians, ``att / LSTM`` and
+    ``clear``: +1 attention faster in every repeat, -1 slower in every repeat, 0 the repeats overlap),
+    ``clear_slower`` (the (d, n) where attention was slower in every repeat)."""
+    records = record["results"]["grid"]
+    t = pd.DataFrame(records).pivot_table(index=["d", "n"], columns="layer", values="median_s")
+    reps = {(r["d"], r["n"], r["layer"]): r["times_s"] for r in records}
+    att, lstm = ([reps[(d, n, layer)] for d, n in t.index] for layer in ("self_attention", "recurrent"))
+    t["att / LSTM"] = t["self_attention"] / t["recurrent"]
+    t["clear"] = [1 if max(a) < min(r) else -1 if min(a) > max(r) else 0 for a, r in zip(att, lstm)]
+    n_, d_ = t.index.get_level_values("n"), t.index.get_level_values("d")
+    t["region"] = np.select([n_ < d_, n_ == d_], ["n < d", "n = d"], "n > d")
+    clear_slower = [(int(d), int(n)) for d, n in t.index[t["clear"] < 0]]
+    lines = [f"Conv1d faster than attention at {(t['convolutional'] < t['self_attention']).sum()} of {len(t)} "
+             f"points, than the LSTM at {(t['convolutional'] < t['recurrent']).sum()}",
+             "attention slower than the LSTM in every repeat at (d, n) = "
+             + ", ".join(f"({d}, {n})" for d, n in clear_slower)]
+    table = t.groupby("region").agg(points=("att / LSTM", "size"), median_ratio=("att / LSTM", "median"),
+                                    attention_slower=("att / LSTM", lambda r: (r > 1).sum()),
+                                    faster_in_every_repeat=("clear", lambda c: (c > 0).sum()),
+                                    slower_in_every_repeat=("clear", lambda c: (c < 0).sum())).round(2)
+    return Findings({"table": table, "grid": t, "clear_slower": clear_slower}, lines)
+
+
+# --------------------------------------------------------------------------- the KV cache
+def kv_cache_findings(cpu_record: dict, gpu_record: dict) -> Findings:
+    """One cached decoding step profiled on each machine (its time, its operator calls, the output projection's
+    share), the spread of the GPU's repeats, and the speed-ups of the lengths both machines timed.
+
+    Numbers: ``table`` (CPU and GPU side by side: speed-up, ms per token with and without the cache) and
+    ``gpu_spread`` (the largest ratio slower / faster repeat of one GPU case)."""
+    lines = []
+    for where, record in (("CPU", cpu_record), ("GPU", gpu_record)):
+        prof = record["results"]["profile"]
+        calls, s = prof["aten_calls_per_step"], prof["s_per_step"]
+        lines += [f"{where}: a cached step at {prof['tokens']} tokens: {s * 1e3:.2f} ms, {calls:.0f} operator "
+                  f"calls ({s / calls * 1e6:.1f} µs each);",
+                  f"  the output projection, the largest product: "
+                  f"{prof['output_projection_share_of_step']:.1%} of the step"]
+    cpu, gpu = (pd.DataFrame(r["results"]["timing"]).set_index("output_tokens") for r in (cpu_record, gpu_record))
+    spread = max(max(t) / min(t) for times in gpu["times_s"] for t in times.values())
+    lines.append(f"GPU: the slower of two repeats took up to {spread:.2f} times as long as the faster")
+    columns = ["speedup", "with_cache_per_token_ms", "without_cache_per_token_ms"]
+    table = pd.concat({"CPU": cpu.loc[gpu.index, columns], "GPU": gpu[columns]}, axis=1).round(2)
+    return Findings({"table": table, "gpu_spread": float(spread)}, lines)
+
+
+# --------------------------------------------------------------------------- training throughput
+_VARIANTS = {"nn": "nn.Transformer", "compile": "torch.compile", "bf16": "bf16 autocast",
+             "explicit_attention": "explicit attention"}
+
+
+def throughput_findings(record: dict) -> Findings:
+    """A ``throughput`` record as ratios of windows measured side by side: each window of a model or variant divided
+    by the course's eager float32 window of the same round, per preset.
+
+    A round runs one window of each, so a change of the machine's load falls on the windows of one round alike,
+    while it can change the rate of the same model several times over from round to round: a rate is compared only
+    within its round. The column ``every round`` says ``> 1`` (faster in every round) or ``< 1`` (slower) where
+    every ratio lies on one side of 1, else ``both sides of 1``: then the record does not show a difference.
+
+    Numbers: ``table`` (rows: preset and what is compared with the eager step; columns: the ratio of each round, the
+    median ratio, the verdict), ``eager`` (preset → the eager step's tokens/s in each round) and ``matmul`` (the
+    record's measured rate of one large matrix product per dtype, FLOP/s)."""
+    rows, eager = {}, {}
+    for r in record["results"]:
+        windows = {"nn": r["windows_tokens_per_s"]["nn"],
+                   **{key: v["windows_tokens_per_s"] for key, v in r.get("variants", {}).items()}}
+        base = np.asarray(r["windows_tokens_per_s"]["tmlib"], dtype=float)
+        eager[r["preset"]] = base.tolist()
+        for key, w in windows.items():
+            ratio = np.asarray(w, dtype=float) / base
+            verdict = "> 1" if (ratio > 1).all() else "< 1" if (ratio < 1).all() else "both sides of 1"
+            rows[(r["preset"], _VARIANTS.get(key, key))] = {
+                **{f"round {i + 1}": f"{x:.2f}" for i, x in enumerate(ratio)},
+                "median": f"{np.median(ratio):.2f}", "every round": verdict}
+    table = pd.DataFrame(rows).T.rename_axis(["preset", "÷ tmlib eager"])
+    small = next(r for r in record["results"] if r["preset"] == "small")
+    variants, matmul = small.get("variants", {}), record.get("matmul_flops_per_s", {})
+    lines = [f"{r['preset']}: the eager step ran at " + ", ".join(f"{x:.0f}" for x in eager[r["preset"]])
+             + " target tokens/s in rounds 1 to 5" for r in record["results"]]
+    if "compile" in variants:
+        lines.append(f"torch.compile took {variants['compile']['compile_s']:.0f} s before the first step")
+    if {"float32", "bfloat16"} <= set(matmul):
+        lines.append(f"one large matrix product on this CPU: {matmul['float32'] / 1e9:.0f} GFLOP/s in float32, "
+                     f"{matmul['bfloat16'] / 1e9:.0f} in bf16")
+    return Findings({"table": table, "eager": eager, "matmul": matmul}, lines)
+
+
+# --------------------------------------------------------------------------- MFU on a GPU
+_RUNS = {"tmlib": "tmlib, eager", "nn": "nn.Transformer, eager", "tmlib_compiled": "tmlib, torch.compile"}
+
+
+def mfu_findings(record: dict, flops_per_token: float) -> Findings:
+    """An ``mfu`` record (GPU) read with ``flops_per_token``, the training FLOPs per target token counted for its
+    model: the device's two peaks, the FLOPs of a step, what compiling changed, and a table of each run's rate and
+    MFU against the datasheet's peak and against the measured rate of one large product.
+
+    Numbers: ``table``, ``step_tflop`` (the FLOPs of one step, in TFLOP) and ``record_flops_per_token``."""
+    from tmlib.analysis.flops import mfu
+
+    res = record["results"]
+    models, tokens, peaks = res["models"], res["batch"]["target_tokens"], res["peaks"]
+    size, gpu = peaks["measured_matmul_size"], record["machine"]["gpu"]["name"]
+    compiled = models["tmlib_compiled"]
+    lines = [f"{gpu}: datasheet dense bf16 peak {peaks['datasheet'] / 1e12:.1f} TFLOP/s; an {size} x {size} bf16",
+             f"  product ran at {peaks['measured_matmul'] / 1e12:.0f} TFLOP/s",
+             f"{models['tmlib']['parameters']:,} parameters, {flops_per_token / 1e6:.1f} MFLOP per target token "
+             f"(the record: {res['flops_per_token'] / 1e6:.1f}),",
+             f"  {tokens:,} target tokens a step = {flops_per_token * tokens / 1e12:.1f} TFLOP",
+             f"torch.compile: {compiled['compile_s']:.0f} s to compile, {compiled['graph_breaks']} graph breaks, "
+             f"{res['ratio_compiled_over_eager']:.2f} times as fast",
+             f"  as the eager steps measured beside it; tmlib eager / nn.Transformer eager: "
+             f"{res['ratio_tmlib_over_nn']:.2f}"]
+    table = pd.DataFrame({name: {
+        "target tokens/s": f"{models[key]['tokens_per_s']:,.0f}",
+        "ms per step": f"{1e3 * tokens / models[key]['tokens_per_s']:.1f}",
+        "MFU (datasheet peak)": f"{mfu(models[key]['tokens_per_s'], flops_per_token, peaks['datasheet']):.1%}",
+        "MFU (measured product rate)":
+            f"{mfu(models[key]['tokens_per_s'], flops_per_token, peaks['measured_matmul']):.1%}"}
+        for key, name in _RUNS.items()}).T
+    return Findings({"table": table, "step_tflop": flops_per_token * tokens / 1e12,
+                     "record_flops_per_token": res["flops_per_token"]}, lines)
+
+
+#: Short names for the operators of a profiled training step.
+OPERATOR_NAMES = {"aten::copy_": "copies, dtype conversions", "aten::sum": "sums (reductions)",
+                  "aten::_log_softmax": "the loss's log-softmax (forward, recomputed)",
+                  "aten::_log_softmax_backward_data": "the loss's log-softmax, backward",
+                  "aten::native_layer_norm_backward": "layer norm, backward", "aten::add": "additions",
+                  "aten::_cudnn_attention_backward": "attention (cuDNN), backward"}
+_PRODUCTS = ["aten::mm", "aten::addmm"]
+_LOG_SOFTMAX = ["aten::_log_softmax", "aten::_log_softmax_backward_data"]
+
+
+def step_profile(record: dict, flops_per_token: float) -> Findings:
+    """Where one eager training step of an ``mfu`` record spends its GPU time, from the profile of the operators
+    with the most device time.
+
+    Numbers: ``bars`` (a Series of milliseconds: the matrix products, each other profiled operator under a short
+    name, and the rest of the step), ``step_ms`` (one step measured without the profiler), ``at_product_rate`` (the
+    step's FLOPs at the measured product rate, ms) and ``products_ms``."""
+    res = record["results"]
+    prof, tokens = res["profile"], res["batch"]["target_tokens"]
+    ops = pd.DataFrame([t for t in prof["top"] if t["name"].startswith("aten::")]).set_index("name")
+    ms = ops["self_device_ms"]
+    step_ms = 1e3 * tokens / res["models"]["tmlib"]["tokens_per_s"]
+    at_product_rate = 1e3 * flops_per_token * tokens / res["peaks"]["measured_matmul"]
+    products = ms[_PRODUCTS].sum()
+    fw, bw = (int(ops.loc[name, "calls"]) for name in _LOG_SOFTMAX)
+    lines = [f"one step: {step_ms:.1f} ms; its FLOPs at the measured product rate: {at_product_rate:.1f} ms",
+             f"matrix products (mm, addmm): {products:.1f} ms = {products / step_ms:.0%} of the step",
+             f"the loss's log-softmax over {res['config']['vocab_size']:,} words, forward and backward: "
+             f"{ms[_LOG_SOFTMAX].sum():.1f} ms",
+             f"  calls: {fw} forward, {bw} backward ({bw} chunks, each forward run again in the backward)",
+             f"copies and conversions: {ms['aten::copy_']:.1f} ms",
+             f"GPU kernels of the profiled step: {prof['device_kernel_ms']:.1f} ms, against {step_ms:.1f} ms for "
+             f"a step without",
+             "  the profiler: the step is not waiting for the host"]
+    bars = pd.Series({"matrix products (mm, addmm)": products,
+                      **{OPERATOR_NAMES.get(n, n): v for n, v in ms.drop(_PRODUCTS).items()},
+                      "the other, smaller operators": step_ms - ms.sum()})
+    return Findings({"bars": bars, "step_ms": step_ms, "at_product_rate": at_product_rate,
+                     "products_ms": float(products)}, lines)
