@@ -262,7 +262,7 @@ def test_cache_projections_rejects_off_by_one_counts_without_printing_the_values
 
 def test_view_shortcut_rejects_zeros_and_the_true_split_without_printing_the_tensor():
     import torch
-    from tmlib.course.exercise_checks import check_view_shortcut
+    from tmlib.course import check_view_shortcut
     q = torch.arange(1.0, 13.0, dtype=torch.float64).reshape(1, 3, 4) * 7   # (batch, seq_len, d_model)
     assert check_view_shortcut(q.view(1, 2, 3, 2), q, 2).startswith("correct")
     with pytest.raises(AssertionError) as err:

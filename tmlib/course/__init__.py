@@ -12,8 +12,9 @@ from tmlib.course.count_checks import (
 )
 from tmlib.course.exercise_checks import (
     check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result, check_layer_norm_result,
-    check_merged_alignment, check_multi_head_attention, check_multi_head_result, check_my_mha, check_view_shortcut
+    check_merged_alignment, check_multi_head_attention, check_multi_head_result
 )
+from tmlib.course.module_checks import check_my_mha, check_view_shortcut
 from tmlib.course.training_checks import (
     check_case_sensitive_sentences, check_learning_rate, check_lengths_per_batch, check_padding_fractions,
     check_peak_learning_rate, check_schedule_crossing, check_smoothing_floor, check_train_step

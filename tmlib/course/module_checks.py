@@ -1,0 +1,171 @@
+"""Checks of chapter 7's exercises, on the PyTorch side: the head split without a transpose
+(:func:`check_view_shortcut`) and a student's multi-head attention module against ``nn.MultiheadAttention``
+(:func:`check_my_mha`). Like :mod:`tmlib.course.exercise_checks`, they compute the expected values inside, never
+print them, and name the likely slip.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tmlib import ref
+from tmlib.course.checks import as_float_array, check_shape
+from tmlib.course.exercise_checks import _compare
+
+__all__ = ["check_my_mha", "check_view_shortcut"]
+
+
+def check_view_shortcut(answer, q, n_heads: int, what: str = "the shortcut's view") -> str:
+    """Check the head split without a transpose, ``q.view(batch, n_heads, seq_len, d_k)``, of projected queries
+    ``q`` of shape ``(batch, seq_len, d_model)``, exactly, naming the true split (view, then transpose); never the
+    tensor."""
+    x = as_float_array(q, "queries", what)
+    batch, seq_len, d_model = x.shape
+    d_k = d_model // n_heads
+    expected = x.reshape(batch, n_heads, seq_len, d_k)  # the same memory re-read in row-major order
+    check_shape(answer, expected.shape, what)
+    split = x.reshape(batch, seq_len, n_heads, d_k).transpose(0, 2, 1, 3)
+    variants = [("the true split gives (view, then transpose); the shortcut leaves the transpose out", split)]
+    return _compare(answer, expected, what, variants, atol=0)
+
+
+_MHA_LAYERS = ("w_q", "w_k", "w_v", "w_o")
+
+
+def _mha_state_error(err: Exception, module: str) -> Exception | None:
+    """What a failed ``load_state_dict`` of the four layers ``w_q``, ``w_k``, ``w_v``, ``w_o`` says about the
+    student's module (None: another error)."""
+    import re
+
+    text = str(err)
+    if "state_dict" not in text:
+        return None
+    section = lambda name: re.findall(r'"([^"]+)"', text.split(f"{name} key(s) in state_dict:")[1].split("\n")[0]
+                                      ) if f"{name} key(s) in state_dict:" in text else []  # noqa: E731
+    missing, unexpected = section("Missing"), section("Unexpected")
+    ours = {f"{n}.{k}" for n in _MHA_LAYERS for k in ("weight", "bias")}
+    if set(unexpected) == ours and not missing:
+        return TypeError(f"{module} is not written yet: its `__init__` holds none of {', '.join(_MHA_LAYERS)}.\n"
+                         "  Add the four nn.Linear(d_model, d_model), write `forward`, and run that cell again")
+    if unexpected:  # weights the module has no parameter for
+        biases = all(u.endswith(".bias") for u in unexpected) and not missing
+        rule = "with biases (bias=True, the default)" if biases else "named w_q, w_k, w_v and w_o"
+        extra = f" (it has {', '.join(missing)} instead)" if missing else ""
+        return AssertionError(f"{module} has no {', '.join(unexpected)}{extra}:\n  its layers must be four "
+                              f"nn.Linear(d_model, d_model) {rule},\n  since load_state_dict copies weights by name")
+    if missing:  # parameters that the four layers do not have
+        return AssertionError(f"{module} has parameters besides the four layers w_q, w_k, w_v and w_o "
+                              f"({', '.join(missing)}):\n  multi-head attention needs only these four nn.Linear")
+    sizes = re.findall(r"size mismatch for ([\w.]+)", text)
+    if sizes:
+        return AssertionError(f"{module}: {', '.join(sizes)} has the wrong shape;\n  each layer is "
+                              "nn.Linear(d_model, d_model)")
+    return None
+
+
+def _mha_torch(state, n_heads: int, query, key, value, mask=None, *, scale: bool = True, softmax_dim: int = -1,
+               transpose: bool = True, project: bool = True):
+    """Multi-head attention with the weights ``state`` of four nn.Linear layers, and typical mistakes: no √d_k,
+    the softmax over the queries, the heads split without the transpose, no W^O."""
+    import torch
+
+    def linear(name, x):
+        return x @ state[f"{name}.weight"].T + state[f"{name}.bias"]
+
+    batch, n_q, d_model = query.shape
+    d_k = d_model // n_heads
+
+    def split(x):
+        n = x.shape[1]
+        if transpose:
+            return x.reshape(batch, n, n_heads, d_k).transpose(1, 2)
+        return x.reshape(batch, n_heads, n, d_k)
+
+    q, k, v = split(linear("w_q", query)), split(linear("w_k", key)), split(linear("w_v", value))
+    scores = q @ k.transpose(-2, -1) / (d_k ** 0.5 if scale else 1.0)  # (batch, h, n_q, n_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    heads = torch.softmax(scores, dim=softmax_dim) @ v  # (batch, h, n_q, d_k)
+    concat = heads.transpose(1, 2).reshape(batch, n_q, d_model)
+    return linear("w_o", concat) if project else concat
+
+
+def check_my_mha(run, what: str = "your module", *, module: str = "MyMultiHeadAttention", seed: int = 7) -> str:
+    """Check a multi-head attention module written in PyTorch through ``run(n_heads, state, query, key, value,
+    attn_mask=None)``, which builds the module, loads the state dict ``state`` (four ``nn.Linear(d_model,
+    d_model)`` with biases, ``w_q``, ``w_k``, ``w_v``, ``w_o``) and runs it without gradients.
+
+    In float64, on seeded random weights and a batch of 2 sequences of 5 tokens (4 heads, d_model = 16), the outputs
+    must equal those of ``torch.nn.MultiheadAttention`` holding the same weights to 1e-10, without a mask and with
+    the causal mask (True = may attend); on chapter 2's two-head example with zero biases they must equal
+    multi-head attention as Part I computes it, to 1e-12. A failure names the first case that differs and, where
+    the output is that of a typical mistake, the mistake (the scale, the softmax's axis, the split without a
+    transpose, the mask read the wrong way round); an unwritten module is reported as not written yet. Never prints
+    an expected value.
+    """
+    import torch
+    from torch import nn
+
+    from tmlib.course.examples import MHA_EXAMPLE_2
+    from tmlib.model import causal_mask
+
+    def call(n_heads, state, query, key, value, **mask):
+        try:
+            out = run(n_heads, state, query, key, value, **mask)
+        except RuntimeError as err:
+            better = _mha_state_error(err, module)
+            if better is None:
+                raise
+            raise better from None
+        if out is None:
+            raise TypeError(f"{module}.forward is not written yet: it returned None.\n  Is its body still `...`, "
+                            "or is a `return` missing? Finish it and run that cell again")
+        return out
+
+    g = torch.Generator().manual_seed(seed)
+    d_model, n_heads, n = 16, 4, 5
+    state = {f"{name}.{kind}": 0.3 * torch.randn(*((d_model, d_model) if kind == "weight" else (d_model,)),
+                                                 generator=g, dtype=torch.float64)
+             for name in _MHA_LAYERS for kind in ("weight", "bias")}
+    reference = nn.MultiheadAttention(d_model, n_heads, batch_first=True, dtype=torch.float64).eval()
+    with torch.no_grad():
+        reference.in_proj_weight.copy_(torch.cat([state[f"{c}.weight"] for c in _MHA_LAYERS[:3]]))
+        reference.in_proj_bias.copy_(torch.cat([state[f"{c}.bias"] for c in _MHA_LAYERS[:3]]))
+        reference.out_proj.weight.copy_(state["w_o.weight"])
+        reference.out_proj.bias.copy_(state["w_o.bias"])
+    x = torch.randn(2, n, d_model, generator=g, dtype=torch.float64)  # (batch, seq_len, d_model)
+    causal = causal_mask(n)
+    for mask, case in ((None, "self-attention without a mask"),
+                       (causal, "self-attention with the causal mask (True = may attend)")):
+        got = as_float_array(call(n_heads, state, x, x, x, attn_mask=mask), "answer", f"{what}: {case}")
+        check_shape(got, (2, n, d_model), f"{what}: the output (batch, n_q, d_model) of {case}")
+        with torch.no_grad():
+            want = reference(x, x, x, attn_mask=None if mask is None else ~mask, need_weights=False)[0]
+            mistakes = [("a module gives without dividing the scores by √d_k", dict(scale=False)),
+                        ("a module gives with the softmax over the queries (dim=-2) instead of the keys",
+                         dict(softmax_dim=-2)),
+                        ("a module gives that splits the heads with view alone, without the transpose",
+                         dict(transpose=False)),
+                        ("a module gives that returns the concatenated heads without applying w_o",
+                         dict(project=False))]
+            variants = [(hint, _mha_torch(state, n_heads, x, x, x, mask, **kw).numpy()) for hint, kw in mistakes]
+            if mask is not None:
+                flipped = _mha_torch(state, n_heads, x, x, x, ~mask).numpy()
+                if np.allclose(got, flipped, rtol=0, atol=1e-10, equal_nan=True):
+                    raise AssertionError(f"{what}: {case}\n  reads the mask the wrong way round: True means "
+                                         "may attend,\n  so the scores to set to -inf are those where the mask "
+                                         "is False")
+        _compare(got, want.numpy(), f"{what}: {case}", variants, atol=1e-10)
+    m = MHA_EXAMPLE_2
+    d, h = np.asarray(m.q).shape[-1], np.asarray(m.w_q).shape[0]
+    zero = torch.zeros(d, dtype=torch.float64)
+    weights = {"w_q": m.w_q, "w_k": m.w_k, "w_v": m.w_v}
+    example = {f"{name}.weight": torch.tensor(np.concatenate(list(np.asarray(w, dtype=float)), axis=1).T)
+               for name, w in weights.items()}  # nn.Linear stores (W^Q_1 | ... | W^Q_h) transposed
+    example["w_o.weight"] = torch.tensor(np.asarray(m.w_o, dtype=float).T)
+    example.update({f"{name}.bias": zero for name in _MHA_LAYERS})
+    x_q, x_k, x_v = (torch.tensor(np.asarray(a, dtype=float))[None] for a in (m.q, m.k, m.v))
+    got = call(h, example, x_q, x_k, x_v)
+    want = ref.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)[0][None]  # (1, n, d_model)
+    _compare(got, want, f"{what}: chapter 2's two-head example with zero biases", atol=1e-12)
+    return (f"correct: {what} gives nn.MultiheadAttention's outputs with the same weights, without a mask\n"
+            "  and with the causal mask (tolerance 1e-10), and chapter 2's two-head example (tolerance 1e-12)")
