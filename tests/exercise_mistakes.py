@@ -249,6 +249,13 @@ MISTAKES: dict[str, list[Mistake]] = {
             "    scheduler.step()\n    optimizer.step()\n"),)),
         Mistake("gradients zeroed between backward and the step", replace=((
             "optimizer.zero_grad()\n    loss.backward()", "loss.backward()\n    optimizer.zero_grad()"),)),
+        Mistake("no clipping", replace=((
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)        # global gradient norm <= max_norm\n",
+            ""),)),
+        Mistake("the schedule never stepped", replace=((
+            "    scheduler.step()                                                    # the next step's learning rate\n",
+            ""),)),
+        Mistake("gradients never cleared", replace=(("    optimizer.zero_grad()\n", ""),)),
     ],
     "ex-08-greedy": [
         Mistake("the first position's logits", replace=(

@@ -120,10 +120,12 @@ def test_layer_table_labels_the_all_heads_row():
     table = I.layer_table(_ablation())
     assert list(table.index)[-1] == ("all heads", "all", "all")
     assert ("whole layer", "cross", "0") in table.index
+    assert list(table.columns) == ["n_off", "nll", "delta_nll", "bleu", "delta_bleu", "Δ nll, best head kept alone"]
     row = table.loc[("whole layer", "encoder self", "1")]
-    assert (row["n_off"], row["delta_nll"], row["bleu"], row["best head kept alone"]) == (2, 0.2, 28.0, 0.03)
+    assert (row["n_off"], row["nll"], row["delta_nll"], row["bleu"], row["Δ nll, best head kept alone"]) == (
+        2, "2.200", "0.200", "28.0", "0.030")  # fixed decimals: 3, BLEU 1
     last = table.loc[("all heads", "all", "all")]
-    assert last["delta_nll"] == 3.5 and last["bleu"] == "–" and last["best head kept alone"] == "–"
+    assert last["delta_nll"] == "3.500" and last["bleu"] == "–" and last["Δ nll, best head kept alone"] == "–"
 
 
 def test_ablation_findings_of_a_hand_made_table():
@@ -159,6 +161,9 @@ def test_permutation_findings_of_a_hand_made_table():
     assert f["tvd"] == (0.3, 0.9) and f["changed"] == (0.01, 0.2) and f["changed_off"] == (0.01, 0.1)
     assert f["ratio"] == pytest.approx(1.0)  # ratios 1, 0.5, 1, 2, 1, 0.5, 1, 2: median 1
     assert f["calm"] == I.Head("cross", 0, 0)  # moved at least the median (0.65) and changed the fewest
+    assert f["moved_median"] == pytest.approx(0.65)
+    assert "of the 4 heads whose attention moved at least the median (TVD 0.65)" in str(f)
+    assert "the one that changed the fewest predictions: cross L0 H0" in str(f)
     assert f["loud"] == ("cross L0 H1", 0.2, 1)  # the costliest single head too
     assert f["layer_ratio"] == ("cross L0", 2.0, 0.5, 4.0)
     assert all(len(line) <= WIDTH for line in f.lines)

@@ -245,3 +245,36 @@ def test_loss_ignores_padding():
         B.check_loss_ignores_padding(lambda z, t, p: _token_loss(z, t, p, "sentences"))
     with pytest.raises(AssertionError, match="not finite"):
         B.check_loss_ignores_padding(lambda z, t, p: math.inf)
+
+
+def test_chapter_10_shows_each_exercise_with_what_its_check_says():
+    """On the page, each exercise of chapter 10 is followed, before its solution, by one folded cell (``site-only``)
+    that holds the function as given (the stub) and runs the exercise's public check on it, which fails; the
+    student notebook leaves that cell out, so it holds each stub and each public check once, and no solution."""
+    import textwrap
+    from pathlib import Path
+
+    import nbformat
+    import student_notebooks as sn
+
+    path = Path(__file__).resolve().parent.parent / "notebooks" / "10_finding_bugs.ipynb"
+    cells = nbformat.read(path, as_version=4).cells
+    marks = [(c.metadata["assignment"], c.source) for c in cells if "assignment" in c.metadata]
+    stubs = {m["exercise"]: m["stub"] for m, _ in marks if "stub" in m}
+    public = {m["exercise"]: s for m, s in marks if m.get("check") == "public"}
+    solutions = [s for m, s in marks if "stub" in m]
+    assert len(stubs) == len(public) == 9
+    code = "\n".join(c.source for c in sn.make(path).cells if c.cell_type == "code")
+    for i, cell in enumerate(cells):
+        label = next((lab for lab in stubs if f":label: {lab}" in cell.source), None)
+        if cell.cell_type != "markdown" or label is None:
+            continue
+        shown = cells[i + 1]
+        assert {"site-only", "hide-cell"} <= set(shown.metadata.get("tags", [])), label
+        assert shown.source == (stubs[label] + "\n\n\nwith what_the_check_says():  # the check, run on the function "
+                                "as given\n" + textwrap.indent(public[label], "    ")), label
+        said = "".join(o.get("text", "") for o in shown.get("outputs", []))
+        assert "FAILS: " in said and "Traceback" not in said, (label, said)
+        assert f"{{solution-start}} {label}" in cells[i + 2].source, label
+        assert code.count(stubs[label]) == 1 and code.count(public[label]) == 1, label
+    assert not any(s.strip() in code for s in solutions) and "what_the_check_says" not in code

@@ -34,6 +34,7 @@ __all__ = ["Findings", "head_name", "run_summary", "alignment_reading", "layer_b
 SHORT = {"encoder self": "enc-self", "decoder self": "dec-self", "cross": "cross"}
 SHARES = ("previous", "same", "first", "last", "diagonal")  # the per-head shares of head_statistics
 WIDTH = 85  # the longest line a Findings prints
+KEPT_ALONE = "Δ nll, best head kept alone"  # a column of layer_table
 
 
 @dataclass
@@ -172,19 +173,22 @@ def _kept_alone(ablation) -> "pd.Series":
 def layer_table(ablation) -> "pd.DataFrame":
     """The whole-layer rows of ``ablation`` (:func:`~tmlib.analysis.ablation.ablation_table`) and the row with every
     head off (kind and layer ``"all"``), indexed by experiment, kind and layer: heads off, cross-entropy and its
-    change, BLEU and its change, and the cost of the layer reduced to its best head (``"best head kept alone"``,
-    where ``ablation`` measured it). Rounded as the chapter prints them, 3 decimals and BLEU 1; "–" where a number
-    was not measured (objects, for display)."""
+    change, BLEU and its change, and the change of the cross-entropy with the layer reduced to its best head
+    (``"Δ nll, best head kept alone"``, where ``ablation`` measured it). Formatted as the chapter prints them:
+    strings with 3 decimals, BLEU with 1, and "–" where a number was not measured."""
+    import pandas as pd
+
     rows = ablation[ablation["experiment"].isin(["whole layer", "all heads"])].copy()
     kept = {(k, int(layer)): v for (k, layer), v in _kept_alone(ablation).items()}
-    rows["best head kept alone"] = [kept.get((k, int(layer)), np.nan) if isinstance(k, str) else np.nan
-                                    for k, layer in zip(rows["kind"], rows["layer"])]
+    rows[KEPT_ALONE] = [kept.get((k, int(layer)), np.nan) if isinstance(k, str) else np.nan
+                        for k, layer in zip(rows["kind"], rows["layer"])]
     rows["kind"] = [k if isinstance(k, str) else "all" for k in rows["kind"]]
     rows["layer"] = ["all" if np.isnan(float(v)) else str(int(v)) for v in rows["layer"]]
-    columns = ["n_off", "nll", "delta_nll", "bleu", "delta_bleu", "best head kept alone"]
-    table = rows.set_index(["experiment", "kind", "layer"])[columns]
-    table = table.round({"nll": 3, "delta_nll": 3, "bleu": 1, "delta_bleu": 1, "best head kept alone": 3})
-    return table.astype(object).where(table.notna(), "–")
+    decimals = {"nll": 3, "delta_nll": 3, "bleu": 1, "delta_bleu": 1, KEPT_ALONE: 3}
+    table = rows.set_index(["experiment", "kind", "layer"])[["n_off", *decimals]].astype(object)
+    for column, places in decimals.items():
+        table[column] = ["–" if pd.isna(v) else f"{float(v):.{places}f}" for v in table[column]]
+    return table
 
 
 def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
@@ -279,14 +283,16 @@ def permutation_findings(perm, ablation, stats) -> Findings:
 
     Numbers: ``tvd`` and ``changed`` (ranges over the heads of the attention's move and of the share of changed
     predictions), ``changed_off`` (the same heads switched off), ``ratio`` (median over heads of shuffled against
-    switched off), ``calm`` (among the heads whose attention moved at least the median, the one whose shuffle
-    changed the fewest predictions: a :class:`Head`), ``loud`` (the head whose shuffle changed the most: name,
+    switched off), ``moved_median`` (the median over heads of the attention's move), ``calm`` (among the heads
+    whose attention moved at least that median, the one whose shuffle changed the fewest predictions: a
+    :class:`Head`), ``loud`` (the head whose shuffle changed the most: name,
     share, rank in the cost of switching it off), ``layer_ratio`` (the costliest whole layer against the costliest
     single head).
     """
     single = ablation[ablation["experiment"] == "one head"].sort_values("delta_nll", ascending=False)
     whole = ablation[ablation["experiment"] == "whole layer"]
-    moved = perm[perm["attention_tvd"] >= perm["attention_tvd"].median()]
+    median = float(perm["attention_tvd"].median())
+    moved = perm[perm["attention_tvd"] >= median]
     calm_row = moved.sort_values("argmax_changed").iloc[0]
     calm = Head(calm_row["kind"], int(calm_row["layer"]), int(calm_row["head"]))
     loud_row = perm.sort_values("argmax_changed").iloc[-1]
@@ -297,7 +303,7 @@ def permutation_findings(perm, ablation, stats) -> Findings:
         "changed": (float(perm["argmax_changed"].min()), float(perm["argmax_changed"].max())),
         "changed_off": (float(perm["argmax_changed_off"].min()), float(perm["argmax_changed_off"].max())),
         "ratio": float((perm["argmax_changed"] / perm["argmax_changed_off"]).median()),
-        "calm": calm, "loud": (head_name(loud_row), float(loud_row["argmax_changed"]), rank),
+        "moved_median": median, "calm": calm, "loud": (head_name(loud_row), float(loud_row["argmax_changed"]), rank),
         "layer_ratio": (head_name(top), float(top["delta_nll"]), float(single["delta_nll"].iloc[0]),
                         float(top["delta_nll"] / single["delta_nll"].iloc[0]))}
     (t0, t1), (c0, c1), (o0, o1) = numbers["tvd"], numbers["changed"], numbers["changed_off"]
@@ -307,7 +313,9 @@ def permutation_findings(perm, ablation, stats) -> Findings:
              f"  the predicted next token changed at {c0:.1%} to {c1:.1%} of the positions",
              f"switched off instead: {o0:.1%} to {o1:.1%}; shuffled / switched off, median over heads "
              f"{numbers['ratio']:.2f}",
-             f"{head_name(calm)}: attention moved by TVD {calm_row['attention_tvd']:.2f} "
+             f"of the {len(moved)} heads whose attention moved at least the median (TVD {median:.2f}),",
+             f"  the one that changed the fewest predictions: {head_name(calm)}",
+             f"  attention moved by TVD {calm_row['attention_tvd']:.2f} "
              f"(JSD {calm_row['attention_jsd']:.2f} of at most {np.sqrt(np.log(2)):.2f}),",
              f"  the next-token distribution by TVD {calm_row['output_tvd']:.3f}, the prediction at "
              f"{calm_row['argmax_changed']:.1%} of the positions",
