@@ -343,11 +343,11 @@ def test_measurements_page_gpu_machine_and_records():
 
 def test_distributed_page_says_what_ran_on_the_gpu():
     """The scaling-out page's one-line note "what has run" against the CUDA tests' record: NCCL between two
-    processes (two GPUs) was skipped, so the page says that multi-GPU NCCL has not been run."""
+    processes (two GPUs) was skipped, so the page says that its processes ran with gloo, not NCCL."""
     cases = {c["name"].split("::")[-1]: c["outcome"] for c in _gpu_record("cuda_tests_cuda.json")["results"]["cases"]}
     assert cases["test_two_gpus_with_nccl_equal_one_process"] == "skipped"
-    _assert_in(_page("book/distributed.ipynb"), "This page's processes ran on the CPU with gloo",
-               "NCCL across several GPUs, which the commands below use, has not been run", where="book/distributed.ipynb")
+    _assert_in(_page("book/distributed.ipynb"), "the processes on this page ran on the CPU with gloo, not with NCCL",
+               where="book/distributed.ipynb")
 
 
 def test_measurements_page_precision_probe_section():
