@@ -148,10 +148,10 @@ def test_unknown_or_dangling_markup_is_an_error(markup, message):
 
 
 def test_quiz_markdown_has_no_answer():
-    src = 'choice("q-name", "Which one?", [("Yes", True, "right"), ("No", False)], "because")'
+    src = 'choice("q-name", "Which one?", [("Yes", True, "feedback-yes"), ("No", False)], "explanation-why")'
     out = sn.quiz_markdown(src, "test")
     assert "Which one?" in out and "- Yes" in out and "- No" in out
-    assert "True" not in out and "right" not in out and "because" not in out
+    assert "True" not in out and "feedback-yes" not in out and "explanation-why" not in out
     assert sn.quiz_markdown("x = 1", "test") is None
 
 
