@@ -276,8 +276,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("a new running maximum does not rescale the old sum", replace=(
             ("l * rescale + p.sum(axis=1, keepdims=True)", "l + p.sum(axis=1, keepdims=True)"),)),
         Mistake("causal mask off by one: a query sees the next key", replace=(
-            ("> rows[:, None], -np.inf", "> rows[:, None] + 1, -np.inf"),)),
-        Mistake("scores not scaled by 1/sqrt(d_k)", replace=(("q.shape[0], 1.0 / np.sqrt(q.shape[1]), np.zeros", "q.shape[0], 1.0, np.zeros"),)),
+            ("[None, :] > rows[:, None]\n", "[None, :] > rows[:, None] + 1\n"),)),
+        Mistake("scores not scaled by 1/sqrt(d_k)", replace=(
+            ("v.shape[1], 1.0 / np.sqrt(q.shape[1])", "v.shape[1], 1.0"),)),
     ],
     "ex-12-mfu-big": [
         Mistake("one forward pass, not a training step", replace=(("return 3 * (encoder", "return (encoder"),)),
