@@ -21,11 +21,14 @@ from typing import NamedTuple, Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["ATTENTION_KINDS", "Head", "attention_module", "all_heads", "AttentionCapture", "pad_batch",
+__all__ = ["ATTENTION_KINDS", "KIND_LABELS", "Head", "attention_module", "all_heads", "AttentionCapture", "pad_batch",
            "capture_attention", "translate_and_capture"]
 
 #: The three kinds of attention of an encoder-decoder Transformer (paper §3.2.3).
 ATTENTION_KINDS = ("encoder self", "decoder self", "cross")
+
+#: The short names of the kinds in labels and printed findings (``"cross L1 H2"``: cross-attention, layer 1, head 2).
+KIND_LABELS = {"encoder self": "enc-self", "decoder self": "dec-self", "cross": "cross"}
 
 
 class Head(NamedTuple):

@@ -25,13 +25,12 @@ import numpy as np
 import torch
 
 from tmlib.analysis.ablation import ablate_heads
-from tmlib.analysis.capture import ATTENTION_KINDS, Head, as_pair, check_head
+from tmlib.analysis.capture import ATTENTION_KINDS, KIND_LABELS, Head, as_pair, check_head
 
 __all__ = ["Findings", "head_name", "run_summary", "alignment_reading", "layer_breadth", "strongest_heads",
            "sink_heads", "standout_heads", "layer_table", "ablation_findings", "argmax_changed_off",
            "permutation_findings"]
 
-SHORT = {"encoder self": "enc-self", "decoder self": "dec-self", "cross": "cross"}
 SHARES = ("previous", "same", "first", "last", "diagonal")  # the per-head shares of head_statistics
 WIDTH = 85  # the longest line a Findings prints
 KEPT_ALONE = "Δ nll, best head kept alone"  # a column of layer_table
@@ -57,7 +56,7 @@ def head_name(head) -> str:
     ``head`` (a whole layer, head -1 or NaN: ``"cross L1"``)."""
     kind, layer, index = (head.kind, head.layer, head.head) if isinstance(head, Head) else \
         (head["kind"], head["layer"], head["head"])
-    name = f"{SHORT[kind]} L{int(layer)}"
+    name = f"{KIND_LABELS[kind]} L{int(layer)}"
     return name if index is None or np.isnan(float(index)) or int(index) < 0 else f"{name} H{int(index)}"
 
 
@@ -161,7 +160,7 @@ def standout_heads(stats) -> dict[str, list[str]]:
                         ("same", "the most self-looking")):
         for kind in [k for k in ATTENTION_KINDS if stats.loc[stats["kind"] == k, share].notna().any()]:
             part = stats[stats["kind"] == kind]
-            out.setdefault(head_name(part.loc[part[share].idxmax()]), []).append(f"{what} {SHORT[kind]} head")
+            out.setdefault(head_name(part.loc[part[share].idxmax()]), []).append(f"{what} {KIND_LABELS[kind]} head")
     return out
 
 
@@ -213,7 +212,7 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     looking = stats.loc[stats["same"].idxmax()]
     rank = names.index(head_name(looking))
     looker = (head_name(looking), float(looking["same"]), float(single["delta_nll"].iloc[rank]), rank + 1)
-    kept_alone = {f"{SHORT[k]} L{int(layer)}": float(v) for (k, layer), v in _kept_alone(ablation).items()}
+    kept_alone = {f"{KIND_LABELS[k]} L{int(layer)}": float(v) for (k, layer), v in _kept_alone(ablation).items()}
     prunable = [n for n, v in kept_alone.items() if v <= median]
     by_kind = whole.groupby("kind")["delta_nll"].mean().reindex([k for k in ATTENTION_KINDS if k in set(whole.kind)])
     top = whole.iloc[-1]
@@ -238,9 +237,9 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
         lines.append(f"  layers whose best head alone costs no more than the median head: "
                      f"{', '.join(prunable) or 'none'}")
     lines.append("a whole layer off, mean per kind: "
-                 + ", ".join(f"{SHORT[k]} +{v:.3f}" for k, v in numbers["by_kind"].items()))
+                 + ", ".join(f"{KIND_LABELS[k]} +{v:.3f}" for k, v in numbers["by_kind"].items()))
     name, cost, part, bleu = numbers["top_layer"]
-    lines.append(f"  {name}: +{cost:.3f} nats, {part:.0%} of the {SHORT[top['kind']]} layers' cost; "
+    lines.append(f"  {name}: +{cost:.3f} nats, {part:.0%} of the {KIND_LABELS[top['kind']]} layers' cost; "
                  f"BLEU {bleu:.1f} instead of {numbers['baseline_bleu']:.1f}")
     if len(all_off):
         lines.append(f"every head off: +{numbers['all_off']:.3f} nats/token")

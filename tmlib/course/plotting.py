@@ -242,11 +242,10 @@ def power_law_plot(series, title: str, xlabel: str, ylabel: str, ax=None, fit_la
     return ax
 
 
-_SHORT_KIND = {"encoder self": "enc-self", "decoder self": "dec-self", "cross": "cross"}
-
-
 def _row_label(kind: str, layer: int) -> str:
-    return f"{_SHORT_KIND.get(kind, kind)} L{int(layer)}"
+    from tmlib.analysis.capture import KIND_LABELS  # the names chapter 11's findings print
+
+    return f"{KIND_LABELS.get(kind, kind)} L{int(layer)}"
 
 
 def head_grid(table, value: str, title: str | None = None, ax=None, fmt: str = ".2f", cmap: str = "viridis",
