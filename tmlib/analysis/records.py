@@ -251,8 +251,8 @@ def throughput_findings(record: dict) -> Findings:
     within its round. The column ``every round`` says ``> 1`` (faster in every round) or ``< 1`` (slower) where
     every ratio lies on one side of 1, else ``both sides of 1``: then the record does not show a difference.
 
-    Numbers: ``table`` (rows: preset and what is compared with the eager step; columns: the ratio of each round, the
-    median ratio, the verdict), ``eager`` (preset → the eager step's tokens/s in each round) and ``matmul`` (the
+    Numbers: ``table`` (rows: preset and what is compared with the eager step; columns: the ratio of each round and
+    the verdict; no median, which would read as a result where the rounds disagree), ``eager`` (preset → the eager step's tokens/s in each round) and ``matmul`` (the
     record's measured rate of one large matrix product per dtype, FLOP/s)."""
     rows, eager = {}, {}
     for r in record["results"]:
@@ -264,8 +264,7 @@ def throughput_findings(record: dict) -> Findings:
             ratio = np.asarray(w, dtype=float) / base
             verdict = "> 1" if (ratio > 1).all() else "< 1" if (ratio < 1).all() else "both sides of 1"
             rows[(r["preset"], _VARIANTS.get(key, key))] = {
-                **{f"round {i + 1}": f"{x:.2f}" for i, x in enumerate(ratio)},
-                "median": f"{np.median(ratio):.2f}", "every round": verdict}
+                **{f"round {i + 1}": f"{x:.2f}" for i, x in enumerate(ratio)}, "every round": verdict}
     table = pd.DataFrame(rows).T.rename_axis(["preset", "÷ tmlib eager"])
     small = next(r for r in record["results"] if r["preset"] == "small")
     variants, matmul = small.get("variants", {}), record.get("matmul_flops_per_s", {})
@@ -304,6 +303,12 @@ def mfu_findings(record: dict, flops_per_token: float) -> Findings:
              f"{res['ratio_compiled_over_eager']:.2f} times as fast",
              f"  as the eager steps measured beside it; tmlib eager / nn.Transformer eager: "
              f"{res['ratio_tmlib_over_nn']:.2f}"]
+    w_tm, w_nn = (models[key].get("windows_tokens_per_s") for key in ("tmlib", "nn"))
+    if w_tm and w_nn:
+        apart = "faster in every window" if min(w_tm) > max(w_nn) else \
+            "slower in every window" if max(w_tm) < min(w_nn) else "the windows overlap"
+        lines += [f"the eager windows (target tokens/s): tmlib {min(w_tm) / 1e3:,.1f}k-{max(w_tm) / 1e3:,.1f}k, "
+                  f"nn.Transformer {min(w_nn) / 1e3:,.1f}k-{max(w_nn) / 1e3:,.1f}k:", f"  tmlib {apart}"]
     table = pd.DataFrame({name: {
         "target tokens/s": f"{models[key]['tokens_per_s']:,.0f}",
         "ms per step": f"{1e3 * tokens / models[key]['tokens_per_s']:.1f}",
@@ -330,7 +335,7 @@ def step_profile(record: dict, flops_per_token: float) -> Findings:
     with the most device time.
 
     Numbers: ``bars`` (a Series of milliseconds: the matrix products, each other profiled operator under a short
-    name, and the rest of the step), ``step_ms`` (one step measured without the profiler), ``at_product_rate`` (the
+    name, and the rest of the step: smaller kernels and time without a kernel), ``step_ms`` (one step measured without the profiler), ``at_product_rate`` (the
     step's FLOPs at the measured product rate, ms) and ``products_ms``."""
     res = record["results"]
     prof, tokens = res["profile"], res["batch"]["target_tokens"]
@@ -348,9 +353,11 @@ def step_profile(record: dict, flops_per_token: float) -> Findings:
              f"copies and conversions: {ms['aten::copy_']:.1f} ms",
              f"GPU kernels of the profiled step: {prof['device_kernel_ms']:.1f} ms, against {step_ms:.1f} ms for "
              f"a step without",
-             "  the profiler: the step is not waiting for the host"]
+             "  the profiler: the step is not waiting for the host",
+             f"the rest of the step: {step_ms - ms.sum():.1f} ms = {prof['device_kernel_ms'] - ms.sum():.1f} ms of "
+             f"smaller kernels + {step_ms - prof['device_kernel_ms']:.1f} ms without a kernel"]
     bars = pd.Series({"matrix products (mm, addmm)": products,
                       **{OPERATOR_NAMES.get(n, n): v for n, v in ms.drop(_PRODUCTS).items()},
-                      "the other, smaller operators": step_ms - ms.sum()})
+                      "the rest of the step": step_ms - ms.sum()})
     return Findings({"bars": bars, "step_ms": step_ms, "at_product_rate": at_product_rate,
                      "products_ms": float(products)}, lines)
