@@ -156,14 +156,15 @@ def _same_update_worker(rank, out, steps, accumulate):
                 "params": [p.detach().clone() for p in trainer.model.parameters()]}, Path(out) / f"rank{rank}.pt")
 
 
-def _one_process(steps: int, batches_per_step: int):
+def _one_process(steps: int, batches_per_step: int, loss_scale: float = 1.0):
     """One process, written without :class:`Trainer`: each step pads the next ``batches_per_step`` batches of the
-    epoch's order into one batch and takes the mean label-smoothed loss over its target tokens."""
+    epoch's order into one batch and takes the mean label-smoothed loss over its target tokens (its gradient times
+    ``loss_scale``: 1/2 gives what two processes would all-reduce without the trainer's factor ``world_size``)."""
     model = _model(True, 0.0)
     train, _ = _batches()
     opt = make_optimizer(model)
     sched = make_scheduler(opt, model.d_model, 5, 2.0)
-    epoch, pos, grads, losses = 0, 0, [], []
+    epoch, pos, grads, losses, norms = 0, 0, [], [], []
     for _ in range(steps):
         order = train.batches(epoch)
         if pos + batches_per_step > len(order):  # an incomplete group at the end of an epoch is left out
@@ -173,13 +174,13 @@ def _one_process(steps: int, batches_per_step: int):
         pos += batches_per_step
         loss = translation_loss(model(batch.src, batch.tgt_in), batch.tgt_out, train.pad_id, 0.1)
         opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        (loss * loss_scale).backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)))  # the norm before clipping
         opt.step()
         sched.step()
         grads.append([p.grad.detach().clone() for p in model.parameters()])
         losses.append(loss.item())
-    return grads, losses, [p.detach().clone() for p in model.parameters()]
+    return grads, losses, [p.detach().clone() for p in model.parameters()], norms
 
 
 def _max_abs(a, b) -> float:
@@ -190,17 +191,24 @@ def check_same_update(steps: int = 6, accumulate: int = 2) -> dict:
     """Two processes × ``accumulate`` batches per step against one process on the combined batches, float64.
 
     Returns:
-        dict: ``grad_diff`` (per step, the largest difference of a gradient component), ``param_diff`` (after the
-        last step), ``ranks_equal`` (the two processes hold identical parameters), ``loss_two``/``loss_one``
-        (per step), ``shares`` (per step: batches in the group, batches each process trained on) and
-        ``grad_max`` (the largest gradient component, for scale).
+        dict: ``grad_diff`` (per step, the largest difference of a gradient component), ``grad_rel`` (per step,
+        ``grad_diff`` divided by the largest component of that step's gradient), ``grad_norm`` (per step, the one
+        process's gradient norm before clipping), ``grad_diff_halved`` (per step, the largest difference between
+        the one process's clipped gradients and those of a run whose loss is halved, as two processes without the
+        factor ``world_size`` would all-reduce them), ``param_diff`` (after the last step), ``ranks_equal`` (the
+        two processes hold identical parameters), ``loss_two``/``loss_one`` (per step) and ``shares`` (per step:
+        batches in the group, batches each process trained on).
     """
     with tempfile.TemporaryDirectory() as tmp:
         launch_processes(_same_update_worker, tmp, steps, accumulate)
         r0, r1 = (torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in (0, 1))
-    grads, losses, params = _one_process(steps, 2 * accumulate)
-    return {"grad_diff": [_max_abs(a, b) for a, b in zip(r0["grads"], grads)],
-            "grad_max": max(float(g.abs().max()) for step in grads for g in step),
+    grads, losses, params, norms = _one_process(steps, 2 * accumulate)
+    diff = [_max_abs(a, b) for a, b in zip(r0["grads"], grads)]
+    halved = _one_process(steps, 2 * accumulate, loss_scale=0.5)[0]
+    return {"grad_diff": diff,
+            "grad_diff_halved": [_max_abs(a, b) for a, b in zip(halved, grads)],
+            "grad_rel": [d / max(float(g.abs().max()) for g in step) for d, step in zip(diff, grads)],
+            "grad_norm": norms,
             "param_diff": _max_abs(r0["params"], params),
             "ranks_equal": all(torch.equal(a, b) for a, b in zip(r0["params"], r1["params"])),
             "loss_two": r0["loss"], "loss_one": losses,

@@ -103,7 +103,7 @@ class Trainer:
                     logits = self.forward_fn(self.forward_model, batch)  # (batch, tgt_len, V)
                 part = step_loss(logits, batch.tgt_out, self.pad_id, self.config.label_smoothing,  # §5.4: summed
                                  batch.n_tokens, step_tokens)  # over the batch's tokens / the step's tokens
-                self.amp.backward(part * self.world_size)  # (DDP averages the processes' gradients: × N sums them)
+                self.amp.backward(part * self.world_size)  # (DDP averages the gradients: × world_size sums them)
             loss = loss + part.detach()
         self.amp.unscale_(self.optimizer)  # (fp16: the gradients at their true scale)
         if self.config.grad_clip is not None:
