@@ -221,8 +221,38 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the target row not normalised: 1 - eps + eps on the true class", replace=(
             ("t[np.arange(n), targets] += 1.0 - label_smoothing", "t[np.arange(n), targets] += 1.0"),)),
     ],
+    "ex-07-merge": [
+        Mistake("left as the stub", unanswered=True),
+        Mistake("merged without the transpose: each head's positions glued in turn", replace=(
+            ("merged = heads.transpose(1, 2).contiguous().view(1, 3, 4)",
+             "merged = heads.contiguous().view(1, 3, 4)"),)),
+        Mistake("view on the transposed tensor without contiguous(): RuntimeError", replace=(
+            ("merged = heads.transpose(1, 2).contiguous().view(1, 3, 4)",
+             "merged = heads.transpose(1, 2).view(1, 3, 4)"),)),
+        Mistake("the head and d_v axes exchanged: the heads' columns interleaved", replace=(
+            ("merged = heads.transpose(1, 2).contiguous().view(1, 3, 4)",
+             "merged = heads.permute(0, 2, 3, 1).contiguous().view(1, 3, 4)"),)),
+        Mistake("the heads in reverse order", replace=(
+            ("merged = heads.transpose(1, 2)", "merged = heads.flip(1).transpose(1, 2)"),)),
+    ],
+    "ex-07-masks": [
+        Mistake("left as the stub", unanswered=True),
+        Mistake("our mask passed as it is (True = real token)", replace=(
+            ("key_padding_mask = ~real_keys", "key_padding_mask = real_keys"),)),
+        Mistake("a float 0/1 key_padding_mask", replace=(
+            ("key_padding_mask = ~real_keys", "key_padding_mask = (~real_keys).double()"),)),
+        Mistake("a 0/1 additive mask: adds 1 at the padding, blocks nothing", replace=(
+            ('masked_fill(padding, float("-inf"))', "masked_fill(padding, 1.0)"),)),
+        Mistake("the additive mask's polarity inverted: -inf at the real tokens", replace=(
+            ("padding = ~real_keys[:, None, None, :]", "padding = real_keys[:, None, None, :]"),)),
+        Mistake("the additive mask without the broadcast axes (batch, n_k)", replace=(
+            ("additive = torch.zeros(2, 1, 1, 3, dtype=torch.float64).masked_fill(padding, float(\"-inf\"))",
+             "additive = torch.zeros(2, 3, dtype=torch.float64).masked_fill(~real_keys, float(\"-inf\"))"),)),
+    ],
     "ex-07-mha-module": [
         Mistake("scores not scaled by sqrt(d_k)", replace=(("/ self.d_k ** 0.5", ""),)),
+        Mistake("the mask not applied", replace=((
+            'scores = scores.masked_fill(~attn_mask, float("-inf"))', "scores = scores"),)),
         Mistake("mask polarity inverted: True read as blocked", replace=(("masked_fill(~attn_mask,", "masked_fill(attn_mask,"),)),
         Mistake("heads split without transposing", replace=((
             "x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)",

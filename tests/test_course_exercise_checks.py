@@ -275,6 +275,58 @@ def test_view_shortcut_rejects_zeros_and_the_true_split_without_printing_the_ten
         check_view_shortcut(q, q, 2)
 
 
+def test_merged_heads_names_each_slip_without_printing_the_tensor():
+    """Exercise 7.1: the heads merged back with transpose and view; the merge without the transpose, the head and
+    d_k axes exchanged and the heads in reverse order are named; no entry of the tensor is printed."""
+    import torch
+    from tmlib.course.module_checks import check_merged_heads
+    q = torch.arange(1.0, 13.0, dtype=torch.float64).reshape(1, 3, 4) * 7   # (batch, seq_len, d_model)
+    qh = q.view(1, 3, 2, 2).transpose(1, 2)                                 # (batch, n_heads, seq_len, d_k)
+    assert check_merged_heads(qh.transpose(1, 2).contiguous().view(1, 3, 4), qh).startswith("correct")
+    assert check_merged_heads(q.numpy(), qh).startswith("correct")
+    for wrong, words in ((qh.contiguous().view(1, 3, 4), "without the transpose"),
+                         (qh.permute(0, 2, 3, 1).reshape(1, 3, 4), "interleaved"),
+                         (qh.flip(1).transpose(1, 2).reshape(1, 3, 4), "reverse order")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_merged_heads(wrong, qh)
+        assert all(f"{v:g}" not in str(err.value) for v in (14.0, 21.0, 28.0, 35.0)), str(err.value)
+    with pytest.raises(AssertionError) as err:
+        check_merged_heads(torch.zeros(1, 3, 4), qh)
+    assert "Your answer is what" not in str(err.value)
+    with pytest.raises(ValueError, match="shape"):
+        check_merged_heads(qh, qh)
+    with pytest.raises(TypeError, match="still `...`"):
+        check_merged_heads(..., qh)
+
+
+def test_padding_masks_accept_both_conventions_and_name_each_slip():
+    """Exercise 7.4: nn.MultiheadAttention's key_padding_mask (boolean, True = padding) and the additive mask
+    (0 and -inf, (batch, 1, 1, n_k)); each typical slip is named, and a message never spells out a mask."""
+    import torch
+    from tmlib.course.module_checks import check_padding_masks
+    real = torch.tensor([[True, True, True], [True, True, False]])
+    pad4 = ~real[:, None, None, :]
+    additive = torch.zeros(2, 1, 1, 3, dtype=torch.float64).masked_fill(pad4, float("-inf"))
+    assert check_padding_masks(~real, additive, (3, 2)).startswith("correct")
+    assert check_padding_masks(~real, additive.float(), [3, 2]).startswith("correct")
+    cases = [((real, additive), "our mask as it is"),
+             (((~real).double(), additive), "dtype torch.float64|dtype float64"),
+             ((torch.tensor([[False, True, False], [False, False, True]]), additive), "1 of 6 entries"),
+             ((~real, torch.zeros(2, 1, 1, 3).masked_fill(pad4, 1.0)), "0 and 1"),
+             ((~real, torch.zeros(2, 1, 1, 3).masked_fill(~pad4, float("-inf"))), "polarity"),
+             ((~real, torch.zeros(2, 1, 1, 3).masked_fill(pad4, -1e9)), "finite negative"),
+             ((~real, torch.zeros(2, 1, 1, 3).masked_fill(pad4, float("nan"))), "NaN"),
+             ((~real, pad4), "dtype")]
+    for (kpm, add), words in cases:
+        with pytest.raises(AssertionError, match=words) as err:
+            check_padding_masks(kpm, add, (3, 2))
+        assert "[[" not in str(err.value) and "True, True" not in str(err.value), str(err.value)
+    with pytest.raises(ValueError, match="shape"):
+        check_padding_masks(~real, additive[:, 0, 0], (3, 2))
+    with pytest.raises(TypeError):
+        check_padding_masks(..., additive, (3, 2))
+
+
 def test_decoder_only_count_is_gpt2_small_and_names_each_part():
     import dataclasses
 
@@ -471,7 +523,8 @@ def _my_mha_runner(mistake=None):
             q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
             scores = q @ k.transpose(-2, -1) / (1.0 if mistake == "no scale" else self.d_k ** 0.5)
             if attn_mask is not None:
-                scores = scores.masked_fill(attn_mask if mistake == "mask" else ~attn_mask, float("-inf"))
+                if mistake != "no mask":
+                    scores = scores.masked_fill(attn_mask if mistake == "mask" else ~attn_mask, float("-inf"))
             heads = torch.softmax(scores, dim=-1) @ v
             return self.w_o(heads.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1))
 
@@ -493,7 +546,8 @@ def test_my_mha_says_not_written_for_the_stub_and_names_mistakes_without_the_exp
     assert "correct" not in str(err.value) and "RuntimeError" not in str(err.value)
     expected = R.multi_head_attention(E.MHA_EXAMPLE_2.q, E.MHA_EXAMPLE_2.k, E.MHA_EXAMPLE_2.v, E.MHA_EXAMPLE_2.w_q,
                                       E.MHA_EXAMPLE_2.w_k, E.MHA_EXAMPLE_2.w_v, E.MHA_EXAMPLE_2.w_o)[0]
-    for mistake, words in (("no scale", "√d_k"), ("mask", "wrong way round"), ("no bias", "with biases")):
+    for mistake, words in (("no scale", "√d_k"), ("mask", "wrong way round"), ("no bias", "with biases"),
+                           ("no mask", "the mask was not applied")):
         with pytest.raises(AssertionError, match=words) as err:
             check_my_mha(_my_mha_runner(mistake))
         text = str(err.value)

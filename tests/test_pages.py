@@ -606,6 +606,24 @@ def test_instructors_table_of_exercises_per_chapter():
                      f"**{totals[3]}** |", where="book/instructors.md (planning table, totals)")
 
 
+def test_instructors_unmarked_questions_in_words():
+    """The checked exercises that also ask a question in words without an "essay" mark (no answer cell), as the
+    page lists them: each is still checked and still unmarked."""
+    unmarked = ["1.5", "1.6", "12.1", "12.2", "13.1", "13.2"]
+    for number in unmarked:
+        chapter, k = (int(x) for x in number.split("."))
+        path = next((ROOT / "notebooks").glob(f"{chapter:02d}_*.ipynb"))
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        labels = [x for c in cells if c["cell_type"] == "markdown"
+                  for x in re.findall(r":label: (ex-[\w-]+)", "".join(c["source"]))]
+        marks = [c["metadata"]["assignment"] for c in cells
+                 if (c["metadata"].get("assignment") or {}).get("exercise") == labels[k - 1]]
+        assert any("stub" in m for m in marks) and not any(m.get("essay") for m in marks), (
+            f"exercise {number} is no longer checked without an essay mark: update book/instructors.md")
+    _assert_in(_page("book/instructors.md"), "Six are not marked", "They are 1.5 (",
+               *(f" {n} (" for n in unmarked[1:]), where="book/instructors.md (unmarked questions in words)")
+
+
 def test_translator_gallery_shows_chapter_9s_run():
     """The translator page's stored gallery (tools/translator_gallery.py) was written from the run that chapter 9's
     page shows: the same number of steps and the same kept step, and the scores chapter 9 prints; its figure exists and

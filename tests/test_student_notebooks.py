@@ -263,3 +263,16 @@ def test_the_first_note_says_whether_to_complete_or_to_repair():
     for stem, words in (("10_finding_bugs", "find the bug and fix it"), ("02_multi_head_attention", "`...` to complete")):
         note = _student(ROOT / "notebooks" / f"{stem}.ipynb").cells[1].source
         assert words in note, (stem, note[:200])
+
+
+def test_questions_in_words_of_checked_exercises_are_graded_by_hand():
+    """Chapter 7's exercise 7.4 is checked and also asks a question in words: the gradebook's hand-graded part lists
+    it (its Canvas/Moodle column), beside the exercises that have no checks at all."""
+    path = next(p for p in CHAPTERS if p.name.startswith("07_"))
+    _, exercises = assignments.transform(nbformat.read(path, as_version=4), path=str(path))
+    assert exercises["ex-07-masks"].essay and not exercises["ex-07-merge"].essay
+    titles = {label: f"Exercise 7.{k}" for k, label in enumerate(
+        ["ex-07-merge", "ex-07-masks", "ex-07-text-only"], start=1)}
+    manual = assignments.graded_by_hand(titles, exercises)
+    assert manual == [{"label": "ex-07-masks", "title": "Exercise 7.2 (in words)"},
+                      {"label": "ex-07-text-only", "title": "Exercise 7.3"}]

@@ -106,6 +106,7 @@ class Exercise:
     checks: list[Check] = field(default_factory=list)
     forbid: list[str] = field(default_factory=list)  # library references the student must not call
     builds: bool = False  # a stub defines a function or class (a build-it), which check_own_work can inspect
+    essay: bool = False  # it also asks a question in words, graded by hand
 
     @property
     def points(self) -> float:
@@ -185,6 +186,7 @@ def transform(nb, *, path: str = "notebook") -> tuple[list, dict[str, Exercise]]
             ex.forbid += [f for f in mark.get("forbid", []) if f not in ex.forbid]
             if "stub" in mark:
                 ex.builds = ex.builds or bool(re.search(r"^(def|class) \w+", mark["stub"], re.M))
+                ex.essay = ex.essay or mark.get("essay", False)
                 stub = nbformat.v4.new_code_cell(mark["stub"].rstrip("\n"))
                 stub.metadata["tags"] = ["assignment-stub"]
                 stub.metadata[KEY] = {"exercise": inside, "stub": ex.stubs}  # which stub, never the solution
@@ -275,13 +277,21 @@ def exercise_titles(book, src: Path) -> tuple[str, dict[str, str]]:
     return (rest if number.isdigit() and rest else heading), titles
 
 
+def graded_by_hand(titles: dict[str, str], exercises: dict[str, Exercise]) -> list[dict]:
+    """The gradebook's hand-graded part of a chapter, in the order of ``titles``: each exercise without checks, and
+    the question in words of each checked exercise marked ``essay`` (titled "Exercise 7.4 (in words)")."""
+    return [{"label": label, "title": titles[label] if label not in exercises else f"{titles[label]} (in words)"}
+            for label in titles if label not in exercises or exercises[label].essay]
+
+
 def build_one(src: Path, out_root: Path, *, zip_it: bool = True, book=None, commit: str | None = None
               ) -> dict[str, Exercise] | None:
     """Build one chapter's assignment: the student notebook (the same as ``student/``, made by
     ``student_notebooks.make``), the grading spec, the Otter test files and autograder zip.
 
-    A chapter whose exercises are all graded by hand gets its notebook and a spec without checks (the gradebook
-    then has a column for those exercises); a chapter without exercises is skipped.
+    The spec lists as graded by hand the exercises without checks and the questions in words of checked ones (the
+    gradebook then has a column for them); a chapter whose exercises are all graded by hand gets a spec without
+    checks, a chapter without exercises is skipped.
 
     Raises:
         ValueError: bad markup (:func:`transform`), a check that reads none of its exercise's variables
@@ -294,7 +304,7 @@ def build_one(src: Path, out_root: Path, *, zip_it: bool = True, book=None, comm
     student = student_notebooks.make(src, book)
     _, exercises = student_notebook(nb, path=str(src))
     title, titles = exercise_titles(book, src)
-    manual = [{"label": label, "title": titles[label]} for label in titles if label not in exercises]
+    manual = graded_by_hand(titles, exercises)
     if not exercises and not manual:
         return None
     for ex in exercises.values():

@@ -14,7 +14,7 @@ from tmlib.course.exercise_checks import (
     check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result, check_layer_norm_result,
     check_merged_alignment, check_multi_head_attention, check_multi_head_result
 )
-from tmlib.course.module_checks import check_my_mha, check_view_shortcut
+from tmlib.course.module_checks import check_merged_heads, check_my_mha, check_padding_masks, check_view_shortcut
 from tmlib.course.training_checks import (
     check_case_sensitive_sentences, check_learning_rate, check_lengths_per_batch, check_padding_fractions,
     check_peak_learning_rate, check_schedule_crossing, check_smoothing_floor, check_train_step
@@ -39,7 +39,7 @@ __all__ = [
     "check_cache_projections", "check_case_sensitive_sentences", "check_causal", "check_close",
     "check_decoder_only_count", "check_encoder_layer", "check_feed_forward", "check_feed_forward_result",
     "check_kv_cache_bytes", "check_layer_norm_result", "check_learning_rate", "check_lengths_per_batch",
-    "check_merged_alignment", "check_multi_head_attention", "check_multi_head_result", "check_my_mha",
+    "check_merged_alignment", "check_merged_heads", "check_padding_masks", "check_multi_head_attention", "check_multi_head_result", "check_my_mha",
     "check_own_work",
     "check_padding_fractions", "check_padding_invariance", "check_peak_learning_rate", "check_rows_sum_to_one",
     "check_schedule_crossing", "check_shape", "check_smoothing_floor", "check_stages", "check_train_step",

@@ -1,17 +1,39 @@
-"""Checks of chapter 7's exercises, on the PyTorch side: the head split without a transpose
-(:func:`check_view_shortcut`) and a student's multi-head attention module against ``nn.MultiheadAttention``
-(:func:`check_my_mha`). Like :mod:`tmlib.course.exercise_checks`, they compute the expected values inside, never
-print them, and name the likely slip.
+"""Checks of chapter 7's exercises, on the PyTorch side: the heads merged back with ``view``
+(:func:`check_merged_heads`), the head split without a transpose (:func:`check_view_shortcut`), a student's
+multi-head attention module against ``nn.MultiheadAttention`` (:func:`check_my_mha`) and the masks of a padded batch
+in the conventions of other code (:func:`check_padding_masks`). Like :mod:`tmlib.course.exercise_checks`, they
+compute the expected values inside, never print them, and name the likely slip.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from tmlib import ref
-from tmlib.course.checks import as_float_array, check_shape
+from tmlib.course.checks import as_float_array, check_shape, require_answered
 from tmlib.course.exercise_checks import _compare
 
-__all__ = ["check_my_mha", "check_view_shortcut"]
+__all__ = ["check_merged_heads", "check_my_mha", "check_padding_masks", "check_view_shortcut"]
+
+
+def check_merged_heads(answer, heads, what: str = "the merged tensor") -> str:
+    """Check heads ``(batch, n_heads, seq_len, d_k)`` merged back into ``(batch, seq_len, n_heads * d_k)`` (the
+    inverse of the split: transpose, then view), exactly, naming the merge without the transpose, the head and d_k
+    axes exchanged, and the heads in reverse order; never the tensor."""
+    x = as_float_array(heads, "heads", what)
+    batch, n_heads, seq_len, d_k = x.shape
+
+    def merged(h):  # (batch, seq_len, n_heads, d_k) -> (batch, seq_len, d_model)
+        return h.reshape(batch, seq_len, n_heads * d_k)
+
+    expected = merged(x.transpose(0, 2, 1, 3))
+    check_shape(answer, expected.shape, what)
+    variants = [("merging without the transpose gives: each head's positions glued in turn",
+                 x.reshape(batch, seq_len, n_heads * d_k)),
+                ("exchanging the head and d_k axes gives: the heads' columns interleaved",
+                 merged(x.transpose(0, 2, 3, 1))),
+                ("the heads in reverse order give: Concat(head_h, ..., head_1)",
+                 merged(x[:, ::-1].transpose(0, 2, 1, 3)))]
+    return _compare(answer, expected, what, variants, atol=0)
 
 
 def check_view_shortcut(answer, q, n_heads: int, what: str = "the shortcut's view") -> str:
@@ -99,8 +121,8 @@ def check_my_mha(run, what: str = "your module", *, module: str = "MyMultiHeadAt
     the causal mask (True = may attend); on chapter 2's two-head example with zero biases they must equal
     multi-head attention as Part I computes it, to 1e-12. A failure names the first case that differs and, where
     the output is that of a typical mistake, the mistake (the scale, the softmax's axis, the split without a
-    transpose, the mask read the wrong way round); an unwritten module is reported as not written yet. Never prints
-    an expected value.
+    transpose, no W^O, the mask not applied or read the wrong way round); an unwritten module is reported as not
+    written yet. Never prints an expected value.
     """
     import torch
     from torch import nn
@@ -149,6 +171,8 @@ def check_my_mha(run, what: str = "your module", *, module: str = "MyMultiHeadAt
                          dict(project=False))]
             variants = [(hint, _mha_torch(state, n_heads, x, x, x, mask, **kw).numpy()) for hint, kw in mistakes]
             if mask is not None:
+                variants.append(("a module gives that ignores attn_mask: the mask was not applied, so every query "
+                                 "attends to every key", _mha_torch(state, n_heads, x, x, x, None).numpy()))
                 flipped = _mha_torch(state, n_heads, x, x, x, ~mask).numpy()
                 if np.allclose(got, flipped, rtol=0, atol=1e-10, equal_nan=True):
                     raise AssertionError(f"{what}: {case}\n  reads the mask the wrong way round: True means "
@@ -169,3 +193,60 @@ def check_my_mha(run, what: str = "your module", *, module: str = "MyMultiHeadAt
     _compare(got, want, f"{what}: chapter 2's two-head example with zero biases", atol=1e-12)
     return (f"correct: {what} gives nn.MultiheadAttention's outputs with the same weights, without a mask\n"
             "  and with the causal mask (tolerance 1e-10), and chapter 2's two-head example (tolerance 1e-12)")
+
+
+def _mask_values(x, role: str) -> np.ndarray:
+    """A mask as a NumPy array keeping its dtype (bool stays bool), from a list, an array or a torch tensor."""
+    require_answered(x, role)
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{role} must be a tensor, got {type(x).__name__} ({err})") from None
+
+
+def check_padding_masks(key_padding_mask, additive, lengths, what: str = "the masks") -> str:
+    """Check the two other conventions of a padding mask for a batch of sentences with real ``lengths`` (padded
+    to the longest): ``nn.MultiheadAttention``'s ``key_padding_mask`` ``(batch, n_k)``, boolean, True = padding,
+    exactly; and an additive float mask ``(batch, 1, 1, n_k)``, 0 where a query may attend and -inf at the
+    padding, exactly. A failure names the likely slip (our mask as it is, a 0/1 or float key_padding_mask, a 0/1
+    additive mask, the polarity inverted, a finite value instead of -inf); never prints a mask."""
+    lengths = [int(n) for n in lengths]
+    batch, n_k = len(lengths), max(lengths)
+    real = np.arange(n_k)[None, :] < np.asarray(lengths)[:, None]  # (batch, n_k), True = real token
+    kpm = _mask_values(key_padding_mask, "key_padding_mask")
+    check_shape(kpm, (batch, n_k), "key_padding_mask (batch, n_k)")
+    if kpm.dtype != np.bool_:
+        right = np.array_equal(kpm.astype(float), (~real).astype(float))
+        raise AssertionError(f"key_padding_mask has dtype {kpm.dtype}{', with the right values' if right else ''}: "
+                             "nn.MultiheadAttention\n  wants a boolean mask (True = padding); a float mask would be "
+                             "added to the scores")
+    if not np.array_equal(kpm, ~real):
+        if np.array_equal(kpm, real):
+            raise AssertionError("key_padding_mask is our mask as it is (True = real token):\n  "
+                                 "nn.MultiheadAttention's key_padding_mask is True at the padding")
+        raise AssertionError(f"key_padding_mask: {int((kpm != ~real).sum())} of {kpm.size} entries are wrong;\n  "
+                             "True must mark the padding positions, and only them")
+    add = _mask_values(additive, "additive")
+    check_shape(add, (batch, 1, 1, n_k), "the additive mask (batch, 1, 1, n_k)")
+    if not np.issubdtype(add.dtype, np.floating):
+        raise AssertionError(f"the additive mask has dtype {add.dtype}: an additive mask holds floats, "
+                             "added to the scores")
+    add = add[:, 0, 0, :].astype(np.float64)
+    want = np.where(real, 0.0, -np.inf)
+    if np.array_equal(add, want):
+        return f"correct: {what}: key_padding_mask (exact) and the additive mask (0 and -inf) are right"
+    if np.isnan(add).any():
+        raise AssertionError("the additive mask holds NaN: added to a score, NaN makes the whole softmax row NaN")
+    if np.array_equal(add, np.where(real, -np.inf, 0.0)):
+        hint = "-inf at the real tokens and 0 at the padding:\n  the polarity is inverted"
+    elif set(np.unique(add)) <= {0.0, 1.0}:
+        hint = ("it holds 0 and 1;\n  added to the scores, 1 shifts a score by one and blocks nothing:\n  "
+                "a blocked key needs -inf, a key that may be attended to 0")
+    elif (add[real] == 0).all() and np.isfinite(add[~real]).all() and (add[~real] < 0).all():
+        hint = "a finite negative value at the padding,\n  where -inf is asked for"
+    else:
+        wrong = int((add != want).sum())  # -inf == -inf holds
+        hint = f"{wrong} of {add.size} entries are wrong;\n  0 where a query may attend, -inf at the padding"
+    raise AssertionError(f"the additive mask is not right: {hint}")
