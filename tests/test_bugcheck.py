@@ -131,8 +131,15 @@ def test_token_signal():
         B.check_token_signal(embed(lambda d: 1.0))
     with pytest.raises(AssertionError, match="positions drown"):
         B.check_token_signal(embed(lambda d: d))
-    with pytest.raises(AssertionError, match="at d_model = 256 the words drown"):
+    with pytest.raises(AssertionError, match="words drown in their positions at d_model = 256; the positions "
+                                             "drown in the words at d_model = 16$"):
         B.check_token_signal(embed(lambda d: 8.0))  # right for d_model = 64 only
+    with pytest.raises(AssertionError, match="words drown in their positions at every d_model checked, the most "
+                                             "at d_model = 256$"):
+        B.check_token_signal(embed(lambda d: 1.0), (16, 64, 256))  # the worse, the wider the model
+    with pytest.raises(AssertionError, match="words drown in their positions at d_model = 64 and 256, the most "
+                                             "at d_model = 256$"):
+        B.check_token_signal(embed(lambda d: 4.0), (16, 64, 256))  # right for d_model = 16 only
     with pytest.raises(AssertionError, match="words drown"):
         B.check_token_signal(embed(lambda d: 1.0, scale_pe=0.1))  # the positions shrunk instead
 

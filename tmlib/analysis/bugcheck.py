@@ -207,20 +207,28 @@ def check_token_signal(embed_fn, widths=(16, 256), what: str = "your embedding",
     above, the positions in the words.
 
     Raises:
-        AssertionError: the scales measured, and which of the two drowns.
+        AssertionError: the scales measured, every d_model at which one of the two drowns, and the worst.
     """
     scales = {d: token_scale(embed_fn, d) for d in widths}
     shown = ", ".join(f"{s:.2f} at d_model = {d}" for d, s in scales.items())
+
+    def where(failing, worst):  # "at d_model = 256", or every failing width and the worst of them
+        if len(failing) == 1:
+            return f"at d_model = {failing[0]}"
+        named = "every d_model checked" if len(failing) == len(scales) else \
+            "d_model = " + ", ".join(map(str, failing[:-1])) + f" and {failing[-1]}"
+        return f"at {named}, the most at d_model = {worst}"
+
     low = [d for d, s in scales.items() if s < band[0]]
     high = [d for d, s in scales.items() if s > band[1]]
+    problems = []
     if low:
-        raise AssertionError(f"{what}: changing the tokens moves the output by {shown} per entry, while the positional "
-                             f"encodings' entries are about 0.7: at d_model = {low[0]} the words drown in their "
-                             "positions")
+        problems.append(f"the words drown in their positions {where(low, min(low, key=scales.get))}")
     if high:
+        problems.append(f"the positions drown in the words {where(high, max(high, key=scales.get))}")
+    if problems:
         raise AssertionError(f"{what}: changing the tokens moves the output by {shown} per entry, while the positional "
-                             f"encodings' entries are about 0.7: at d_model = {high[0]} the positions drown in the "
-                             "words")
+                             f"encodings' entries are about 0.7: {'; '.join(problems)}")
     return f"correct: {what} keeps both the tokens and their positions readable ({shown} per entry)"
 
 
