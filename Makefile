@@ -71,7 +71,7 @@ book: venv-instructor
 ## test: unit tests (the CI workflows linted too), the numerical tests again on every CPU kernel path, nbval over
 ## every notebook (training notebooks in smoke mode, TMLIB_SMOKE=1), a strict site build from the stored outputs,
 ## that site opened offline in headless Chromium, and the PDF edition built and read back
-test: unit kernels nbval site-strict site-html browser pdf-check
+test: unit kernels nbval site-strict site-html student-edition browser pdf-check
 	@echo "All checks passed."
 
 ## site-html: the checks of the built HTML (vendored scripts, citations, quizzes, figure and exercise numbers, the
@@ -172,6 +172,10 @@ clean:
 ## book-student: the site without exercise solutions (committed outputs, no execution) in _build/student/_build/html;
 ## exercises keep their stubs and public checks (tools/assignments.py's transformation)
 .PHONY: book-student
+## student-edition: builds the student edition (`make book-student`) and checks that no page of it holds a solution
+student-edition: book-student
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_student_edition.py
+
 book-student: venv-instructor
 	$(BIN)/python tools/student_edition.py _build/student_src
 	$(JB) build _build/student_src --path-output _build/student --keep-going

@@ -166,14 +166,14 @@ def transform(nb, *, path: str = "notebook") -> tuple[list, dict[str, Exercise]]
             if inside is not None:
                 raise ValueError(f"{path}: solution-start inside the gated solution of {inside}")
             inside = solution_start_label(cell.source) or "?"
-            before = split_at(cell.source, "solution-start")[0]
-            if before.strip():  # text before the solution (e.g. the exercise itself) stays
+            before = strip_solution_blocks(split_at(cell.source, "solution-start")[0])
+            if before.strip():  # text before the solution (e.g. the exercise itself, less its text solutions) stays
                 kept.append(nbformat.v4.new_markdown_cell(before))
             continue
         if inside is not None:
             if "solution-end" in names:
                 inside = None
-                after = split_at(cell.source, "solution-end")[1]
+                after = strip_solution_blocks(split_at(cell.source, "solution-end")[1])
                 if after.strip():  # text after the closing fence stays
                     kept.append(nbformat.v4.new_markdown_cell(after))
                 continue

@@ -6,7 +6,8 @@ Usage (what `make book-student` runs):
 
 copies `_toc.yml`, `book/`, `notebooks/` and `assets/` into the target folder, writes a `_config.yml` that renders
 the committed outputs (no execution) with sphinx-exercise's `hide_solutions: true`, and rewrites the copied
-notebooks with the same transformation as the assignments (`tools/assignments.py`, one source of truth):
+notebooks (the chapters, and the executed pages of `book/` such as the scaling-out page) with the same
+transformation as the assignments (`tools/assignments.py`, one source of truth):
 
 * a `{solution}` directive (backtick or colon fence) is cut out of its markdown cell (text solutions);
 * a gated solution, from the cell holding `{solution-start}` to the cell holding `{solution-end}`, is dropped
@@ -72,7 +73,7 @@ def main(target: str) -> None:
             shutil.copy2(src, out / name)
     (out / "_config.yml").write_text(student_config((ROOT / "_config.yml").read_text()))
     total = 0
-    for nb in sorted((out / "notebooks").glob("*.ipynb")):
+    for nb in sorted([*(out / "notebooks").glob("*.ipynb"), *(out / "book").glob("*.ipynb")]):  # chapters, pages
         n = strip_notebook(nb)
         total += n
         print(f"{nb.name}: {n} solution(s) removed")
