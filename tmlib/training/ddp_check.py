@@ -101,29 +101,29 @@ def _trainer(path=None, *, float64=False, dropout=0.1, n=120, max_tokens=96, **c
 
 
 def ring_all_reduce(vectors) -> list:
-    """The ring all-reduce of ``N`` equal-length vectors, simulated step by step in NumPy.
+    """The ring all-reduce of ``n`` equal-length vectors, simulated step by step in NumPy.
 
-    Each vector is cut into ``N`` chunks. In ``N - 1`` *reduce-scatter* steps, process ``r`` sends chunk
-    ``(r - t) mod N`` to process ``r + 1``, which adds it to its own; afterwards process ``r`` holds the full sum
-    of chunk ``(r + 1) mod N``. In ``N - 1`` *all-gather* steps the summed chunks travel once more around the ring,
-    replacing the receivers' partial ones. Every process sends ``2 (N - 1)`` chunks: ``2 (N - 1) / N`` of the vector.
+    Each vector is cut into ``n`` chunks. In ``n - 1`` *reduce-scatter* steps, process ``r`` sends chunk
+    ``(r - t) mod n`` to process ``r + 1``, which adds it to its own; afterwards process ``r`` holds the full sum
+    of chunk ``(r + 1) mod n``. In ``n - 1`` *all-gather* steps the summed chunks travel once more around the ring,
+    replacing the receivers' partial ones. Every process sends ``2 (n - 1)`` chunks: ``2 (n - 1) / n`` of the vector.
 
     Args:
-        vectors: ``(N, S)`` array-like, one row per process, ``S`` divisible by ``N``.
+        vectors: ``(n, S)`` array-like, one row per process, ``S`` divisible by ``n``.
 
     Returns:
         list of ``(phase, buffers)``: the starting buffers (phase ``"start"``), then the buffers after every step
-        (``"reduce-scatter"``, then ``"all-gather"``), each an ``(N, S)`` float64 array; the last one holds the
+        (``"reduce-scatter"``, then ``"all-gather"``), each an ``(n, S)`` float64 array; the last one holds the
         column sums on every row.
 
     Raises:
-        ValueError: ``vectors`` is not 2-D, has fewer than 2 rows, or its length is not divisible by ``N``.
+        ValueError: ``vectors`` is not 2-D, has fewer than 2 rows, or its length is not divisible by ``n``.
     """
     import numpy as np
 
-    buf = np.array(vectors, dtype=np.float64)  # (N, S)
+    buf = np.array(vectors, dtype=np.float64)  # (n, S): one row per process
     if buf.ndim != 2 or buf.shape[0] < 2 or buf.shape[1] % buf.shape[0]:
-        raise ValueError(f"vectors must be (N, S) with N >= 2 processes and S divisible by N, got {buf.shape}")
+        raise ValueError(f"vectors must be (n, S) with n >= 2 processes and S divisible by n, got {buf.shape}")
     n, c = buf.shape[0], buf.shape[1] // buf.shape[0]
     chunk = lambda k: slice(k * c, (k + 1) * c)  # noqa: E731 - the k-th chunk of a buffer
     states = [("start", buf.copy())]
@@ -153,6 +153,7 @@ def _same_update_worker(rank, out, steps, accumulate):
     trainer.train_step = train_step
     trainer.fit()
     torch.save({"grads": grads, "shares": shares, "loss": list(trainer.history["loss"]),
+                "lr": list(trainer.history["lr"]),
                 "params": [p.detach().clone() for p in trainer.model.parameters()]}, Path(out) / f"rank{rank}.pt")
 
 
@@ -196,7 +197,7 @@ def check_same_update(steps: int = 6, accumulate: int = 2) -> dict:
         process's gradient norm before clipping), ``grad_diff_halved`` (per step, the largest difference between
         the one process's clipped gradients and those of a run whose loss is halved, as two processes without the
         factor ``world_size`` would all-reduce them), ``param_diff`` (after the last step), ``ranks_equal`` (the
-        two processes hold identical parameters), ``loss_two``/``loss_one`` (per step) and ``shares`` (per step:
+        two processes hold identical parameters), ``loss_two``/``loss_one`` and ``lr`` (per step) and ``shares`` (per step:
         batches in the group, batches each process trained on).
     """
     with tempfile.TemporaryDirectory() as tmp:
@@ -211,7 +212,7 @@ def check_same_update(steps: int = 6, accumulate: int = 2) -> dict:
             "grad_norm": norms,
             "param_diff": _max_abs(r0["params"], params),
             "ranks_equal": all(torch.equal(a, b) for a, b in zip(r0["params"], r1["params"])),
-            "loss_two": r0["loss"], "loss_one": losses,
+            "loss_two": r0["loss"], "loss_one": losses, "lr": r0["lr"],
             "shares": [(n, a, b) for (n, a), (_, b) in zip(r0["shares"], r1["shares"])]}
 
 
