@@ -91,7 +91,7 @@ def transformer() -> str:
     c.box(ex, 470, bw, 36, "Add &amp; LayerNorm", None, "norm")
     c.box(ex, 380, bw, bh + 6, "Feed-forward network", "chapter 3", "ffn")
     c.box(ex, 330, bw, 36, "Add &amp; LayerNorm", None, "norm")
-    c.text(ex + bw / 2, 308, "encoder layer · chapters 3, 8", size=11, colour="#555", italic=True)
+    c.text(ex + bw / 2, 308, "encoder layer · chapters 3, 5, 8", size=11, colour="#555", italic=True)
     c.arrows_up(ex + bw / 2, ((594, 566), (520, 506), (470, 426), (380, 366)))
     c.arrow((ex - 8, 580), (ex - 8, 488), (ex, 488))  # residual around attention
     c.arrow((ex - 8, 450), (ex - 8, 348), (ex, 348))  # residual around the FFN
@@ -133,7 +133,7 @@ def multi_head_attention() -> str:
     c.text(x + w / 2, 18, "Scaled dot-product attention · chapter 1", size=13, bold=True)
     c.box(x, 340, w, 34, "MatMul  Q K<tspan baseline-shift='super' font-size='11'>T</tspan>", None, "attn")
     c.box(x, 286, w, 34, "Scale  ÷ √d_k", None, "plain")
-    c.box(x, 232, w, 34, "Mask (optional) · ch. 5", None, "plain")
+    c.box(x, 232, w, 34, "Mask (optional) · ch. 1, 5", None, "plain")
     c.box(x, 178, w, 34, "Softmax over keys", None, "attn")
     c.box(x, 90, w, 34, "MatMul  with V", None, "attn")
     c.arrows_up(x + w / 2, ((340, 320), (286, 266), (232, 212), (178, 124)))
