@@ -6,6 +6,10 @@ have never seen. This registers the formatting style ``author_year`` (pybtex's `
 year and title as ``alpha`` sorts them) whose labels are the citations' text: one author's surname, two joined by
 "and", three or more as the first "et al.", then the year; a letter after the year tells apart works that would
 share a label. Use it with ``bibtex_default_style: author_year``.
+
+The in-text citations of ``bibtex_reference_style: author_year`` take the year from the entry's ``year`` field, so
+two works that the list labels "2023a" and "2023b" would both be cited as "2023". ``setup`` therefore makes the
+author-year reference styles take the year from the list's label (``label_year``): the text and the list agree.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pybtex.richtext import Text
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
 from pybtex.style.sorting.author_year_title import SortingStyle
+from sphinxcontrib.bibtex.style.template import node, year
 
 
 def _surname(person) -> str:
@@ -58,5 +63,19 @@ register_plugin("pybtex.style.labels", "author_year", AuthorYearLabelStyle)
 register_plugin("pybtex.style.formatting", "author_year", AuthorYearStyle)
 
 
+@node
+def label_year(children, data):
+    """The year as the bibliography's label writes it ("2023a" where two works share "Touvron et al., 2023")."""
+    assert not children
+    plain = year.format_data(data)
+    tail = data["formatted_entry"].label.rsplit(", ", 1)[-1]
+    return Text(tail) if str(plain) and tail.startswith(str(plain)) else plain
+
+
 def setup(app):
+    # the author-year reference styles look ``year`` up in their modules when they build a citation
+    from sphinxcontrib.bibtex.style.referencing import basic_author_year, extra_year
+
+    basic_author_year.year = label_year
+    extra_year.year = label_year
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -54,6 +54,9 @@ def delegating(stub: str, forbidden: str) -> Mistake | None:
 
 MISTAKES: dict[str, list[Mistake]] = {
     "ex-01-example3": [Mistake("a slip in the second decimal", code="my_answer = np.array([[2.26]])")],
+    "ex-01-sqrt": [Mistake("the spread with the paper's √d_k", code="std_dk = 1.0"),
+                   Mistake("the variance instead of the standard deviation", code="std_dk = 1 / 64"),
+                   Mistake("left as the stub", unanswered=True)],
     "ex-01-shift": [Mistake("the key-dependent shift not applied", code=(
         "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = w_shifted")),
         Mistake("any row-stochastic matrix", code=(
@@ -122,6 +125,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("positions counted from 1", replace=(("np.arange(seq_len)[:, None]", "np.arange(1, seq_len + 1)[:, None]"),)),
     ],
     "ex-04-pe3": [
+        Mistake("rounded to 3 decimals", code="answer = [0.141, -0.99, 0.03, 0.9996]"),
         Mistake("degrees instead of radians", code=(
             "answer = [np.sin(np.radians(3)), np.cos(np.radians(3)), np.sin(np.radians(0.03)), np.cos(np.radians(0.03))]")),
         Mistake("the doubled exponent: pair 1 at 3/10000", code=(
@@ -237,10 +241,11 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "ex-07-masks": [
         Mistake("left as the stub", unanswered=True),
-        Mistake("our mask passed as it is (True = real token)", replace=(
-            ("key_padding_mask = ~real_keys", "key_padding_mask = real_keys"),)),
-        Mistake("a float 0/1 key_padding_mask", replace=(
-            ("key_padding_mask = ~real_keys", "key_padding_mask = (~real_keys).double()"),)),
+        Mistake("a finite -1e9 instead of -inf", replace=(
+            ('masked_fill(padding, float("-inf"))', "masked_fill(padding, -1e9)"),)),
+        Mistake("a boolean mask instead of an additive one", replace=(
+            ('additive = torch.zeros(2, 1, 1, 3, dtype=torch.float64).masked_fill(padding, float("-inf"))',
+             "additive = ~padding"),)),
         Mistake("a 0/1 additive mask: adds 1 at the padding, blocks nothing", replace=(
             ('masked_fill(padding, float("-inf"))', "masked_fill(padding, 1.0)"),)),
         Mistake("the additive mask's polarity inverted: -inf at the real tokens", replace=(
@@ -260,8 +265,14 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("softmax over the queries instead of the keys", replace=(
             ("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),)),
     ],
-    "ex-07-cache-cost": [Mistake("n set so that any count passes", code=(
-        "n = 10**9\nwithout_cache = 5 * 10**8\nwith_cache = 1"))],
+    "ex-07-cache-cost": [
+        Mistake("n set so that any count passes", code=(
+            "n = 10**9\nwithout_cache = 5 * 10**8\nwith_cache = 1\ncache_numbers = 1")),
+        Mistake("the cache's values forgotten: keys only", replace=(
+            ("cache_numbers = 2 * n * d ", "cache_numbers = n * d "),)),
+        Mistake("the cache added up over the steps", replace=(
+            ("cache_numbers = 2 * n * d ", "cache_numbers = 2 * d * without_cache "),)),
+    ],
     "ex-08-count": [
         Mistake("the learned position table forgotten", replace=(
             ("gpt2_small = vocab * d + n_positions * d + layers + ln", "gpt2_small = vocab * d + layers + ln"),)),

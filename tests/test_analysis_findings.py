@@ -139,7 +139,7 @@ def test_ablation_findings_of_a_hand_made_table():
     assert f["prunable"] == ["enc-self L1"]  # its best head alone costs 0.03 <= the median 0.045
     assert f["by_kind"] == pytest.approx({"encoder self": 0.4, "decoder self": 0.8, "cross": 2.0})
     assert f["top_layer"] == ("cross L0", 2.0, 1.0, 2.0) and f["baseline_bleu"] == 30.0 and f["all_off"] == 3.5
-    assert all(len(line) <= WIDTH for line in f.lines) and "BLEU 2.0 instead of 30.0" in str(f)
+    assert all(len(line) <= WIDTH for line in f.lines) and "BLEU 2.0 (was 30.0)" in str(f)
 
 
 def test_ablation_findings_counts_heads_strictly_below_the_threshold():
@@ -190,3 +190,97 @@ def test_argmax_changed_off_against_weights_zeroed_by_hand():
     assert model.training is False
     with pytest.raises(ValueError):
         I.argmax_changed_off(model, [(src, torch.zeros_like(tgt_in))], heads)
+
+
+def _flat(findings) -> str:
+    """The printout of ``findings`` with its wrapped lines joined."""
+    return " ".join(line.strip() for line in findings.lines)
+
+
+def _verdicts(findings) -> list[str]:
+    """The verdict lines ("finding: ...") of ``findings``, each with its continuation lines joined; they end the
+    printout."""
+    out = []
+    for line in findings.lines:
+        if line.startswith("finding: "):
+            out.append(line)
+        elif out:
+            assert line.startswith("  "), "only a verdict's continuation lines follow the first verdict"
+            out[-1] += " " + line.strip()
+    return out
+
+
+def test_alignment_reading_ends_with_a_verdict():
+    names = ["Ein", "Mann", "lädt", "."]
+    diagonal = I.alignment_reading(np.eye(4), names, ["A", "man", "loads", "<eos>"])
+    assert _verdicts(diagonal)[-1] == ("finding: the alignment never moves back; every English word reads a German word "
+                                  "of its own")
+    assert diagonal["verdicts"] == ["in order", "one each"]
+    w = np.array([[0.1, 0.9, 0.0, 0.0], [0.8, 0.2, 0.0, 0.0], [0.0, 0.0, 0.6, 0.4], [0.0, 0.0, 0.7, 0.3],
+                  [0.0, 0.0, 0.0, 1.0]])  # man -> Mann, A -> Ein (back), loads and it -> lädt
+    r = I.alignment_reading(w, names, ["man", "A", "loads", "it", "<eos>"])
+    assert r["verdicts"] == ["moves back", "shared"]
+    assert _verdicts(r)[-1] == ("finding: the alignment moves back at 1 of 3 steps; 1 German word is read by several "
+                           "English words")
+
+
+def test_head_findings_gives_each_verdict():
+    stats = _stats()
+    f = I.head_findings(stats)
+    assert f["breadth"] == {"encoder self": pytest.approx((0.85, 0.30))} and f["broader"] == ["encoder self"]
+    assert f["positional"] == ["dec-self L0 H1"] and f["sinks"] == ["enc-self L1 H0"] and f["self_looking"] == []
+    assert f["verdicts"] == ["broad first", "positional", "sinks", "no self-looking head"]
+    assert all(line.startswith(("finding: ", "  ")) for line in f.lines) and all(len(x) <= WIDTH for x in f.lines)
+    # the opposite verdicts: shares below the thresholds, a decoder layer 1 broader than layer 0, a copying head
+    quiet = stats.copy()
+    quiet["previous"] = quiet["previous"].clip(upper=0.39)
+    quiet[["first", "last"]] = quiet[["first", "last"]].clip(upper=0.16)
+    quiet.loc[quiet.kind == "encoder self", "same"] = [0.2, 0.1, 0.95, 0.3]
+    extra = pd.DataFrame([("decoder self", 1, 0, 0.9, 1.0, 0.1, 0.2, 0.1, NAN, NAN),
+                          ("decoder self", 1, 1, 0.8, 1.0, 0.1, 0.2, 0.1, NAN, NAN)], columns=stats.columns)
+    quiet = pd.concat([quiet, extra], ignore_index=True)
+    g = I.head_findings(quiet)
+    assert g["verdicts"] == ["mixed", "no positional head", "no sink head", "self-looking"]
+    text = _flat(g)
+    assert "the first layer is broader than the last only in enc-self" in text
+    assert "no positional head (largest previous-token share 39%" in text and "below the 50%" in text
+    assert "no sink head (largest share on the first or the last key 16%" in text
+    assert "enc-self L1 H0 95%" in text
+    assert I.head_findings(quiet, positional=0.3)["positional"] == ["enc-self L1 H2"] or \
+        I.head_findings(quiet, positional=0.3)["verdicts"][1] == "positional"
+    flat = quiet[quiet.kind != "encoder self"]
+    assert I.head_findings(flat)["verdicts"][0] == "focused first"
+
+
+def test_ablation_findings_end_with_verdicts():
+    f = I.ablation_findings(_stats(), _ablation())
+    assert f["verdicts"] == ["layers pass", "cross most sensitive"]
+    assert _verdicts(f)[0] == "finding: 1 of 4 layers passes Michel et al.'s one-head test: enc-self L1"
+    assert _verdicts(f)[1].startswith("finding: cross-attention is the most sensitive kind, as Michel et al. found")
+    table = _ablation()
+    kept = table.experiment == "all but one"
+    table.loc[kept, "delta_nll"] += 0.5  # no layer can be reduced to one head
+    cross_layer = (table.experiment == "whole layer") & (table.kind == "cross")
+    table.loc[cross_layer, "delta_nll"] = 0.1  # cross-attention the cheapest kind
+    g = I.ablation_findings(_stats(), table)
+    assert g["verdicts"] == ["no layer passes", "decoder self most sensitive"]
+    assert "finding: no layer passes Michel et al.'s one-head test" in _flat(g)
+    assert "decoder self-attention is the most sensitive kind, not cross-attention" in _flat(g)
+    assert all(len(line) <= WIDTH for line in g.lines)
+
+
+def test_permutation_findings_end_with_a_verdict():
+    stats, ablation = _stats(), _ablation()
+    heads = stats[["kind", "layer", "head"]].copy()
+    base = heads.assign(attention_tvd=np.linspace(0.3, 0.9, 8), attention_jsd=0.5, output_tvd=0.05,
+                        argmax_changed=[0.04, 0.05, 0.10, 0.08, 0.06, 0.02, 0.01, 0.12],
+                        argmax_changed_off=[0.04, 0.05, 0.10, 0.08, 0.06, 0.02, 0.01, 0.12])
+    f = I.permutation_findings(base, ablation, stats)
+    assert f["verdicts"] == ["about as much", "few changed"]
+    assert "does about as much as switching the head off (median ratio 1.00)" in _flat(f)
+    assert "no head's shuffle changes 20% of the predictions (at most 12.0%)" in _flat(f)
+    less = I.permutation_findings(base.assign(argmax_changed=base.argmax_changed / 2), ablation, stats)
+    assert less["verdicts"] == ["less", "few changed"] and "does less than switching" in _flat(less)
+    more = I.permutation_findings(base.assign(argmax_changed=base.argmax_changed * 2), ablation, stats)
+    assert more["verdicts"] == ["more", "many changed"] and "changes 24.0% of the predictions" in _flat(more)
+    assert all(len(line) <= WIDTH for line in more.lines)

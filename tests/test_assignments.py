@@ -206,11 +206,11 @@ if hasattr(__main__, "Encoder"):
 CHEATS = {  # chapter 1, graded 7/7 by the Otter-based grader
     "carol": {("ex-01-example3", 0): PATCH_CHECKS + "my_answer = np.zeros((1, 1))",
               ("ex-01-shift", 0): "w_shifted = np.zeros((3, 3))\nw_other = np.zeros((3, 3))",
-              ("ex-01-temperature", 0): "w_q3 = np.zeros((60, 3))",
+              ("ex-01-temperature", 0): "w_q3 = np.zeros((60, 3))", ("ex-01-sqrt", 0): "std_dk = 0.0",
               ("ex-01-softmax", 0): "def stable_softmax(x):\n    return np.zeros_like(x)",
               ("ex-01-masked", 0): "def masked_attention(q, k, v, mask):\n    return np.zeros((len(q), 1)), np.zeros(mask.shape)"},
     "dave": {("ex-01-example3", 0): PATCH_RUNNER, ("ex-01-shift", 0): None, ("ex-01-temperature", 0): None,
-             ("ex-01-softmax", 0): None, ("ex-01-masked", 0): None},
+             ("ex-01-sqrt", 0): None, ("ex-01-softmax", 0): None, ("ex-01-masked", 0): None},
 }
 
 
@@ -307,11 +307,11 @@ def test_every_build_it_has_typical_mistakes():
 
 
 def test_rebinding_check_close_and_zeros_score_nothing(graded):
-    assert graded["rows"][("carol", "01", "TOTAL")] == (0, 11)
+    assert graded["rows"][("carol", "01", "TOTAL")] == (0, 13)
 
 
 def test_patching_the_test_runner_and_the_driver_scores_nothing(graded):
-    assert graded["rows"][("dave", "01", "TOTAL")] == (0, 11)
+    assert graded["rows"][("dave", "01", "TOTAL")] == (0, 13)
 
 
 def test_student_id_rules(tmp_path):

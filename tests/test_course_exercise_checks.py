@@ -327,6 +327,46 @@ def test_padding_masks_accept_both_conventions_and_name_each_slip():
         check_padding_masks(..., additive, (3, 2))
 
 
+def test_additive_mask_names_each_slip_without_printing_the_mask():
+    """Exercise 7.4: the additive mask alone (0 and -inf, (batch, 1, 1, n_k)); each typical slip is named."""
+    import torch
+    from tmlib.course import check_additive_mask
+    real = torch.tensor([[True, True, True], [True, True, False]])
+    pad4 = ~real[:, None, None, :]
+    additive = torch.zeros(2, 1, 1, 3, dtype=torch.float64).masked_fill(pad4, float("-inf"))
+    assert check_additive_mask(additive, (3, 2)).startswith("correct")
+    assert check_additive_mask(additive.float(), [3, 2]).startswith("correct")
+    for add, words in ((torch.zeros(2, 1, 1, 3).masked_fill(pad4, 1.0), "0 and 1"),
+                       (torch.zeros(2, 1, 1, 3).masked_fill(~pad4, float("-inf")), "polarity"),
+                       (torch.zeros(2, 1, 1, 3).masked_fill(pad4, -1e9), "finite negative"),
+                       (torch.zeros(2, 1, 1, 3).masked_fill(pad4, float("nan")), "NaN"),
+                       (pad4, "dtype")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_additive_mask(add, (3, 2))
+        assert "[[" not in str(err.value) and "True, True" not in str(err.value), str(err.value)
+    with pytest.raises(ValueError, match="shape"):
+        check_additive_mask(additive[:, 0, 0], (3, 2))
+    with pytest.raises(TypeError):
+        check_additive_mask(..., (3, 2))
+
+
+def test_cache_numbers_is_two_vectors_per_position_and_names_each_slip():
+    """Exercise 7.5: one layer's KV cache after n steps holds 2 · n · d_model numbers; never printed."""
+    from tmlib.course import check_cache_numbers
+    assert check_cache_numbers(102_400, n_steps=100, d_model=512).startswith("correct")
+    assert check_cache_numbers(102_400.0, n_steps=100, d_model=512).startswith("correct")
+    for answer, words in ((51_200, "keys only"), (512 * 100 * 101, "added up over the steps"),
+                          (200, "one number per key"), (409_600, "4 bytes"), (204_800, "2 bytes"),
+                          (100_000, "per position")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_cache_numbers(answer, n_steps=100, d_model=512)
+        assert "102400" not in str(err.value) and "102,400" not in str(err.value)
+    with pytest.raises(AssertionError, match="positive whole number"):
+        check_cache_numbers(1.5, n_steps=100, d_model=512)
+    with pytest.raises(TypeError):
+        check_cache_numbers(..., n_steps=100, d_model=512)
+
+
 def test_decoder_only_count_is_gpt2_small_and_names_each_part():
     import dataclasses
 
@@ -553,3 +593,85 @@ def test_my_mha_says_not_written_for_the_stub_and_names_mistakes_without_the_exp
         text = str(err.value)
         assert not any(f"{v:.4f}" in text for v in expected.ravel()), text
         assert not re.search(r"-?\d+\.\d{3,}", text), text
+
+
+# chapters 1, 4, 5 and 6 (round 36): answers given to the decimals the exercise asks, stubs, sub-layers named
+def test_score_spread_accepts_three_decimals_and_names_each_mistake():
+    from tmlib.course import check_score_spread
+
+    for ok in (0.125, 0.1254, 1 / 8):
+        assert check_score_spread(ok, 64, "std_dk").startswith("correct:")
+    for wrong, symptom in [(8.0, "unscaled"), (1.0, "√d_k"), (1 / 64, "variance"), (0.13, "just outside")]:
+        with pytest.raises(AssertionError, match=symptom) as err:
+            check_score_spread(wrong, 64, "std_dk")
+        assert "0.125" not in str(err.value)
+    with pytest.raises(TypeError, match="still `...`"):
+        check_score_spread(..., 64, "std_dk")
+
+
+def test_encoding_row_accepts_pe3_to_four_decimals_and_names_each_mistake():
+    from tmlib.course import check_encoding_row
+
+    exact = [np.sin(3), np.cos(3), np.sin(0.03), np.cos(0.03)]
+    for ok in (exact, [0.1411, -0.99, 0.03, 0.9996], [0.1411, -0.9900, 0.0300, 0.9996]):
+        assert check_encoding_row(ok, 3, 4, "answer").startswith("correct:")
+    for wrong, symptom in [
+            ([np.sin(np.radians(3)), np.cos(np.radians(3)), np.sin(np.radians(0.03)), np.cos(np.radians(0.03))],
+             "degrees"),
+            ([np.sin(3), np.cos(3), np.sin(3e-4), np.cos(3e-4)], "exponent doubled"),
+            ([np.sin(2), np.cos(2), np.sin(0.02), np.cos(0.02)], "position 2 gives: positions count from 0"),
+            ([np.cos(3), np.sin(3), np.cos(0.03), np.sin(0.03)], "sin and cos swapped")]:
+        with pytest.raises(AssertionError, match=symptom):
+            check_encoding_row(wrong, 3, 4, "answer")
+    with pytest.raises(AssertionError, match="1 of 4 entries is off") as err:  # one entry off: no shared factor
+        check_encoding_row([0.1411, -0.99, 0.03, 0.9990], 3, 4, "answer")
+    assert "same factor" not in str(err.value) and "0.9995" not in str(err.value)
+    for stub in (..., [..., 0.0, 0.0, 1.0]):
+        with pytest.raises(TypeError, match="still `...`"):
+            check_encoding_row(stub, 3, 4, "answer")
+
+
+def test_one_entry_off_is_never_every_entry_off_by_a_factor():
+    from tmlib.course import check_close
+
+    expected = np.array([0.14112, -0.98999, 0.029996, 0.99955])
+    with pytest.raises(AssertionError) as err:
+        check_close(expected + np.array([0, 0, 0, 6e-5]), expected, "v", atol=5e-5)
+    assert "same factor" not in str(err.value) and "same amount" not in str(err.value)
+    with pytest.raises(AssertionError, match="same factor"):
+        check_close(2 * expected, expected, "v")
+
+
+def test_decoder_layer_build_it_names_the_sub_layer():
+    from tmlib.course import check_decoder_layer
+
+    mha, ln, ff = R.multi_head_attention, R.layer_norm, R.feed_forward
+    rng = np.random.default_rng(5)
+    y, memory = rng.normal(size=(3, 4)), rng.normal(size=(5, 4))
+    sa, ca = [tuple(rng.normal(size=(2, 4, 2)) for _ in range(3)) + (rng.normal(size=(4, 4)),) for _ in range(2)]
+    ffn = (rng.normal(size=(4, 8)), rng.normal(size=8), rng.normal(size=(8, 4)), rng.normal(size=4))
+
+    def layer(mistake=None):
+        def fn(y, memory, self_attn, cross_attn, ffn):
+            n = y.shape[0]
+            s = mha(y, y, y, *self_attn, mask=None if mistake == "no mask" else R.causal_mask(n))[0]
+            a = ln(s) if mistake == "sa residual" else ln(y + s)
+            c_out = mha(y if mistake == "queries y" else a, memory, memory, *cross_attn)[0]
+            c = ln(c_out) if mistake == "ca residual" else ln(a + (2 * c_out if mistake == "ca twice" else c_out))
+            f = ff(a if mistake == "ffn on a" else c, *ffn)
+            return ln(f) if mistake == "ffn residual" else ln(c + f)
+        return fn
+
+    assert check_decoder_layer(layer(), y, memory, sa, ca, ffn).startswith("correct:")
+    assert check_decoder_layer(R.decoder_layer, y, memory, sa, ca, ffn).startswith("correct:")
+    for mistake, symptom in [("sa residual", "masked self-attention sub-layer: the residual"),
+                             ("no mask", "masked self-attention sub-layer \\(found with the later"),
+                             ("queries y", "cross-attention sub-layer: its queries come from y"),
+                             ("ca residual", "cross-attention sub-layer: the residual connection is missing"),
+                             ("ca twice", "cross-attention sub-layer \\(found .*before it match"),
+                             ("ffn on a", "feed-forward sub-layer: the network is fed a"),
+                             ("ffn residual", "feed-forward sub-layer: the residual connection is missing")]:
+        with pytest.raises(AssertionError, match=symptom):
+            check_decoder_layer(layer(mistake), y, memory, sa, ca, ffn)
+    with pytest.raises(TypeError, match="is None"):
+        check_decoder_layer(lambda *args: None, y, memory, sa, ca, ffn)

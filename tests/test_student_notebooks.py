@@ -267,12 +267,14 @@ def test_the_first_note_says_whether_to_complete_or_to_repair():
 
 def test_questions_in_words_of_checked_exercises_are_graded_by_hand():
     """Chapter 7's exercise 7.4 is checked and also asks a question in words: the gradebook's hand-graded part lists
-    it (its Canvas/Moodle column), beside the exercises that have no checks at all."""
+    it (its Canvas/Moodle column), beside the exercises that have no checks at all, and leaves out checked
+    exercises without a question in words."""
     path = next(p for p in CHAPTERS if p.name.startswith("07_"))
     _, exercises = assignments.transform(nbformat.read(path, as_version=4), path=str(path))
-    assert exercises["ex-07-masks"].essay and not exercises["ex-07-merge"].essay
+    assert exercises["ex-07-masks"].essay
+    exercises["ex-07-checked-only"] = assignments.Exercise("ex-07-checked-only", stubs=1)
     titles = {label: f"Exercise 7.{k}" for k, label in enumerate(
-        ["ex-07-merge", "ex-07-masks", "ex-07-text-only"], start=1)}
+        ["ex-07-checked-only", "ex-07-masks", "ex-07-text-only"], start=1)}
     manual = assignments.graded_by_hand(titles, exercises)
     assert manual == [{"label": "ex-07-masks", "title": "Exercise 7.2 (in words)"},
                       {"label": "ex-07-text-only", "title": "Exercise 7.3"}]

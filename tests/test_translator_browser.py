@@ -104,13 +104,13 @@ def test_translator_equals_tmlib(browser, reference):  # noqa: F811
             # switching head redraws the map with that head's weights
             last = results[-1]
             if info["n_heads"] > 1 and last["tokens"]:
-                page.select_option(".tm-translator select.tm-head", index=1)  # head 2 (a string "1" also matches the label of head 1)
+                page.select_option(".tm-translator select.tm-head", index=1)  # head 1, the second (by index: unambiguous)
                 shown = page.evaluate("() => Array.from(document.querySelectorAll('.tm-heatmap rect'))"
                                       ".map(r => +r.dataset.weight)")
                 S, H = len(last["src"]), info["n_heads"]
                 L = int(page.eval_on_selector(".tm-translator select.tm-layer", "e => e.value"))
                 expected = [row[(L * H + 1) * S + j] for row in last["attention"] for j in range(S)]
-                assert np.allclose(shown, expected), "the heatmap does not show head 2 after switching to it"
+                assert np.allclose(shown, expected), "the heatmap does not show head 1 after switching to it"
             resources = page.evaluate(RESOURCES_JS)
             page.wait_for_timeout(100)
         finally:

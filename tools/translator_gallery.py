@@ -3,11 +3,13 @@
     python tools/translator_gallery.py            # the chapter 9 run (runs/multi30k or $TMLIB_RUN_DIR)
 
 The translator page runs in a browser; a reader offline, in the PDF edition, or on a build that ships the smoke
-model cannot run it. This writes what the trained model does with the page's examples: the block between the
-``gallery`` markers of ``book/translator.md`` (the run's training time and BLEU, a table of the greedy
-translations, and a comment naming the run's steps and kept step) and ``book/figures/translator_cross_attention.png``
-(the cross-attention of the first and the last decoder layer, every head, for the first example, in the widget's
-colours: dark = high). Greedy decoding, as in the browser (source length + 50 tokens at most).
+model cannot run it. This writes what the trained model is and does with the page's examples: the block between the
+``model`` markers of ``book/translator.md`` (the run's training time, size and BLEU), the block between its
+``gallery`` markers (a table of the greedy translations, a comment naming the run's steps and kept step, and the
+figure) and ``book/figures/translator_cross_attention.png`` (Figure T.1: the cross-attention of the first and the
+last decoder layer, every head, for the first example, in the widget's colours: dark = high; layers and heads
+counted from 0, as in the widget and in chapter 11). Greedy decoding, as in the browser (source length + 50 tokens
+at most).
 
 The BLEU scores are not recomputed (a beam search over test 2016 takes minutes): they are read from the table that
 ``notebooks/09_training_translator.ipynb`` prints, and only when that notebook shows the same run (same steps and
@@ -30,6 +32,7 @@ PAGE = ROOT / "book" / "translator.md"
 FIGURE = ROOT / "book" / "figures" / "translator_cross_attention.png"
 CHAPTER_9 = ROOT / "notebooks" / "09_training_translator.ipynb"
 START, END = "<!-- gallery: start -->", "<!-- gallery: end -->"
+MODEL_START, MODEL_END = "<!-- model: start -->", "<!-- model: end -->"
 
 #: (German, what it shows). The first is drawn in the figure.
 EXAMPLES = [
@@ -93,7 +96,7 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    shown = [(1, layers[0]), (len(layers), layers[-1])]
+    shown = [(0, layers[0]), (len(layers) - 1, layers[-1])]  # counted from 0, as in the widget and chapter 11
     n_heads = layers[0].shape[0]
     fig, axes = plt.subplots(len(shown), n_heads, figsize=(4.2 * n_heads + 1.2, 5.6 * len(shown)), squeeze=False)
     for r, (number, w) in enumerate(shown):
@@ -101,12 +104,13 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
             ax = axes[r][h]
             sns.heatmap(w[h], ax=ax, cmap="Blues", vmin=0.0, vmax=1.0, cbar=False, linewidths=0.3,
                         linecolor="#eeeeee", xticklabels=src_pieces, yticklabels=out_pieces if h == 0 else False)
-            ax.set_title(f"decoder layer {number}, head {h + 1}")
+            ax.set_title(f"decoder layer {number}, head {h}")
             ax.tick_params(axis="x", rotation=90)
             ax.tick_params(axis="y", rotation=0)
             ax.set_xlabel("source subword" if r == len(shown) - 1 else "")
             ax.set_ylabel("output subword" if h == 0 else "")
-    fig.suptitle("Cross-attention for the first example: rows = output subwords, columns = source subwords")
+    fig.suptitle("Figure T.1: cross-attention for the first example "
+                 "(rows: output subwords, columns: source subwords; ▁ starts a word)")
     fig.tight_layout(rect=(0, 0, 0.94, 1))
     bar = fig.add_axes((0.95, 0.25, 0.012, 0.5))
     fig.colorbar(axes[0][0].collections[0], cax=bar, label="weight")
@@ -117,25 +121,28 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
     # The caption says what the figure shows, computed from the weights drawn (without the <eos> row).
     n_out = layers[0].shape[1] - 1
     first, last = near_diagonal(layers[0][:, :-1]), near_diagonal(layers[-1][:, :-1])
-    caption = ("The cross-attention of the first decoder layer (top) and the last (bottom), every head, for the "
-               "first example: one row per output subword, one column per source subword; the darker the cell, "
-               "the larger its weight.")
+    last_number = len(layers) - 1
+    caption = (f"The cross-attention of decoder layer 0, the first (top), and layer {last_number}, the last (bottom), "
+               "every head, for the first example; layers and heads are counted from 0, as in the box and in "
+               "chapter 11. One row per output subword, one column per source subword (`▁` marks the start of a "
+               "word); the darker the cell, the larger its weight.")
     if min(last) >= 0.75 * n_out:
         caption += (f" Every head of the last layer follows the word order: for at least {min(last)} of the "
                     f"{n_out} output subwords before `<eos>`, the source subword it weights most lies at about the "
                     "same place in the source (within 1.5 subwords of the diagonal, the line from the first source subword "
-                    "at the first output subword to the last at the last).")
+                    "at the first output subword to the last at the last). This counts where each row's largest weight "
+                    "lies; chapter 11's diagonal share measures instead how much of the weight lies near the diagonal.")
     else:
         caption += (f" Output subwords (of {n_out}) whose most-weighted source subword lies near the diagonal, "
-                    f"heads 1 to {n_heads} of the last layer: {', '.join(map(str, last))}.")
+                    f"heads 0 to {n_heads - 1} of layer {last_number}: {', '.join(map(str, last))}.")
     worst = min(range(n_heads), key=lambda h: first[h])
     if first[worst] <= 0.5 * n_out:
         most = layers[0][worst, :-1].argmax(-1).tolist()
         top = max(set(most), key=most.count)
-        caption += (f" Head {worst + 1} of the first layer looks elsewhere: only {first[worst]} of its "
+        caption += (f" Head {worst} of layer 0 looks elsewhere: only {first[worst]} of its "
                     f"{n_out} rows do so, and {most.count(top)} put their largest weight on `{src_pieces[top]}`.")
     else:
-        caption += (f" In the first layer the counts are {', '.join(map(str, first))} (heads 1 to {n_heads}).")
+        caption += (f" In layer 0 the counts are {', '.join(map(str, first))} (heads 0 to {n_heads - 1}).")
     return caption
 
 
@@ -160,7 +167,7 @@ def main() -> int:
     outputs = translate_corpus(model, tok, sources, beam_size=1, progress=False, warn=False)
     rows = ["| German | what it is | the model's greedy translation |", "|---|---|---|"]
     for (source, kind), out in zip(EXAMPLES, outputs):
-        shown = f"*{_cell(out)}*" if out else "(not translated: every subword is `<unk>`)"
+        shown = f"*{_cell(out)}*" if out else "(not translated: every piece but the word-start marks `▁` is `<unk>`)"
         rows.append(f"| {_cell(source)} | {kind} | {shown} |")
 
     pair = translate_and_capture(model, tok, sources[0])
@@ -185,11 +192,15 @@ def main() -> int:
     size = (f"It has {c.n_encoder_layers} encoder and {c.n_decoder_layers} decoder layers of width $d_{{model}}$ = "
             f"{c.d_model}, {c.n_heads} heads and $d_{{ff}}$ = {c.d_ff}: {count_parameters(model):,} parameters, "
             f"with a vocabulary of {c.vocab_size:,} subwords shared by German and English.")
+    facts = "\n".join([
+        MODEL_START,
+        _wrap(f"Chapter 9's model trains for {minutes}{kept}. {size}{score}"),
+        MODEL_END,
+    ])
     block = "\n".join([
         START,
         f"<!-- written by tools/translator_gallery.py from chapter 9's run {run} -->",
-        _wrap(f"Chapter 9's model trains for {minutes}{kept}. {size}{score} It translates the examples above like "
-              "this:"),
+        "It translates the examples above like this:",
         "",
         *rows,
         "",
@@ -202,12 +213,15 @@ def main() -> int:
         END,
     ])
     page = PAGE.read_text(encoding="utf-8")
-    if START not in page or END not in page:
-        print(f"{PAGE} has no {START} ... {END} block", file=sys.stderr)
-        return 2
+    for start, end in ((START, END), (MODEL_START, MODEL_END)):
+        if start not in page or end not in page:
+            print(f"{PAGE} has no {start} ... {end} block", file=sys.stderr)
+            return 2
     page = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, page, flags=re.S)
+    page = re.sub(re.escape(MODEL_START) + ".*?" + re.escape(MODEL_END), lambda _: facts, page, flags=re.S)
     PAGE.write_text(page, encoding="utf-8")
     print(f"wrote {PAGE.relative_to(ROOT)} ({len(EXAMPLES)} examples) and {FIGURE.relative_to(ROOT)}")
+    print(facts)
     print(block)
     return 0
 

@@ -30,7 +30,7 @@
 .tm-translator { border: 1px solid #ccc; border-radius: 6px; padding: 0.8em; margin: 1em 0; }
 .tm-translator textarea { width: 100%; box-sizing: border-box; font: inherit; }
 .tm-translator .tm-row { display: flex; gap: 0.6em; align-items: center; flex-wrap: wrap; margin: 0.4em 0; }
-.tm-translator .tm-status { color: #555; font-size: 0.9em; }
+.tm-translator .tm-model, .tm-translator .tm-status { color: #555; font-size: 0.9em; }
 .tm-translator .tm-output { min-height: 1.6em; }
 .tm-translator .tm-piece { display: inline-block; background: #eef3fb; border-radius: 3px; padding: 0 0.25em;
   margin: 0.1em; font-family: monospace; font-size: 0.9em; }
@@ -153,7 +153,7 @@
     svg.setAttribute("height", top + cell * rows.length + 10);
     svg.setAttribute("class", "tm-heatmap");
     svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", `cross-attention, layer ${layer + 1}, head ${head + 1}`);
+    svg.setAttribute("aria-label", `cross-attention, decoder layer ${layer}, head ${head} (counted from 0)`);
     const add = (tag, attrs, text) => {
       const e = document.createElementNS(NS, tag);
       for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
@@ -195,16 +195,17 @@
     const input = el("textarea", { rows: 2, "aria-label": "German sentence" });
     input.value = root.dataset.example || "Ein Mann mit einem roten Hut spielt Gitarre auf der Straße.";
     const button = el("button", { type: "button", class: "tm-translate" }, "Translate");
+    const model = el("div", { class: "tm-model" }); // the model's description: kept while translating
     const status = el("div", { class: "tm-status" }, "Reading the model description…");
     const output = el("div", { class: "tm-output", "aria-live": "polite" });
     const text = el("div", { class: "tm-text" });
     const layerSel = el("select", { class: "tm-layer", "aria-label": "decoder layer" });
     const headSel = el("select", { class: "tm-head", "aria-label": "attention head" });
     const controls = el("div", { class: "tm-row" });
-    controls.append("Cross-attention of decoder layer", layerSel, "head", headSel);
+    controls.append("Cross-attention of decoder layer", layerSel, "head", headSel, "(counted from 0)");
     controls.hidden = true;
     const heat = el("div", { class: "tm-heat" });
-    root.append(input, el("div", { class: "tm-row" }), status, output, text, controls, heat);
+    root.append(input, el("div", { class: "tm-row" }), model, status, output, text, controls, heat);
     root.children[1].append(button);
     let info = null, stage = null;
 
@@ -219,9 +220,11 @@
         root.dataset.state = "missing";
         return;
       }
-      status.textContent = describe(m);
-      for (let l = 0; l < m.n_decoder_layers; l++) layerSel.append(el("option", { value: l }, `${l + 1}`));
-      for (let h = 0; h < m.n_heads; h++) headSel.append(el("option", { value: h }, `${h + 1}`));
+      model.textContent = describe(m);
+      status.textContent = "";
+      // layers and heads counted from 0, as in the code and in chapter 11
+      for (let l = 0; l < m.n_decoder_layers; l++) layerSel.append(el("option", { value: l }, `${l}`));
+      for (let h = 0; h < m.n_heads; h++) headSel.append(el("option", { value: h }, `${h}`));
       layerSel.value = m.n_decoder_layers - 1;
     }).catch((err) => {
       status.textContent = `The translator cannot start: ${err.message}` + (FROM_DISK ? DISK_HINT : "");

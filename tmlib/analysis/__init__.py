@@ -40,7 +40,7 @@ from tmlib.analysis.flops import (
 )
 from tmlib.analysis.findings import (
     Findings, ablation_findings, alignment_reading, argmax_changed_off, head_name, layer_breadth, layer_table,
-    permutation_findings, run_summary, sink_heads, standout_heads, strongest_heads
+    permutation_findings, run_summary, sink_heads, standout_heads, strongest_heads, head_findings
 )
 from tmlib.analysis.heads import STATISTICS, attention_statistics, head_statistics
 from tmlib.analysis.records import (
@@ -69,7 +69,7 @@ __all__ = [
     "total_variation", "training_flops_from_hardware", "training_state_bytes", "transformer_flops",
     "translate_and_capture", "word_alignment", "word_labels", "word_spans",
     "ablation_findings", "alignment_reading", "argmax_changed_off", "head_name", "layer_breadth", "layer_table",
-    "permutation_findings", "run_summary", "sink_heads", "standout_heads", "strongest_heads",
+    "permutation_findings", "run_summary", "sink_heads", "standout_heads", "strongest_heads", "head_findings",
     "attention_cost_findings", "attention_rows", "attention_series", "disturbed_cases", "exponent_table",
     "gpu_attention_findings", "kv_cache_findings", "mfu_findings", "step_profile", "table1_findings",
     "table1_ratios", "throughput_findings"

@@ -4,11 +4,14 @@ The chapter measures each head (:func:`~tmlib.analysis.heads.head_statistics`), 
 (:func:`~tmlib.analysis.ablation.ablation_table`) and shuffles their weights
 (:func:`~tmlib.analysis.permutation.permutation_effects`). The functions here read those tables and return the
 numbers the chapter's text quotes, as tables or as :class:`Findings` (the numbers, ``findings["median"]``, and the
-short lines that report them, ``print(findings)``):
+short lines that report them, ``print(findings)``). A printout of findings ends with verdict lines, ``finding: ...``,
+decided from the numbers by the thresholds each function's docstring states (``findings["verdicts"]`` holds them
+as short keys), so the chapter's text can discuss each possible verdict without quoting one run:
 
 * :func:`run_summary`: which run, how long it trained, which weights it kept;
 * :func:`alignment_reading`: one panel of merged cross-attention read as a word alignment;
 * :func:`layer_breadth`, :func:`strongest_heads`, :func:`sink_heads`, :func:`standout_heads`: the head statistics;
+  :func:`head_findings`: what they say, as verdicts;
 * :func:`layer_table`, :func:`ablation_findings`: what switching heads off costs;
 * :func:`argmax_changed_off`, :func:`permutation_findings`: shuffled weights against the same head switched off.
 
@@ -28,11 +31,16 @@ from tmlib.analysis.ablation import ablate_heads
 from tmlib.analysis.capture import ATTENTION_KINDS, KIND_LABELS, Head, as_pair, check_head
 
 __all__ = ["Findings", "head_name", "run_summary", "alignment_reading", "layer_breadth", "strongest_heads",
-           "sink_heads", "standout_heads", "layer_table", "ablation_findings", "argmax_changed_off",
+           "sink_heads", "standout_heads", "head_findings", "layer_table", "ablation_findings", "argmax_changed_off",
            "permutation_findings"]
 
 SHARES = ("previous", "same", "first", "last", "diagonal")  # the per-head shares of head_statistics
 WIDTH = 85  # the longest line a Findings prints
+POSITIONAL = 0.5  # a positional head: more than this share of its weight on the previous token
+SINK = 0.5  # a sink head: more than this share on the first or on the last key
+SELF_LOOKING = 0.9  # a head that passes its own position on: more than this share on the query's own position
+SAME_AS_OFF = (0.8, 1.25)  # shuffled / switched off within this range: "about as much as switching it off"
+FEW_CHANGED = 0.2  # a head whose shuffle changes less than this share of the predictions changes "few"
 KEPT_ALONE = "Δ nll, best head kept alone"  # a column of layer_table
 
 
@@ -97,7 +105,11 @@ def alignment_reading(weights, src_words: Sequence[str], tgt_words: Sequence[str
     ``(English words + <eos>, German words)``, read as an alignment: for each English word the German word it
     reads most (``best``: ``(english, german, share)``), how often the next English word reads the same or a later
     German word (``forward``, the ``<eos>`` row left out), which German words several English words read
-    (``shared``), and the range of the brightest cell of a row (``lowest``, ``highest``)."""
+    (``shared``), and the range of the brightest cell of a row (``lowest``, ``highest``).
+
+    The last line is the verdict: whether the alignment ever moves back (``forward`` below 1), and whether every
+    English word reads a German word of its own (``shared`` empty) or which German words several read;
+    ``verdicts``: ``"in order"`` or ``"moves back"``, and ``"one each"`` or ``"shared"``."""
     w = np.asarray(weights, dtype=float)
     top = w.argmax(axis=1)
     best = [(t, src_words[j], float(w[i, j])) for i, (t, j) in enumerate(zip(tgt_words, top))]
@@ -113,8 +125,15 @@ def alignment_reading(weights, src_words: Sequence[str], tgt_words: Sequence[str
     groups = [f"{s} ({', '.join(ts)})" for s, ts in shared.items()] or ["none"]
     lines += _wrap_items([f"read by several English words: {groups[0]}"] + groups[1:], sep=";")
     lines += _wrap(f"the brightest cell holds {lowest:.0%} to {highest:.0%} of a row's weight")
-    return Findings({"best": best, "forward": forward, "shared": shared, "lowest": lowest, "highest": highest},
-                    lines)
+    steps = max(len(words) - 1, 0)
+    order = ("in order", "the alignment never moves back") if forward == 1.0 else \
+        ("moves back", f"the alignment moves back at {round((1 - forward) * steps)} of {steps} steps")
+    own = ("one each", "every English word reads a German word of its own") if not shared else \
+        ("shared", f"{len(shared)} German word{'s are' if len(shared) > 1 else ' is'} read by several English "
+                   f"words")
+    lines += _wrap(f"finding: {order[1]}; {own[1]}", indent="")
+    return Findings({"best": best, "forward": forward, "shared": shared, "lowest": lowest, "highest": highest,
+                     "verdicts": [order[0], own[0]]}, lines)
 
 
 def layer_breadth(stats) -> "pd.DataFrame":
@@ -164,6 +183,85 @@ def standout_heads(stats) -> dict[str, list[str]]:
     return out
 
 
+def head_findings(stats, positional: float = POSITIONAL, sink: float = SINK,
+                  self_looking: float = SELF_LOOKING) -> Findings:
+    """What the head statistics ``stats`` (:func:`~tmlib.analysis.heads.head_statistics`) say, as verdicts.
+
+    * **Breadth**: per kind of attention with more than one layer, whether the first layer's heads spread their
+      weight more broadly than the last layer's (the mean over heads of entropy / maximum entropy, as
+      :func:`layer_breadth`). Verdict ``"broad first"`` where every kind says so, ``"mixed"`` where some do,
+      ``"focused first"`` where none does.
+    * **Positional heads**: a head with more than ``positional`` (default half) of its weight on the previous
+      token; ``"no positional head"`` names the largest previous-token share instead, a mere leaning.
+    * **Sinks**: a head with more than ``sink`` (default half) of its weight on the first or on the last key
+      (:func:`sink_heads`); ``"no sink head"`` names the largest such share.
+    * **Self-looking heads**: more than ``self_looking`` (default 90 %) on the query's own position: heads that
+      pass each position's own state on (``"self-looking"`` or ``"no self-looking head"``).
+
+    Numbers: ``breadth`` (``{kind: (first layer, last layer)}``), ``broader`` (the kinds whose first layer is the
+    broader), ``previous`` (the most previous-token head: name, share), ``positional``, ``sink_share`` (name,
+    share), ``sinks``, ``self_looking`` (lists of names), ``verdicts`` (the four verdicts, in that order).
+    """
+    ratio = layer_breadth(stats)["mean"]
+    kinds = [k for k in ATTENTION_KINDS if k in set(stats["kind"])]
+    breadth = {}
+    for kind in kinds:
+        layers = ratio.loc[kind]
+        if len(layers) > 1:
+            breadth[kind] = (float(layers.iloc[0]), float(layers.iloc[-1]))
+    broader = [k for k, (first, last) in breadth.items() if first > last]
+    values = ", ".join(f"{KIND_LABELS[k]} {a:.2f} → {b:.2f}" for k, (a, b) in breadth.items())
+    if broader and len(broader) == len(breadth):
+        breadth_verdict = "broad first"
+        text = (f"in {'all ' + str(len(breadth)) + ' kinds' if len(breadth) > 1 else KIND_LABELS[broader[0]]} "
+                f"the first layer is broader than the last")
+    elif broader:
+        breadth_verdict = "mixed"
+        text = (f"the first layer is broader than the last only in {', '.join(KIND_LABELS[k] for k in broader)}")
+    else:
+        breadth_verdict = "focused first"
+        text = "in no kind is the first layer broader than the last"
+    lines = _wrap(f"finding: {text} (entropy / maximum, mean over heads, first → last layer: {values})",
+                  indent="") if breadth else []
+
+    prev = stats["previous"].dropna()
+    top = stats.loc[prev.idxmax()] if len(prev) else None
+    previous = (head_name(top), float(top["previous"])) if top is not None else None
+    positional_heads = [head_name(r) for _, r in stats[stats["previous"] > positional].iterrows()]
+    if positional_heads:
+        shares = [f"{head_name(r)} {r['previous']:.0%}" for _, r in stats[stats["previous"] > positional].iterrows()]
+        lines += _wrap(f"finding: positional heads (over {positional:.0%} on the previous token): "
+                       + ", ".join(shares), indent="")
+    elif previous:
+        lines += _wrap(f"finding: no positional head (largest previous-token share {previous[1]:.0%}, "
+                       f"{previous[0]}, below the {positional:.0%} a positional head would need)", indent="")
+
+    ends = stats[["first", "last"]].max(axis=1)
+    end_row = stats.loc[ends.idxmax()]
+    sink_share = (head_name(end_row), float(ends.max()))
+    sinks = sink_heads(stats, share=sink)
+    if sinks:
+        lines += _wrap(f"finding: sink heads (over {sink:.0%} on the first or the last key): {', '.join(sinks)}",
+                       indent="")
+    else:
+        lines += _wrap(f"finding: no sink head (largest share on the first or the last key {sink_share[1]:.0%}, "
+                       f"{sink_share[0]}, below {sink:.0%})", indent="")
+
+    looking = stats[stats["same"] > self_looking]
+    self_heads = [head_name(r) for _, r in looking.iterrows()]
+    if self_heads:
+        lines += _wrap(f"finding: heads that pass their own position on (over {self_looking:.0%} on it): "
+                       + ", ".join(f"{head_name(r)} {r['same']:.0%}" for _, r in looking.iterrows()), indent="")
+    else:
+        lines += _wrap(f"finding: no head puts over {self_looking:.0%} of its weight on its own position",
+                       indent="")
+    verdicts = [breadth_verdict, "positional" if positional_heads else "no positional head",
+                "sinks" if sinks else "no sink head", "self-looking" if self_heads else "no self-looking head"]
+    return Findings({"breadth": breadth, "broader": broader, "previous": previous, "positional": positional_heads,
+                     "sink_share": sink_share, "sinks": sinks, "self_looking": self_heads, "verdicts": verdicts},
+                    lines)
+
+
 def _kept_alone(ablation) -> "pd.Series":
     """Per (kind, layer): the cost of the layer reduced to its best head (the cheapest "all but one")."""
     return ablation[ablation["experiment"] == "all but one"].groupby(["kind", "layer"])["delta_nll"].min()
@@ -201,6 +299,11 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     than the median single head), ``by_kind`` (mean cost of a whole layer, per kind), ``top_layer`` (the costliest
     layer: name, cost, share of its kind's layers' total cost, BLEU), ``baseline_bleu``, ``all_off`` (the cost of
     every head off).
+
+    The printout ends with two verdicts (``verdicts``): Michel et al.'s one-head test, passed by a layer whose best
+    head alone costs no more than the median single head (``"no layer passes"`` or ``"layers pass"``), and the
+    kind of attention whose whole layers cost the most on average (``"cross most sensitive"``, as Michel et al.
+    found, or ``"<kind> most sensitive"``).
     """
     single = ablation[ablation["experiment"] == "one head"].sort_values("delta_nll", ascending=False)
     whole = ablation[ablation["experiment"] == "whole layer"].sort_values("delta_nll")
@@ -240,9 +343,32 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
                  + ", ".join(f"{KIND_LABELS[k]} +{v:.3f}" for k, v in numbers["by_kind"].items()))
     name, cost, part, bleu = numbers["top_layer"]
     lines.append(f"  {name}: +{cost:.3f} nats, {part:.0%} of the {KIND_LABELS[top['kind']]} layers' cost; "
-                 f"BLEU {bleu:.1f} instead of {numbers['baseline_bleu']:.1f}")
+                 f"BLEU {bleu:.1f} (was {numbers['baseline_bleu']:.1f})")
     if len(all_off):
         lines.append(f"every head off: +{numbers['all_off']:.3f} nats/token")
+    verdicts = []
+    if kept_alone:
+        if prunable:
+            verdicts.append("layers pass")
+            lines += _wrap(f"finding: {len(prunable)} of {len(kept_alone)} layers "
+                           f"pass{'es' if len(prunable) == 1 else ''} Michel et al.'s one-head test: "
+                           f"{', '.join(prunable)}", indent="")
+        else:
+            verdicts.append("no layer passes")
+            best = min(kept_alone.values())
+            lines += _wrap(f"finding: no layer passes Michel et al.'s one-head test (its best head alone costs at "
+                           f"least {best / median:.1f} × the median head)", indent="")
+    costs = numbers["by_kind"]
+    if costs:
+        worst = max(costs, key=costs.get)
+        others = " and ".join(f"+{v:.3f}" for k, v in costs.items() if k != worst)
+        label = "cross-attention" if worst == "cross" else f"{worst}-attention"
+        verdicts.append(f"{'cross' if worst == 'cross' else worst} most sensitive")
+        lines += _wrap(f"finding: {label} is the most sensitive kind"
+                       + (", as Michel et al. found" if worst == "cross" else ", not cross-attention as in Michel "
+                          "et al.") + f" (a whole layer off: +{costs[worst]:.3f}"
+                       + (f" against {others})" if others else ")"), indent="")
+    numbers["verdicts"] = verdicts
     return Findings(numbers, lines)
 
 
@@ -287,6 +413,11 @@ def permutation_findings(perm, ablation, stats) -> Findings:
     :class:`Head`), ``loud`` (the head whose shuffle changed the most: name,
     share, rank in the cost of switching it off), ``layer_ratio`` (the costliest whole layer against the costliest
     single head).
+
+    The printout ends with the verdict (``verdicts``): shuffling a head's map does ``"about as much"`` as switching
+    the head off where the median ratio lies within :data:`SAME_AS_OFF` (0.8 to 1.25), ``"less"`` or ``"more"``
+    outside it; and ``"few changed"`` where no head's shuffle changes :data:`FEW_CHANGED` (a fifth) of the
+    predictions or more, else ``"many changed"``.
     """
     single = ablation[ablation["experiment"] == "one head"].sort_values("delta_nll", ascending=False)
     whole = ablation[ablation["experiment"] == "whole layer"]
@@ -321,4 +452,15 @@ def permutation_findings(perm, ablation, stats) -> Findings:
              f"most sensitive: {numbers['loud'][0]} ({numbers['loud'][1]:.1%})" + (f", {why}" if why else ""),
              f"  number {rank} of {len(single)} in the cost of switching it off",
              f"{layer} off costs +{cost:.3f} nats, {ratio:.0f} times the costliest single head (+{worst:.3f})"]
+    r = numbers["ratio"]
+    low, high = SAME_AS_OFF
+    much = "about as much" if low <= r <= high else ("less" if r < low else "more")
+    few = "few changed" if c1 < FEW_CHANGED else "many changed"
+    lines += _wrap(f"finding: shuffling one head's map does {much + ' as' if much == 'about as much' else much + ' than'}"
+                   f" switching the head off (median ratio {r:.2f})"
+                   + (f", and no head's shuffle changes {FEW_CHANGED:.0%} of the predictions (at most {c1:.1%})"
+                      if few == "few changed" else
+                      f"; {numbers['loud'][0]}'s shuffle changes {c1:.1%} of the predictions, "
+                      f"{FEW_CHANGED:.0%} or more"), indent="")
+    numbers["verdicts"] = [much, few]
     return Findings(numbers, lines)

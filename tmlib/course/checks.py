@@ -122,21 +122,22 @@ def how_far(ratio: float) -> str:
     return f"off by {10 ** decade:,} to {10 ** (decade + 1):,} times the tolerance"
 
 
-def _pattern(a: np.ndarray, e: np.ndarray, close) -> str:
+def _pattern(a: np.ndarray, e: np.ndarray, close, n_wrong: int = 2) -> str:
     """A hint about how the answer relates to the expected value, without giving either: a transpose, a sign, a
-    constant factor or offset. ``close(x)`` tells whether ``x`` would pass."""
+    constant factor or offset. ``close(x)`` tells whether ``x`` would pass; ``n_wrong``: how many entries are off
+    (a factor or an offset shared by every entry needs two of them, and a factor further from 1 than rounding)."""
     if a.size < 2 or not (np.isfinite(a).all() and np.isfinite(e).all()):
         return ""
     if a.ndim >= 2 and a.shape[-1] == a.shape[-2] and close(np.swapaxes(a, -1, -2)):
         return " Your answer is the expected one transposed (its last two axes swapped)."
     if close(-a):
         return " Your answer has the opposite sign of the expected one."
-    if np.ptp(a) == 0 or np.ptp(e) == 0:  # a constant answer (zeros) or expected value: a factor or offset says nothing
-        return ""
+    if np.ptp(a) == 0 or np.ptp(e) == 0 or n_wrong < 2:  # a constant answer or expected value, or one entry off:
+        return ""  # a factor or offset shared by every entry says nothing
     denominator = float(np.dot(e.ravel(), e.ravel()))
     if denominator > 0:
         factor = float(np.dot(a.ravel(), e.ravel())) / denominator
-        if factor != 0 and not np.isclose(factor, 1.0) and close(a / factor):
+        if factor != 0 and abs(factor - 1.0) > 1e-3 and close(a / factor):
             return " Every entry is off by the same factor: a scale missing or applied twice?"
     offset = float(np.mean(a - e))
     if offset != 0 and close(a - offset):
@@ -228,7 +229,7 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
         return f"correct: {what} matches the expected value ({tol})"
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(wrong, diff / np.broadcast_to(allowed, diff.shape), 0.0)
-    hint = _pattern(a, e, lambda x: not wrong_of(x)[0].any())
+    hint = _pattern(a, e, lambda x: not wrong_of(x)[0].any(), int(wrong.sum()))
     if a.ndim == 0:
         raise AssertionError(f"{what} is not right yet: {how_far(float(ratio))} (tolerance: {tol}).{hint}")
     n_wrong, n = int(wrong.sum()), a.size

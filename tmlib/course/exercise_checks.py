@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from tmlib import ref
-from tmlib.course.checks import as_float_array, check_close, check_shape
+from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered
 
-__all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forward_result", "check_layer_norm_result", "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer"]
+__all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forward_result", "check_layer_norm_result", "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer",
+           "check_score_spread", "check_encoding_row", "check_decoder_layer"]
 
 
 def _compare(answer, expected, what: str, variants=(), **tolerance) -> str:
@@ -278,3 +279,112 @@ def check_encoder_layer(fn, what: str = "your encoder layer", *, seed: int = 0) 
         raise AssertionError(f"{what} differs from the right output in its {name} sub-layer{before}: "
                              + (f"{cause}?" if cause else "follow x + Sublayer(x), then the layer normalisation"))
     return f"correct: both sub-layers of {what} give the right outputs (tolerance 1e-09)"
+
+
+def _near(answer, value, decimals: int) -> bool:
+    """Whether ``answer`` is ``value`` given to ``decimals`` decimals (a typical mistake, recognised at the
+    precision the exercise asks for)."""
+    a, v = np.asarray(answer, dtype=float), np.asarray(value, dtype=float)
+    return a.shape == v.shape and bool(np.all(np.abs(a - v) <= 0.5 * 10.0 ** -decimals * (1 + 1e-9)))
+
+
+def _compare_rounded(answer, expected, what: str, variants, decimals: int) -> str:
+    """``check_close(..., decimals=decimals)``; on a failure, the hint of the first variant ``(hint, value)`` that
+    the answer is, to the same decimals (never printed)."""
+    require_answered(answer, what)
+    try:
+        return check_close(answer, expected, what, decimals=decimals)
+    except AssertionError as err:
+        hint = next((h for h, v in variants if _near(answer, v, decimals)), None)
+        if hint is None:
+            raise
+        raise AssertionError(f"{str(err).splitlines()[0]}\n  Your answer is what {hint}.") from None
+
+
+def check_score_spread(answer, d_k: int, what: str = "your answer", *, decimals: int = 3) -> str:
+    """Check the standard deviation of the scores q·k / d_k (unit-variance entries of q and k, width ``d_k``) to
+    ``decimals`` decimals, naming the spread without scaling, with the paper's √d_k, and a variance given instead."""
+    variants = [("the unscaled scores q·k have", np.sqrt(d_k)), ("the paper's q·k/√d_k has", 1.0),
+                ("the variance of q·k/d_k is, not its standard deviation", 1.0 / d_k)]
+    return _compare_rounded(answer, 1.0 / np.sqrt(d_k), what, variants, decimals)
+
+
+def check_encoding_row(answer, pos: int, d_model: int, what: str = "your answer", *, decimals: int = 4) -> str:
+    """Check row ``pos`` of the sinusoidal positional encoding of width ``d_model`` (positions from 0), given to
+    ``decimals`` decimals (half a unit of the last decimal), naming degrees for radians, the doubled exponent
+    (10000^(-4i/d)), positions counted from 1, sin and cos swapped; never the row."""
+    require_answered(answer, what)
+    check_shape(as_float_array(answer, "answer", what), (d_model,), what)
+    i = np.arange(0, d_model, 2)
+
+    def row(angle):
+        out = np.empty(d_model)
+        out[0::2], out[1::2] = np.sin(angle), np.cos(angle)
+        return out
+
+    omega = 10000.0 ** (-i / d_model)
+    swapped = np.empty(d_model)
+    swapped[0::2], swapped[1::2] = np.cos(pos * omega), np.sin(pos * omega)
+    variants = [("the formula gives in degrees (sin and cos take radians)", row(np.radians(pos * omega))),
+                ("the exponent doubled gives (10000^(-2j/d_model) with j = 2i; it is 10000^(-2i/d_model))",
+                 row(pos * 10000.0 ** (-2 * i / d_model))),
+                (f"position {pos - 1} gives: positions count from 0", row((pos - 1) * omega)),
+                ("sin and cos swapped give (sin goes in the even dimensions 2i)", swapped)]
+    return _compare_rounded(answer, row(pos * omega), what, variants, decimals)
+
+
+def check_decoder_layer(fn, y, memory, self_attn, cross_attn, ffn, what: str = "your decoder layer") -> str:
+    """Call ``fn(y, memory, self_attn, cross_attn, ffn)`` (a post-LN decoder layer) and name the sub-layer that is
+    off: first a typical mistake of one sub-layer recognised from the output (a residual missing or taken from the
+    wrong input, the cross-attention's queries from y, the FFN fed a), else the first sub-layer whose output is
+    wrong, found by switching the later ones off (their output matrices W^O, or W2 and b2, set to zero)."""
+    y, memory = np.asarray(y, dtype=float), np.asarray(memory, dtype=float)
+    n = y.shape[0]
+    mha, ln, ff = ref.multi_head_attention, ref.layer_norm, ref.feed_forward
+
+    def layer(sa, ca, fw, mistake=None):
+        s_out = mha(y, y, y, *sa, mask=ref.causal_mask(n))[0]
+        a = ln(s_out) if mistake == "sa-residual" else ln(y + s_out)
+        c_in = y if mistake == "ca-queries" else a
+        c_out = mha(c_in, memory, memory, *ca)[0]
+        c = {"ca-residual": ln(c_out), "ca-residual-y": ln(y + c_out)}.get(mistake, ln(a + c_out))
+        f_out = ff(a if mistake == "ffn-input" else c, *fw)
+        return {"ffn-residual": ln(f_out), "ffn-residual-a": ln(a + f_out)}.get(mistake, ln(c + f_out))
+
+    def run(sa, ca, fw):
+        out = fn(y, memory, sa, ca, fw)
+        require_answered(out, f"{what}'s output")
+        out = as_float_array(out, "answer", what)
+        check_shape(out, (n, y.shape[-1]), f"{what}: its output (n_tgt, d_model)")
+        return out
+
+    def same(a, b):
+        return bool(np.all(np.isfinite(a))) and np.allclose(a, b, rtol=0, atol=1e-9)
+
+    zero_ca = tuple(cross_attn[:3]) + (np.zeros_like(np.asarray(cross_attn[3], float)),)
+    zero_ff = (ffn[0], ffn[1], np.zeros_like(np.asarray(ffn[2], float)), np.zeros_like(np.asarray(ffn[3], float)))
+    # every call up front, in the same order (a grader records the calls on the course's solution)
+    out, out_sa = run(self_attn, cross_attn, ffn), run(self_attn, zero_ca, zero_ff)
+    out_ca = run(self_attn, cross_attn, zero_ff)
+    if same(out, layer(self_attn, cross_attn, ffn)):
+        return f"correct: all three sub-layers of {what} give the right output (tolerance 1e-09)"
+    causes = [("sa-residual", "masked self-attention", "the residual connection is missing: LN(SelfAttn(y))"),
+              ("ca-queries", "cross-attention", "its queries come from y instead of a, the self-attention "
+                                                "sub-layer's output"),
+              ("ca-residual", "cross-attention", "the residual connection is missing: LN(CrossAttn(a, M))"),
+              ("ca-residual-y", "cross-attention", "the residual adds y instead of a"),
+              ("ffn-input", "feed-forward", "the network is fed a instead of c, the cross-attention sub-layer's output"),
+              ("ffn-residual", "feed-forward", "the residual connection is missing: LN(FFN(c))"),
+              ("ffn-residual-a", "feed-forward", "the residual adds a instead of c")]
+    for mistake, name, cause in causes:
+        if same(out, layer(self_attn, cross_attn, ffn, mistake)):
+            raise AssertionError(f"{what} is off in its {name} sub-layer: {cause}")
+    if not same(out_sa, layer(self_attn, zero_ca, zero_ff)):
+        name, hint = "masked self-attention", "a = LayerNorm(y + SelfAttn(y)), causal mask, the weights self_attn"
+    elif not same(out_ca, layer(self_attn, cross_attn, zero_ff)):
+        name, hint = "cross-attention", "c = LayerNorm(a + CrossAttn(a, M)): queries from a, keys and values M"
+    else:
+        name, hint = "feed-forward", "out = LayerNorm(c + FFN(c))"
+    before = "" if name == "masked self-attention" else "; the sub-layers before it match"
+    raise AssertionError(f"{what} is off in its {name} sub-layer (found with the later sub-layers switched off: "
+                         f"their W^O, or W2 and b2, set to zero){before}. Follow {hint}")

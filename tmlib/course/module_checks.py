@@ -1,7 +1,8 @@
 """Checks of chapter 7's exercises, on the PyTorch side: the heads merged back with ``view``
 (:func:`check_merged_heads`), the head split without a transpose (:func:`check_view_shortcut`), a student's
-multi-head attention module against ``nn.MultiheadAttention`` (:func:`check_my_mha`) and the masks of a padded batch
-in the conventions of other code (:func:`check_padding_masks`). Like :mod:`tmlib.course.exercise_checks`, they
+multi-head attention module against ``nn.MultiheadAttention`` (:func:`check_my_mha`), the masks of a padded batch
+in the conventions of other code (:func:`check_padding_masks`, :func:`check_additive_mask`) and the size of a KV
+cache (:func:`check_cache_numbers`). Like :mod:`tmlib.course.exercise_checks`, they
 compute the expected values inside, never print them, and name the likely slip.
 """
 from __future__ import annotations
@@ -10,9 +11,11 @@ import numpy as np
 
 from tmlib import ref
 from tmlib.course.checks import as_float_array, check_shape, require_answered
+from tmlib.course.count_checks import _whole_number
 from tmlib.course.exercise_checks import _compare
 
-__all__ = ["check_merged_heads", "check_my_mha", "check_padding_masks", "check_view_shortcut"]
+__all__ = ["check_additive_mask", "check_cache_numbers", "check_merged_heads", "check_my_mha", "check_padding_masks",
+           "check_view_shortcut"]
 
 
 def check_merged_heads(answer, heads, what: str = "the merged tensor") -> str:
@@ -206,12 +209,42 @@ def _mask_values(x, role: str) -> np.ndarray:
         raise TypeError(f"{role} must be a tensor, got {type(x).__name__} ({err})") from None
 
 
+def check_additive_mask(additive, lengths, what: str = "the additive mask") -> str:
+    """Check an additive float mask ``(batch, 1, 1, n_k)`` for a batch of sentences with real ``lengths`` (padded
+    to the longest): 0 where a query may attend and -inf at the padding, exactly. A failure names the likely slip
+    (a boolean or 0/1 mask, the polarity inverted, a finite value instead of -inf, NaN); never prints a mask."""
+    lengths = [int(n) for n in lengths]
+    batch, n_k = len(lengths), max(lengths)
+    real = np.arange(n_k)[None, :] < np.asarray(lengths)[:, None]  # (batch, n_k), True = real token
+    add = _mask_values(additive, "additive")
+    check_shape(add, (batch, 1, 1, n_k), f"{what} (batch, 1, 1, n_k)")
+    if not np.issubdtype(add.dtype, np.floating):
+        raise AssertionError(f"{what} has dtype {add.dtype}: an additive mask holds floats, added to the scores")
+    add = add[:, 0, 0, :].astype(np.float64)
+    want = np.where(real, 0.0, -np.inf)
+    if np.array_equal(add, want):
+        return f"correct: {what} (0 and -inf) is right"
+    if np.isnan(add).any():
+        raise AssertionError(f"{what} holds NaN: added to a score, NaN makes the whole softmax row NaN")
+    if np.array_equal(add, np.where(real, -np.inf, 0.0)):
+        hint = "-inf at the real tokens and 0 at the padding:\n  the polarity is inverted"
+    elif set(np.unique(add)) <= {0.0, 1.0}:
+        hint = ("it holds 0 and 1;\n  added to the scores, 1 shifts a score by one and blocks nothing:\n  "
+                "a blocked key needs -inf, a key that may be attended to 0")
+    elif (add[real] == 0).all() and np.isfinite(add[~real]).all() and (add[~real] < 0).all():
+        hint = "a finite negative value at the padding,\n  where -inf is asked for"
+    else:
+        wrong = int((add != want).sum())  # -inf == -inf holds
+        hint = f"{wrong} of {add.size} entries are wrong;\n  0 where a query may attend, -inf at the padding"
+    raise AssertionError(f"{what} is not right: {hint}")
+
+
 def check_padding_masks(key_padding_mask, additive, lengths, what: str = "the masks") -> str:
     """Check the two other conventions of a padding mask for a batch of sentences with real ``lengths`` (padded
     to the longest): ``nn.MultiheadAttention``'s ``key_padding_mask`` ``(batch, n_k)``, boolean, True = padding,
-    exactly; and an additive float mask ``(batch, 1, 1, n_k)``, 0 where a query may attend and -inf at the
-    padding, exactly. A failure names the likely slip (our mask as it is, a 0/1 or float key_padding_mask, a 0/1
-    additive mask, the polarity inverted, a finite value instead of -inf); never prints a mask."""
+    exactly; and an additive float mask ``(batch, 1, 1, n_k)`` (:func:`check_additive_mask`). A failure names the
+    likely slip (our mask as it is, a 0/1 or float key_padding_mask, and those of the additive mask); never prints
+    a mask."""
     lengths = [int(n) for n in lengths]
     batch, n_k = len(lengths), max(lengths)
     real = np.arange(n_k)[None, :] < np.asarray(lengths)[:, None]  # (batch, n_k), True = real token
@@ -228,25 +261,25 @@ def check_padding_masks(key_padding_mask, additive, lengths, what: str = "the ma
                                  "nn.MultiheadAttention's key_padding_mask is True at the padding")
         raise AssertionError(f"key_padding_mask: {int((kpm != ~real).sum())} of {kpm.size} entries are wrong;\n  "
                              "True must mark the padding positions, and only them")
-    add = _mask_values(additive, "additive")
-    check_shape(add, (batch, 1, 1, n_k), "the additive mask (batch, 1, 1, n_k)")
-    if not np.issubdtype(add.dtype, np.floating):
-        raise AssertionError(f"the additive mask has dtype {add.dtype}: an additive mask holds floats, "
-                             "added to the scores")
-    add = add[:, 0, 0, :].astype(np.float64)
-    want = np.where(real, 0.0, -np.inf)
-    if np.array_equal(add, want):
-        return f"correct: {what}: key_padding_mask (exact) and the additive mask (0 and -inf) are right"
-    if np.isnan(add).any():
-        raise AssertionError("the additive mask holds NaN: added to a score, NaN makes the whole softmax row NaN")
-    if np.array_equal(add, np.where(real, -np.inf, 0.0)):
-        hint = "-inf at the real tokens and 0 at the padding:\n  the polarity is inverted"
-    elif set(np.unique(add)) <= {0.0, 1.0}:
-        hint = ("it holds 0 and 1;\n  added to the scores, 1 shifts a score by one and blocks nothing:\n  "
-                "a blocked key needs -inf, a key that may be attended to 0")
-    elif (add[real] == 0).all() and np.isfinite(add[~real]).all() and (add[~real] < 0).all():
-        hint = "a finite negative value at the padding,\n  where -inf is asked for"
-    else:
-        wrong = int((add != want).sum())  # -inf == -inf holds
-        hint = f"{wrong} of {add.size} entries are wrong;\n  0 where a query may attend, -inf at the padding"
-    raise AssertionError(f"the additive mask is not right: {hint}")
+    check_additive_mask(additive, lengths)
+    return f"correct: {what}: key_padding_mask (exact) and the additive mask (0 and -inf) are right"
+
+
+def check_cache_numbers(answer, *, n_steps: int, d_model: int, what: str = "the cache size") -> str:
+    """Check how many numbers one attention layer's KV cache holds for one sequence after ``n_steps`` decoding
+    steps, 2 · n_steps · d_model (a key and a value of width d_model, all heads together, per position), exactly,
+    naming the values forgotten, the per-step contents added up, the width left out and bytes counted instead of
+    numbers; never the value."""
+    n, d = int(n_steps), int(d_model)
+    answer = _whole_number(answer, what)
+    expected = 2 * n * d
+    if answer == expected:
+        return f"correct: {what} after {n} steps is right (exact)"
+    hint = {n * d: "keys only? the cache holds a value beside every key",
+            d * n * (n + 1): "added up over the steps? the cache holds each position once, however many steps "
+                             "read it",
+            2 * n: "one number per key? each key and each value is a vector of d_model numbers (all heads together)",
+            4 * expected: "bytes? count numbers, not the 4 bytes of a float32",
+            2 * expected: "bytes? count numbers, not the 2 bytes of a float16"}.get(
+        answer, "count, per position, its key and its value, each d_model numbers wide")
+    raise AssertionError(f"{what} is {'too small' if answer < expected else 'too large'}: {hint}")
