@@ -413,9 +413,11 @@ MISTAKES: dict[str, list[Mistake]] = {
             "def teacher_forcing(tgt, bos_id):\n    return tgt[:, :-1], tgt[:, 1:]")),
     ],
     "ex-10-embed": [
-        Mistake("the bug left in: no scale", unanswered=True),
+        Mistake("the bug left in: scaled by 8, the square root of 64", unanswered=True),
         Mistake("scaled by d_model, not its square root", replace=(("* math.sqrt(d_model)", "* d_model"),)),
-        Mistake("scaled by 8, the square root of the check's d_model", replace=(("* math.sqrt(d_model)", "* 8.0"),)),
+        Mistake("not scaled at all", replace=(("table[ids] * math.sqrt(d_model)", "table[ids]"),)),
+        Mistake("scaled by the square root of the vocabulary size", replace=(
+            ("* math.sqrt(d_model)", "* math.sqrt(table.shape[0])"),)),
         Mistake("the positional encodings scaled down instead", replace=(
             ("table[ids] * math.sqrt(d_model) + R.positional_encoding(n, d_model)",
              "table[ids] + R.positional_encoding(n, d_model) / math.sqrt(d_model)"),)),

@@ -192,7 +192,7 @@ def test_first_loss_and_overfitting_one_batch():
     assert curve.shape == (60, 2)
     assert B.check_first_loss(curve[0, 0], vocab).startswith("correct")
     assert curve[-1, 0] < 0.1 * curve[0, 0] and curve[-1, 1] == 1.0
-    with pytest.raises(AssertionError, match="far below"):
+    with pytest.raises(AssertionError, match="below log .V. = 4.605, more than the 10% allowed"):
         B.check_first_loss(0.1, vocab)
     with pytest.raises(AssertionError, match="far above"):
         B.check_first_loss(30.0, vocab)
@@ -201,9 +201,15 @@ def test_first_loss_and_overfitting_one_batch():
 
 
 def test_first_loss_reports_how_far_from_log_v():
+    """The band is lopsided: chapter 10's correct run starts 18% above log |V| (a fresh model with tied embeddings
+    favours its input token), its leaking run 26% below."""
     assert B.check_first_loss(3.021, 13) == ("correct: the first loss 3.021 is 18% above log |V| = 2.565 "
-                                             "(within 20%)")
-    assert B.check_first_loss(math.log(100) * 0.9, 100).startswith("correct: the first loss 4.145 is 10% below")
+                                             "(allowed: 10% below to 30% above)")
+    assert B.check_first_loss(math.log(100) * 0.95, 100).startswith("correct: the first loss 4.375 is 5% below")
+    with pytest.raises(AssertionError, match="1.887 is 26% below"):
+        B.check_first_loss(1.887, 13)
+    with pytest.raises(AssertionError, match="far above"):
+        B.check_first_loss(2.565 * 1.35, 13)
 
 
 def _layer_norm(x, axis=-1):
@@ -254,10 +260,25 @@ def test_loss_ignores_padding():
         B.check_loss_ignores_padding(lambda z, t, p: math.inf)
 
 
+def _without_own_work(code: str) -> str:
+    """A public check without its ``check_own_work(...)`` statement, which the page does not show (it is about the
+    student's notebook) and which prints nothing: it only raises."""
+    import ast
+    lines = code.split("\n")
+    for s in ast.parse(code).body:
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                getattr(s.value.func, "id", "") == "check_own_work":
+            del lines[s.lineno - 1:s.end_lineno]
+            break
+    return "\n".join(lines)
+
+
 def test_chapter_10_shows_each_exercise_with_what_its_check_says():
     """On the page, each exercise of chapter 10 is followed, before its solution, by one folded cell (``site-only``)
-    that holds the function as given (the stub) and runs the exercise's public check on it, which fails; the
-    student notebook leaves that cell out, so it holds each stub and each public check once, and no solution."""
+    that holds the function as given (the stub) and runs the exercise's public check on it, without its
+    ``check_own_work`` line, and the check fails; the student notebook leaves that cell out, so it holds each stub and
+    each public check once, and no solution. ``check_own_work`` prints nothing there (it only raises), so a student
+    never reads "correct:" above a failing check."""
     import textwrap
     from pathlib import Path
 
@@ -279,9 +300,10 @@ def test_chapter_10_shows_each_exercise_with_what_its_check_says():
         shown = cells[i + 1]
         assert {"site-only", "hide-cell"} <= set(shown.metadata.get("tags", [])), label
         assert shown.source == (stubs[label] + "\n\n\nwith what_the_check_says():  # the check, run on the function "
-                                "as given\n" + textwrap.indent(public[label], "    ")), label
+                                "as given\n" + textwrap.indent(_without_own_work(public[label]), "    ")), label
         said = "".join(o.get("text", "") for o in shown.get("outputs", []))
         assert "FAILS: " in said and "Traceback" not in said, (label, said)
         assert f"{{solution-start}} {label}" in cells[i + 2].source, label
         assert code.count(stubs[label]) == 1 and code.count(public[label]) == 1, label
+        assert "print(check_own_work(" not in public[label], label
     assert not any(s.strip() in code for s in solutions) and "what_the_check_says" not in code
