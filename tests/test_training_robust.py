@@ -9,6 +9,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -185,10 +187,11 @@ def test_cli_sigterm_saves_and_exits_143(tmp_path, capsys, monkeypatch):
 @needs_data
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_cli_signal_while_preparing_data_says_nothing_was_saved(tmp_path, capsys, monkeypatch, signum, code):
-    def prepare(*args, **kwargs):
-        os.kill(os.getpid(), signum)
-        for _ in range(100):
-            pass
+    def prepare(*args, **kwargs):  # the signal arrives while the data is prepared; Python raises it at its next check
+        signal.pthread_kill(threading.get_ident(), signum)  # to this (the main) thread, not to a helper thread
+        for _ in range(500):  # up to 5 s: a loaded machine may be slow to run the handler
+            time.sleep(0.01)
+        raise AssertionError("the signal was not handled within 5 s")
 
     real = T.TranslationData.__dict__["prepare"]
     monkeypatch.setattr(T.TranslationData, "prepare", prepare)
