@@ -196,7 +196,12 @@ def test_cli_signal_while_preparing_data_says_nothing_was_saved(tmp_path, capsys
     real = T.TranslationData.__dict__["prepare"]
     monkeypatch.setattr(T.TranslationData, "prepare", prepare)
     out = tmp_path / "run"
-    got, err = _main(capsys, FAST + ["--out", str(out), "--max-steps", "10"])
+    # Python's own Ctrl-C handler, as in a fresh process (an earlier test in the same run may have left another)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        got, err = _main(capsys, FAST + ["--out", str(out), "--max-steps", "10"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     how = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
     assert got == code and err[-1] == (f"interrupted ({how}) before the first checkpoint: nothing was saved; run the "
                                        "same command again to start")
