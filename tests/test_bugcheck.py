@@ -122,10 +122,9 @@ def test_token_signal():
         return lambda ids, table: table[ids] * scale_tokens(table.shape[1]) + \
             scale_pe * R.positional_encoding(len(ids), table.shape[1])
 
-    right = B.token_position_ratio(embed(math.sqrt), 64)
-    assert 1.5 < right < 3.0
-    assert B.token_position_ratio(embed(lambda d: 1.0), 64) == pytest.approx(right / 8, rel=1e-9)
-    assert abs(B.token_scale(embed(math.sqrt), 64) - 1) < 0.15
+    right = B.token_scale(embed(math.sqrt), 64)
+    assert abs(right - 1) < 0.15
+    assert B.token_scale(embed(lambda d: 1.0), 64) == pytest.approx(right / 8, rel=1e-9)  # unscaled: 1/sqrt(64)
     assert B.check_token_signal(embed(math.sqrt)).startswith("correct")
     with pytest.raises(AssertionError, match="words drown"):
         B.check_token_signal(embed(lambda d: 1.0))

@@ -9,7 +9,7 @@ The tests a Transformer must pass, as functions. Checks return a line that start
 * :func:`dependency_matrix`: which input positions each output position depends on (causality at a glance);
 * :func:`check_no_leak`: the decoder's input must not show the token it is asked to predict;
 * :func:`score_spread`, :func:`check_score_scale`: the spread of the attention scores must not grow with d_k;
-* :func:`token_position_ratio`, :func:`check_token_signal`: the token embeddings must not drown in the positional
+* :func:`token_scale`, :func:`check_token_signal`: the token embeddings must not drown in the positional
   encodings (or the reverse);
 * :func:`check_queries_independent`: each query's softmax is its own (not taken across the queries);
 * :func:`check_independent`: each position (or each head) computed from its own inputs only;
@@ -30,7 +30,7 @@ import numpy as np
 from tmlib.course.checks import as_float_array
 
 __all__ = ["BUGS", "attention_with_bug", "dependency_matrix", "check_no_leak", "score_spread", "check_score_scale",
-           "token_position_ratio", "token_scale", "check_token_signal", "check_confident_loss",
+           "token_scale", "check_token_signal", "check_confident_loss",
            "check_queries_independent", "check_independent", "check_loss_ignores_padding", "check_finite",
            "check_repeatable", "check_first_loss", "overfit_batch"]
 
@@ -170,21 +170,6 @@ def check_score_scale(weights_fn, widths=(16, 256), what: str = "your attention"
                              f"it should stay between {band[0]} and {band[1]} whatever d_k: look at how the scores "
                              "are scaled")
     return f"correct: {what} keeps the scores' spread near 1 at every d_k ({shown})"
-
-
-def token_position_ratio(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed: int = 0) -> float:
-    """How much ``embed_fn(ids, table)`` moves when the tokens change, relative to when only the positions change
-    (root mean squares), for a table ``(vocab_size, d_model)`` with entries of standard deviation 1/√d_model (as the
-    paper's code initialises its shared embedding) and ``n`` positions."""
-    rng = np.random.default_rng(seed + d_model)
-    table = rng.normal(size=(vocab_size, d_model)) / math.sqrt(d_model)
-    a, b = rng.integers(0, vocab_size, n), rng.integers(0, vocab_size, n)
-    b = np.where(a == b, (b + 1) % vocab_size, b)  # another token at every position
-    same = np.full(n, int(a[0]))  # one token at every position: only the position changes
-    ea, eb, es = (as_float_array(embed_fn(ids, table), "answer", "the embeddings") for ids in (a, b, same))
-    if ea.shape != (n, d_model):
-        raise AssertionError(f"the embeddings have shape {ea.shape} for {n} tokens, expected ({n}, {d_model})")
-    return float(np.sqrt(((ea - eb) ** 2).mean()) / np.sqrt(((es[1:] - es[:1]) ** 2).mean()))
 
 
 def token_scale(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed: int = 0) -> float:
