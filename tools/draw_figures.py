@@ -1,5 +1,5 @@
 """Draw the course's two overview diagrams as SVG: the encoder-decoder (the paper's Figure 1) and multi-head
-attention (its Figure 2), each box labelled with the chapter that builds it.
+attention (its Figure 2), each part labelled with the chapter that builds it.
 
     python tools/draw_figures.py        # writes book/figures/transformer.svg and book/figures/multi_head_attention.svg
 
@@ -148,9 +148,11 @@ def multi_head_attention() -> str:
     # right: multi-head
     rx = 450
     c.text(rx + 140, 18, "Multi-head attention · chapters 2, 7", size=13, bold=True)
+    # the unprojected inputs X_q, X_k, X_v (the paper's Q, K, V); the course keeps Q, K, V for the projections
     for i, name in enumerate(("Q", "K", "V")):
         bx = rx + i * 100
-        c.text(bx + 40, 408, name, size=14, bold=True)
+        c.text(bx + 40, 408, f"X<tspan baseline-shift='sub' font-size='11'>{name.lower()}</tspan>", size=14,
+               bold=True)
         c.box(bx, 330, 80, 40, f"Linear W<tspan baseline-shift='super' font-size='11'>{name}</tspan>", None,
               "plain")
         c.arrow((bx + 40, 394), (bx + 40, 370))
