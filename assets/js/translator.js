@@ -35,7 +35,11 @@
 .tm-translator .tm-piece { display: inline-block; background: #eef3fb; border-radius: 3px; padding: 0 0.25em;
   margin: 0.1em; font-family: monospace; font-size: 0.9em; }
 .tm-translator .tm-text { font-size: 1.1em; margin: 0.3em 0; }
-.tm-translator svg text { font-family: monospace; font-size: 11px; }`;
+.tm-translator svg text { font-family: monospace; font-size: 11px; }
+.tm-translator svg text.tm-axis { font-family: inherit; font-size: 12px; fill: #444; }
+.tm-translator .tm-heat-scale { display: flex; gap: 0.4em; align-items: center; color: #555; font-size: 0.85em; }
+.tm-translator .tm-heat-bar { display: inline-block; width: 120px; height: 10px; border: 1px solid #999;
+  background: linear-gradient(to right, rgba(31, 90, 180, 0), rgba(31, 90, 180, 1)); }`;
 
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
@@ -146,10 +150,12 @@
   function drawHeatmap(box, result, info, layer, head) {
     box.textContent = "";
     const rows = result.targetPieces, cols = result.sourcePieces, S = cols.length, H = info.n_heads;
-    const cell = 22, left = 8 + 7 * Math.max(...rows.map((r) => r.length), 4), top = 8 + 7 * Math.max(...cols.map((c) => c.length), 4);
+    // Room for the axis titles: one line above the column labels, one column left of the row labels.
+    const cell = 22, left = 26 + 7 * Math.max(...rows.map((r) => r.length), 4),
+      top = 26 + 7 * Math.max(...cols.map((c) => c.length), 4);
     const NS = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(NS, "svg");
-    svg.setAttribute("width", left + cell * S + 10);
+    svg.setAttribute("width", Math.max(left + cell * S + 10, 330));
     svg.setAttribute("height", top + cell * rows.length + 10);
     svg.setAttribute("class", "tm-heatmap");
     svg.setAttribute("role", "img");
@@ -161,6 +167,10 @@
       svg.appendChild(e);
       return e;
     };
+    add("text", { x: left, y: 14, class: "tm-axis" }, `source subwords (German), layer ${layer}, head ${head}`);
+    const mid = top + cell * rows.length / 2;
+    add("text", { x: 14, y: mid, class: "tm-axis", "text-anchor": "middle", transform: `rotate(-90 14 ${mid})` },
+      "output tokens (English)");
     cols.forEach((c, j) => add("text", { x: left + cell * j + cell / 2, y: top - 6,
       transform: `rotate(-60 ${left + cell * j + cell / 2} ${top - 6})` }, c));
     rows.forEach((r, i) => {
@@ -176,6 +186,10 @@
       }
     });
     box.appendChild(svg);
+    // The colour scale: a cell's weight is the share of that step's attention (each row sums to 1).
+    box.appendChild(el("div", { class: "tm-heat-scale" }, ""));
+    box.lastChild.append(el("span", {}, "0"), el("span", { class: "tm-heat-bar" }), el("span", {}, "1"),
+      el("span", {}, "weight: the share of the step's attention (each row sums to 1)"));
   }
 
   function describe(info) {
