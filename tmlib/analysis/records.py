@@ -23,7 +23,7 @@ from tmlib.analysis.findings import Findings
 
 __all__ = ["PASSES", "CPU_METHODS", "GPU_METHODS", "attention_rows", "attention_series", "disturbed_cases",
            "exponent_table", "attention_cost_findings", "gpu_attention_findings", "table1_ratios",
-           "table1_findings", "kv_cache_findings", "throughput_findings", "mfu_findings", "step_profile"]
+           "table1_findings", "TABLE1_HEADERS", "kv_cache_findings", "KV_HEADERS", "throughput_findings", "mfu_findings", "step_profile"]
 
 #: The passes an attention record times, and how the chapter names them.
 PASSES = {"forward": "forward", "forward_backward": "forward + backward"}
@@ -165,8 +165,10 @@ def gpu_attention_findings(gpu_record: dict, cpu_record: dict) -> Findings:
     cpu_big = cpu[(cpu["n"] == cpu["n"].max()) & (cpu["pass"] == "forward")].set_index("method")["median_s"]
     ratio_gpu = times[("explicit", n_max)] / times[("sdpa", n_max)]
     ratio_cpu = cpu_big["explicit"] / cpu_big["sdpa"]
-    lines += [f"at n = {n_max}, forward, explicit / default fused call: {ratio_gpu:.1f} here,",
-              f"  {ratio_cpu:.1f} on the CPU (Figure 12.1)"]
+    gs, cs = gpu_record["settings"], cpu_record["settings"]
+    lines += [f"at n = {n_max}, forward, explicit / default fused call, at each machine's settings:",
+              f"  {ratio_gpu:.1f} here (bf16, batch {gs['batch']} x {gs['heads']} heads), "
+              f"{ratio_cpu:.1f} on the CPU (float32, batch {cs['batch']} x {cs['heads']} heads)"]
     big = at.xs(n_max, level="n").reindex(methods)
     one_matrix = rows.loc[rows["n"] == n_max, "formula_one_score_matrix_bytes"].iloc[0]
     table = pd.DataFrame({"forward ms": 1e3 * big[("median_s", "forward")],
@@ -211,7 +213,14 @@ def table1_findings(record: dict) -> Findings:
                                     attention_slower=("att / LSTM", lambda r: (r > 1).sum()),
                                     faster_in_every_repeat=("clear", lambda c: (c > 0).sum()),
                                     slower_in_every_repeat=("clear", lambda c: (c < 0).sum())).round(2)
+    table = table.rename(columns=TABLE1_HEADERS)
     return Findings({"table": table, "grid": t, "clear_slower": clear_slower}, lines)
+
+
+#: The headers of :func:`table1_findings`'s regions table.
+TABLE1_HEADERS = {"median_ratio": "median time ratio", "attention_slower": "attention slower (median)",
+                  "faster_in_every_repeat": "attention faster in every repeat",
+                  "slower_in_every_repeat": "attention slower in every repeat"}
 
 
 # --------------------------------------------------------------------------- the KV cache
@@ -234,7 +243,13 @@ def kv_cache_findings(cpu_record: dict, gpu_record: dict) -> Findings:
     lines.append(f"GPU: the slower of two repeats took up to {spread:.2f} times as long as the faster")
     columns = ["speedup", "with_cache_per_token_ms", "without_cache_per_token_ms"]
     table = pd.concat({"CPU": cpu.loc[gpu.index, columns], "GPU": gpu[columns]}, axis=1).round(2)
+    table = table.rename(columns=KV_HEADERS, level=1).rename_axis("output tokens")
     return Findings({"table": table, "gpu_spread": float(spread)}, lines)
+
+
+#: Readable headers for the columns of a ``kv_cache`` record's timing table.
+KV_HEADERS = {"same_tokens": "same tokens", "speedup": "speed-up", "with_cache_per_token_ms": "ms per token, cached",
+              "without_cache_per_token_ms": "ms per token, uncached"}
 
 
 # --------------------------------------------------------------------------- training throughput
@@ -305,8 +320,8 @@ def mfu_findings(record: dict, flops_per_token: float) -> Findings:
              "tokens/s)", f"tmlib eager / nn.Transformer eager: {res['ratio_tmlib_over_nn']:.2f}"]
     w_tm, w_nn = (models[key].get("windows_tokens_per_s") for key in ("tmlib", "nn"))
     if w_tm and w_nn:
-        apart = "faster in every window" if min(w_tm) > max(w_nn) else \
-            "slower in every window" if max(w_tm) < min(w_nn) else "the windows overlap"
+        apart = f"faster in all {len(w_tm)} windows" if min(w_tm) > max(w_nn) else \
+            f"slower in all {len(w_tm)} windows" if max(w_tm) < min(w_nn) else "the windows overlap"
         lines += [f"the eager windows (target tokens/s): tmlib {min(w_tm) / 1e3:,.1f}k-{max(w_tm) / 1e3:,.1f}k, "
                   f"nn.Transformer {min(w_nn) / 1e3:,.1f}k-{max(w_nn) / 1e3:,.1f}k:", f"  tmlib {apart}"]
     table = pd.DataFrame({name: {
