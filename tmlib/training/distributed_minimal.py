@@ -5,6 +5,8 @@ batch, with PyTorch's ``DistributedDataParallel``; the book's page on scaling ou
 
 Each process prints its loss (on its own share) and the layer's weights after every step.
 """
+import sys
+
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
@@ -26,7 +28,9 @@ def main(steps: int = 3) -> None:
         loss.backward()  # DDP all-reduces the gradients during the backward pass: their mean
         optimizer.step()
         weights = " ".join(f"{w:+.4f}" for w in model.module.weight.detach().flatten().tolist())
-        print(f"step {step} rank {rank}: loss on its share {loss.item():.4f}, weights {weights}", flush=True)
+        line = f"step {step} rank {rank}: loss on its share {loss.item():.4f}, weights {weights}\n"
+        sys.stdout.write(line)  # one write per line, so the two processes' lines do not run together
+        sys.stdout.flush()
     dist.destroy_process_group()
 
 
