@@ -320,6 +320,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("[None, :] > rows[:, None]\n", "[None, :] > rows[:, None] + 1\n"),)),
         Mistake("scores not scaled by 1/sqrt(d_k)", replace=(
             ("v.shape[1], 1.0 / np.sqrt(q.shape[1])", "v.shape[1], 1.0"),)),
+        Mistake("no block pair skipped: the future blocks masked instead", replace=(
+            ("if k0 > rows[-1]:", "if False:"),)),
     ],
     "ex-12-mfu-big": [
         Mistake("one forward pass, not a training step", replace=(("return 3 * (encoder", "return (encoder"),)),

@@ -675,3 +675,65 @@ def test_decoder_layer_build_it_names_the_sub_layer():
             check_decoder_layer(layer(mistake), y, memory, sa, ca, ffn)
     with pytest.raises(TypeError, match="is None"):
         check_decoder_layer(lambda *args: None, y, memory, sa, ca, ffn)
+
+
+def test_chapter_8_checks_answer_a_stub_and_name_each_slip():
+    """Exercises 8.2, 8.3 and 8.5: the checks answer a `...` stub with "still `...`" (or "not written yet"), call the
+    student's function on every input before any assertion, and name the likely slip, never the expected value."""
+    import torch
+
+    from tmlib.course import check_greedy_decode, check_preln_stages, check_vocab_ranges
+    from tmlib.decoding import greedy_decode
+    from tmlib.model import make_model
+    from tmlib.utils import seed_everything
+
+    ranges = {"base": (39_692, 41_640), "big": (35_262, 36_236)}
+    assert check_vocab_ranges(ranges).startswith("correct")
+    with pytest.raises(TypeError, match="still `...`"):
+        check_vocab_ranges(...)
+    for wrong, symptom in [({"base": (39_692, 41_640)}, "keys"), ({**ranges, "big": (35_262, 36_237)}, "largest"),
+                           ({**ranges, "base": (39_693, 41_640)}, "one entry below")]:
+        with pytest.raises(AssertionError, match=symptom) as err:
+            check_vocab_ranges(wrong)
+        assert "39,692" not in str(err.value) and "36,236" not in str(err.value)
+
+    src = torch.tensor([[5, 6, 7, 8, 9, 10], [5, 11, 12, 0, 0, 0]])
+    seed_everything(0)
+    pre = make_model("tiny", 13, norm_first=True).eval()
+    with torch.no_grad():
+        def run(real):
+            x = pre.positional(pre.src_embed(src))
+            for layer in pre.encoder.layers:
+                x = layer(x, real_keys=real)
+            return x
+        last, unmasked = run(pre.real_tokens(src)), run(None)
+        after = pre.encoder.norm(last)
+    assert check_preln_stages(last, after, src).startswith("correct")
+    with pytest.raises(TypeError, match="still `...`"):
+        check_preln_stages(..., after, src)
+    with pytest.raises(AssertionError, match="padding mask"):
+        check_preln_stages(unmasked, pre.encoder.norm(unmasked), src)
+    with pytest.raises(AssertionError, match="already normalised"):
+        check_preln_stages(after, after, src)
+    with pytest.raises(AssertionError, match="equals last_layer"):
+        check_preln_stages(last, last, src)
+
+    models = {"copier": make_model("tiny", 13).eval(), "early": make_model("tiny", 13).eval()}
+    calls = []
+
+    def decode_with(which, src, max_len, first=False):
+        calls.append(which)
+        out = greedy_decode(models[which], src, bos_id=1, eos_id=2, max_len=max_len)
+        return [s[:1] * len(s) for s in out] if first else out
+
+    assert check_greedy_decode(decode_with, models).startswith("correct")
+    calls.clear()
+    with pytest.raises(AssertionError, match="differs from greedy decoding"):
+        check_greedy_decode(lambda w, s, m: decode_with(w, s, m, first=True) if w == "early" else
+                            [[-1] * len(x) for x in decode_with(w, s, m)], models)
+    assert len(calls) == 4  # every case called before the first assertion
+    namespace = {}
+    exec("def my_greedy_decode(model, src, bos_id, eos_id, max_len):\n    ...\n\n\n"
+         "def decode_with(which, src, max_len):\n    return my_greedy_decode(None, src, 1, 2, max_len)\n", namespace)
+    with pytest.raises(TypeError, match="my_greedy_decode is not written yet"):
+        check_greedy_decode(namespace["decode_with"], models)

@@ -110,6 +110,7 @@ def check_decoder_only_count(answer, *, d_model: int, n_layers: int, d_ff: int, 
     d, f = int(d_model), int(d_ff)
     attn, ffn, ln = 4 * (d * d + d), 2 * d * f + f + d, 2 * d
     expected = vocab * d + n_positions * d + n_layers * (attn + ffn + 2 * ln) + ln
+    require_answered(answer, what)
     if isinstance(answer, bool) or not isinstance(answer, (int, float, np.integer, np.floating)) \
             or not float(answer).is_integer():
         raise AssertionError(f"{what} should be a whole number, got {answer!r}")

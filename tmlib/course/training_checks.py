@@ -243,7 +243,13 @@ def check_train_step(run_train_step, vocab_size: int = 13, *, seed: int = 0, bat
     smoothing, no clipping, the schedule stepped before the optimizer or not once per step, gradients not cleared
     or cleared too late); never a value."""
     batches = _train_step_batches(vocab_size, batch_seed)
-    runs = [run_train_step(seed, batches[:n], plain_sgd=True) for n in (1, 2)]
+    runs = [run_train_step(seed, batches[:n], plain_sgd=True) for n in (1, 2)]  # the student's step, first
+    from tmlib.course.diagnostics import _only_ellipsis
+
+    stub = getattr(run_train_step, "__globals__", {}).get("train_step")
+    if callable(stub) and _only_ellipsis(stub):
+        raise TypeError("train_step is not written yet: its body is still `...`; replace the `...` with your code "
+                        "and run that cell again")
     for n, result in zip((1, 2), runs):
         if not isinstance(result, tuple) or len(result) != 3:
             raise AssertionError("run_train_step is given: keep it as it is (it returns three things)")
