@@ -363,7 +363,7 @@ def test_measurements_page_precision_probe_section():
     for setting, r in probe.items():
         t, tr = r["probe"]["timings"], r["training_median_target_tokens_per_s"]
         _assert_in(text, f"| {t['float32_s']:.2f}, {t['bf16_s']:.2f} | {'bf16' if r['probe']['dtype'] == 'bfloat16' else 'float32'} "
-                         f"| {tr['float32']:,}, {tr['bfloat16']:,} | {r['bf16_over_float32']} |",
+                         f"| {tr['float32']:,}, {tr['bfloat16']:,} | {tr['bfloat16'] / tr['float32']:#.2g} |",
                    *(f"`{k}={v}`" for k, v in r["environment"].items()), where=f"book/measurements.md (probe, {setting})")
         assert r["probe_chose_the_faster"]
     native, slower = probe["native"], [probe["avx512-no-bf16"], probe["avx2"]]
@@ -449,12 +449,30 @@ def test_benchmarks_readme_is_filled_in():
 
 
 def test_intro_quotes_the_gpu_run():
-    """The welcome page's GPU sentence: chapter 9's model with dropout 0.1, trained on one GPU (translate_cuda.json)."""
+    """The welcome page's GPU sentence: chapter 9's model trained on one GPU (translate_cuda.json), with its source."""
     rec = json.loads((RESULTS / "gpu" / "translate_cuda.json").read_text())
     _assert_in(_page("book/intro.md"), f"{rec['minutes_trained']:g} minutes on one {rec['machine']['gpu']['name']}",
-               f"dropout of {rec['model_config']['dropout']:g}",
                f"{rec['steps']:,} steps ({rec['epochs_completed']} epochs)",
-               f"{rec['beam4']['bleu']:.1f} BLEU on test 2016 with beam 4", where="book/intro.md")
+               f"{rec['beam4']['bleu']:.1f} BLEU on test 2016 with beam 4",
+               "the GPU record <measurements-gpu-records>", where="book/intro.md")
+
+
+def test_clone_command_uses_the_repository_address():
+    """The welcome and installation pages' `git clone` line is the address of _config.yml (the GitHub icon's)."""
+    url = re.search(r"^repository:\n  url: (\S+)", _page("_config.yml"), re.M).group(1)
+    for rel in ("book/intro.md", "book/installation.md"):
+        _assert_in(_page(rel), f"git clone {url}\ncd {url.rsplit('/', 1)[1]}\nmake lab", where=rel)
+
+
+def test_installation_check_prints_what_it_says():
+    """The installation page's one-line check prints chapter 1's worked output, as the page shows it."""
+    from tmlib import ref
+    from tmlib.course import examples as E
+    e = E.ATTENTION_EXAMPLE_1
+    printed = str(ref.scaled_dot_product_attention(e.q, e.k, e.v)[0].round(4))
+    text = _page("book/installation.md")
+    assert f"```text\n{printed}\n```" in text
+    assert "e = E.ATTENTION_EXAMPLE_1; print(ref.scaled_dot_product_attention(e.q, e.k, e.v)[0].round(4))" in text
 
 
 STUDENT_PAGES = ["book/intro.md", "book/installation.md", "book/paper.md", "book/notation.md", "book/distributed.ipynb",
@@ -568,13 +586,10 @@ def test_intro_quotes_the_cpu_runs():
     """The welcome page's CPU sentence: the 15-minute runs' BLEU, from their records."""
     runs = [_record(name) for name in ("translate_cpu_auto.json", "translate_cpu.json")]
     assert max(abs(r["beam4"]["bleu"] - 37.7) for r in runs) < 0.1  # "about 37.7"
-    _assert_in(_page("book/intro.md"), "reaches about 37.7 BLEU on the test set (beam 4)", where="book/intro.md")
-    # the reason for dropout 0 (book/measurements.md, cpu_recipe.json) and the over-fitting it costs: the runs'
-    # passes, and the pass whose weights they kept
-    epochs = sorted(r["epochs_completed"] for r in runs)
-    assert {r["weights_scored"] for r in runs} == {"kept best (keep_best): step 1429"}
-    _assert_in(_page("book/intro.md"), "makes each step faster", f"it makes {epochs[0]} to {epochs[-1]} passes",
-               "its validation loss is lowest after the 6th", where="book/intro.md")
+    _assert_in(_page("book/intro.md"), "reaches about 37.7 BLEU on the test set (beam 4)",
+               "the CPU records <measurements-runs>", where="book/intro.md")
+    # dropout 0 and the over-fitting it costs are chapter 9's subject, not the welcome page's
+    assert "over-fitting" not in _page("book/intro.md")
 
 
 def test_instructors_failing_check_example():
@@ -611,6 +626,9 @@ def test_instructors_table_of_exercises_per_chapter():
         totals = [t + n for t, n in zip(totals, (len(labels), len(auto), points, len(words)))]
     _assert_in(text, f"| **All {len(paths)} chapters** | **{totals[0]}** | **{totals[1]} ({totals[2]} points)** | "
                      f"**{totals[3]}** |", where="book/instructors.md (planning table, totals)")
+    # the prose's total of automatic points is the table's (the notebooks' points metadata), not a hand-copied one
+    _assert_in(text, f"against the {totals[2]} automatic points", where="book/instructors.md (grading by hand)")
+    assert len(re.findall(r"against the \d+ automatic points", text)) == 1
 
 
 def test_instructors_unmarked_questions_in_words():
@@ -670,4 +688,5 @@ def test_paper_page_uses_the_notation_pages_symbols():
     assert "in any\n  one reference" in paper
     assert paper.index("(paper-approach)=") < paper.index("(paper-terms)=") < paper.index("(paper-results)=")
     assert "y_1 \\ldots y_T" in notation and "y_m" not in notation and "| $T$ |" in notation
-    assert "length penalty's exponent" in notation and "$\\mathrm{MultiHead}(Q, K, V)$" in notation
+    assert "length penalty's exponent" in notation and "$\\mathrm{MultiHead}(X_q, X_k, X_v)$" in notation
+    assert "sum_{s=1}" not in paper and "multi_head_attention.svg" not in paper  # s is the step; one copy of Fig. 2.1
