@@ -311,8 +311,8 @@ def check_score_spread(answer, d_k: int, what: str = "your answer", *, decimals:
 
 def check_encoding_row(answer, pos: int, d_model: int, what: str = "your answer", *, decimals: int = 4) -> str:
     """Check row ``pos`` of the sinusoidal positional encoding of width ``d_model`` (positions from 0), given to
-    ``decimals`` decimals (half a unit of the last decimal), naming degrees for radians, the doubled exponent
-    (10000^(-4i/d)), positions counted from 1, sin and cos swapped; never the row."""
+    ``decimals`` decimals (half a unit of the last decimal), naming degrees for radians (either way), the doubled
+    exponent (10000^(-4i/d)), positions counted from 1 (either way), sin and cos swapped; never the row."""
     require_answered(answer, what)
     check_shape(as_float_array(answer, "answer", what), (d_model,), what)
     i = np.arange(0, d_model, 2)
@@ -326,9 +326,12 @@ def check_encoding_row(answer, pos: int, d_model: int, what: str = "your answer"
     swapped = np.empty(d_model)
     swapped[0::2], swapped[1::2] = np.cos(pos * omega), np.sin(pos * omega)
     variants = [("the formula gives in degrees (sin and cos take radians)", row(np.radians(pos * omega))),
+                ("the formula gives with the angles converted to degrees (sin and cos take radians)",
+                 row(np.degrees(pos * omega))),
                 ("the exponent doubled gives (10000^(-2j/d_model) with j = 2i; it is 10000^(-2i/d_model))",
                  row(pos * 10000.0 ** (-2 * i / d_model))),
                 (f"position {pos - 1} gives: positions count from 0", row((pos - 1) * omega)),
+                (f"position {pos + 1} gives: the row for pos = {pos} uses the angles {pos}·ω_i", row((pos + 1) * omega)),
                 ("sin and cos swapped give (sin goes in the even dimensions 2i)", swapped)]
     return _compare_rounded(answer, row(pos * omega), what, variants, decimals)
 

@@ -46,6 +46,7 @@ def attention_heatmap(
     cmap: str = "viridis",
     xlabel: str = "key position",
     ylabel: str = "query position",
+    vmax: float | None = None,
 ):
     """Heatmap of one attention matrix, rows = queries, columns = keys.
 
@@ -55,6 +56,8 @@ def attention_heatmap(
         title: the figure title.
         ax: matplotlib axes to draw on (a new figure if ``None``).
         annot: write the numbers in the cells (default: when the matrix is at most 12×12).
+        vmax: top of the colour scale (default: the largest weight); give ``1.0`` to put several panels on
+            one scale from 0 to 1.
 
     Returns:
         The matplotlib ``Axes``.
@@ -73,7 +76,8 @@ def attention_heatmap(
     if annot is None:
         annot = max(n_q, n_k) <= 12
     sns.heatmap(
-        w, ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=0.0, vmax=max(1e-12, float(w.max())) if w.size else 1.0,
+        w, ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=0.0,
+        vmax=vmax if vmax is not None else (max(1e-12, float(w.max())) if w.size else 1.0),
         xticklabels=list(x_labels) if x_labels is not None else True,
         yticklabels=list(y_labels) if y_labels is not None else True,
         square=max(n_q, n_k) <= 12, cbar_kws={"label": "weight"},
@@ -143,7 +147,7 @@ def positional_encoding_heatmap(pe, title: str = "Sinusoidal positional encoding
 
 def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
                 suptitle: str = "Attention masks (dark = may attend)", xlabel: str = "key position",
-                ylabel: str = "query position"):
+                ylabel: str = "query position", square_cells: bool = False, xtick_rotation: float = 45):
     """Boolean masks side by side, one panel each, True (may attend) drawn dark.
 
     Args:
@@ -151,6 +155,9 @@ def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
         titles: one title per mask.
         x_labels, y_labels: optional sequences (one per mask) of token labels, or ``None``.
         suptitle, xlabel, ylabel: figure title and axis labels.
+        square_cells: draw every panel's cells at the size of the tallest panel's, so that masks of
+            different shapes compare cell for cell (default: each panel fills its own box).
+        xtick_rotation: rotation of the key labels in degrees (0: horizontal and centred).
 
     Returns:
         The matplotlib ``Figure``.
@@ -180,7 +187,7 @@ def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
         ax.set_xticks(range(n_k))
         ax.set_yticks(range(n_q))
         if x_labels is not None and x_labels[i] is not None:
-            ax.set_xticklabels(x_labels[i], rotation=45, ha="right")
+            ax.set_xticklabels(x_labels[i], rotation=xtick_rotation, ha="right" if xtick_rotation else "center")
         if y_labels is not None and y_labels[i] is not None:
             ax.set_yticklabels(y_labels[i])
         ax.set_xticks(np.arange(-0.5, n_k, 1), minor=True)
@@ -189,6 +196,14 @@ def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
         ax.tick_params(which="minor", length=0)
     fig.suptitle(suptitle)
     fig.tight_layout()
+    if square_cells:
+        fig.canvas.draw()
+        tallest = max(range(len(masks)), key=lambda i: masks[i].shape[0])
+        cell = axes[0][tallest].get_window_extent().height / masks[tallest].shape[0]  # pixels per cell
+        for ax, m in zip(axes[0], masks):
+            box = ax.get_position()  # the panel as drawn, in figure coordinates
+            w, h = m.shape[1] * cell / fig.bbox.width, m.shape[0] * cell / fig.bbox.height
+            ax.set_position([box.x0 + (box.width - w) / 2, box.y1 - h, w, h])
     return fig
 
 
