@@ -161,6 +161,13 @@ def test_author_names_with_latex_accents():
         sn.latex_to_text("\\textsc{Name}")
 
 
+def test_citations_of_the_same_authors_and_year_keep_their_letters():
+    # as the book's references: LLaMA is 2023a, Llama 2 is 2023b
+    assert BOOK.citations["touvron2023llama"] == ("Touvron et al.", "2023a")
+    assert BOOK.citations["touvron2023llama2"] == ("Touvron et al.", "2023b")
+    assert BOOK.citations["vaswani2017attention"] == ("Vaswani et al.", "2017")
+
+
 # --------------------------------------------------------------------------------------------- the site extensions
 def test_exercises_are_numbered_per_chapter():
     numbers = sn.EXERCISE_NUMBERS  # the site's _ext/exercise_numbers.py, as the tool loads it

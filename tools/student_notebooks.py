@@ -169,10 +169,11 @@ def directive_count(source: str, name: str) -> int:
 
 
 def read_bibliography(path: Path) -> dict[str, tuple[str, str]]:
-    """``{key: (authors for the text, year)}`` from a BibTeX file: "Vaswani et al.", "Ba and Kiros"..."""
+    """``{key: (authors for the text, year)}`` from a BibTeX file: "Vaswani et al.", "Ba and Kiros"...; works with the
+    same authors and year get the year with "a", "b"... (Touvron et al., 2023a), as the book's references do."""
     from pybtex.database import parse_file
 
-    out = {}
+    out, order = {}, {}
     for key, entry in parse_file(str(path)).entries.items():
         people = entry.persons.get("author") or entry.persons.get("editor") or []
         names = [latex_to_text(" ".join(p.last_names)) for p in people]
@@ -185,6 +186,16 @@ def read_bibliography(path: Path) -> dict[str, tuple[str, str]]:
         else:
             who = f"{names[0]} et al."
         out[key] = (who, entry.fields.get("year", "n.d."))
+        order[key] = ([" ".join(p.last_names + p.first_names).lower() for p in people],
+                      entry.fields.get("title", "").strip("{}").lower())
+    # the same authors and year: 2023a, 2023b, as the book's author-year labels (sorted by authors, then title)
+    groups: dict[tuple[str, str], list[str]] = {}
+    for key, label in out.items():
+        groups.setdefault(label, []).append(key)
+    for (who, year), keys in groups.items():
+        if len(keys) > 1:
+            for suffix, key in zip("abcdefghijklmnopqrstuvwxyz", sorted(keys, key=order.__getitem__)):
+                out[key] = (who, year + suffix)
     return out
 
 
