@@ -213,15 +213,16 @@ def _verdicts(findings) -> list[str]:
 def test_alignment_reading_ends_with_a_verdict():
     names = ["Ein", "Mann", "lädt", "."]
     diagonal = I.alignment_reading(np.eye(4), names, ["A", "man", "loads", "<eos>"])
-    assert _verdicts(diagonal)[-1] == ("finding: the alignment never moves back; every English word reads a German word "
-                                  "of its own")
+    assert _verdicts(diagonal)[-1] == ("finding: the alignment never moves back: the English follows the German word "
+                                  "order; every English word reads a German word of its own")
     assert diagonal["verdicts"] == ["in order", "one each"]
     w = np.array([[0.1, 0.9, 0.0, 0.0], [0.8, 0.2, 0.0, 0.0], [0.0, 0.0, 0.6, 0.4], [0.0, 0.0, 0.7, 0.3],
                   [0.0, 0.0, 0.0, 1.0]])  # man -> Mann, A -> Ein (back), loads and it -> lädt
     r = I.alignment_reading(w, names, ["man", "A", "loads", "it", "<eos>"])
     assert r["verdicts"] == ["moves back", "shared"]
-    assert _verdicts(r)[-1] == ("finding: the alignment moves back at 1 of 3 steps; 1 German word is read by several "
-                           "English words")
+    assert _verdicts(r)[-1] == ("finding: the alignment moves back at 1 of 3 steps (man → Mann, then A → Ein): the "
+                           "English puts words in another order than the German; 1 German word is read by "
+                           "several English words")
 
 
 def test_head_findings_gives_each_verdict():
@@ -257,6 +258,7 @@ def test_ablation_findings_end_with_verdicts():
     assert f["verdicts"] == ["layers pass", "cross most sensitive"]
     assert _verdicts(f)[0] == "finding: 1 of 4 layers passes Michel et al.'s one-head test: enc-self L1"
     assert _verdicts(f)[1].startswith("finding: cross-attention is the most sensitive kind, as Michel et al. found")
+    assert _verdicts(f)[2].startswith("finding: removing one head costs a median +")
     table = _ablation()
     kept = table.experiment == "all but one"
     table.loc[kept, "delta_nll"] += 0.5  # no layer can be reduced to one head

@@ -190,6 +190,7 @@ def test_smoothing_floor_accepts_the_entropy_and_names_each_mistake():
     assert check_smoothing_floor(own + others, v, eps).startswith("correct")
     for wrong, words in ((own, "correct token's term alone"),
                          (others, "other tokens' terms alone"), ((own + others) / np.log(2), "in bits"),
+                         (round(others, 3), "other tokens' terms alone"),  # a slip rounded as the answer
                          (own + others + 0.01, None)):
         with pytest.raises(AssertionError) as err:
             check_smoothing_floor(wrong, v, eps)

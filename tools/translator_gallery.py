@@ -175,7 +175,8 @@ def main() -> int:
     caption = draw(layers, pair["src_pieces"], pair["produced_pieces"], FIGURE)
 
     minutes = f"{trained.elapsed_s / 60:.0f} minutes" if trained.elapsed_s else "chapter 9's time budget"
-    kept = ", and keeps the weights of its lowest validation NLL" if trained.best_step is not None else ""
+    kept = (", and keeps the weights of the validation pass with the lowest cross-entropy"
+            if trained.best_step is not None else "")
     scores = chapter_9_scores(trained.step, trained.best_step)
     if scores is None:
         print(f"{CHAPTER_9.relative_to(ROOT)} shows no scores of this run: the gallery leaves them out "
@@ -200,7 +201,7 @@ def main() -> int:
     block = "\n".join([
         START,
         f"<!-- written by tools/translator_gallery.py from chapter 9's run {run} -->",
-        "It translates the examples above like this:",
+        "For a reader who cannot run the box, chapter 9's model translates the examples above like this:",
         "",
         *rows,
         "",
@@ -208,7 +209,7 @@ def main() -> int:
         ":name: translator-gallery-figure",
         ":width: 100%",
         "",
-        _wrap(caption),
+        _wrap("Figure T.1: " + caption),
         "```",
         END,
     ])

@@ -107,8 +107,9 @@ def alignment_reading(weights, src_words: Sequence[str], tgt_words: Sequence[str
     German word (``forward``, the ``<eos>`` row left out), which German words several English words read
     (``shared``), and the range of the brightest cell of a row (``lowest``, ``highest``).
 
-    The last line is the verdict: whether the alignment ever moves back (``forward`` below 1), and whether every
-    English word reads a German word of its own (``shared`` empty) or which German words several read;
+    The last line is the verdict: whether the alignment ever moves back (``forward`` below 1; the first two such
+    steps are named, a reordering), and whether every English word reads a German word of its own (``shared``
+    empty) or how many German words several read;
     ``verdicts``: ``"in order"`` or ``"moves back"``, and ``"one each"`` or ``"shared"``."""
     w = np.asarray(weights, dtype=float)
     top = w.argmax(axis=1)
@@ -126,8 +127,12 @@ def alignment_reading(weights, src_words: Sequence[str], tgt_words: Sequence[str
     lines += _wrap_items([f"read by several English words: {groups[0]}"] + groups[1:], sep=";")
     lines += _wrap(f"the brightest cell holds {lowest:.0%} to {highest:.0%} of a row's weight")
     steps = max(len(words) - 1, 0)
-    order = ("in order", "the alignment never moves back") if forward == 1.0 else \
-        ("moves back", f"the alignment moves back at {round((1 - forward) * steps)} of {steps} steps")
+    back = [k for k in range(steps) if words[k + 1] < words[k]]  # the steps that read an earlier German word
+    pairs = "; ".join(f"{tgt_words[k]} → {src_words[words[k]]}, then {tgt_words[k + 1]} → {src_words[words[k + 1]]}"
+                      for k in back[:2]) + ("; ..." if len(back) > 2 else "")
+    order = ("in order", "the alignment never moves back: the English follows the German word order") \
+        if not back else ("moves back", f"the alignment moves back at {len(back)} of {steps} steps ({pairs}): "
+                                        f"the English puts words in another order than the German")
     own = ("one each", "every English word reads a German word of its own") if not shared else \
         ("shared", f"{len(shared)} German word{'s are' if len(shared) > 1 else ' is'} read by several English "
                    f"words")
@@ -214,15 +219,16 @@ def head_findings(stats, positional: float = POSITIONAL, sink: float = SINK,
     if broader and len(broader) == len(breadth):
         breadth_verdict = "broad first"
         text = (f"in {'all ' + str(len(breadth)) + ' kinds' if len(breadth) > 1 else KIND_LABELS[broader[0]]} "
-                f"the first layer is broader than the last")
+                f"the first layer is broader than the last, as Clark et al. found in BERT")
     elif broader:
         breadth_verdict = "mixed"
         text = (f"the first layer is broader than the last only in {', '.join(KIND_LABELS[k] for k in broader)}")
     else:
         breadth_verdict = "focused first"
         text = "in no kind is the first layer broader than the last"
-    lines = _wrap(f"finding: {text} (entropy / maximum, mean over heads, first → last layer: {values})",
-                  indent="") if breadth else []
+    lines = _wrap(f"finding: {text} (entropy / maximum, mean over heads, first → last layer: {values})"
+                  + (": the first layer gathers context broadly, the last picks single tokens"
+                     if breadth_verdict == "broad first" else ""), indent="") if breadth else []
 
     prev = stats["previous"].dropna()
     top = stats.loc[prev.idxmax()] if len(prev) else None
@@ -234,7 +240,8 @@ def head_findings(stats, positional: float = POSITIONAL, sink: float = SINK,
                        + ", ".join(shares), indent="")
     elif previous:
         lines += _wrap(f"finding: no positional head (largest previous-token share {previous[1]:.0%}, "
-                       f"{previous[0]}, below the {positional:.0%} a positional head would need)", indent="")
+                       f"{previous[0]}, below the {positional:.0%} a positional head would need): leanings on the "
+                       f"neighbour, not rules", indent="")
 
     ends = stats[["first", "last"]].max(axis=1)
     end_row = stats.loc[ends.idxmax()]
@@ -245,13 +252,15 @@ def head_findings(stats, positional: float = POSITIONAL, sink: float = SINK,
                        indent="")
     else:
         lines += _wrap(f"finding: no sink head (largest share on the first or the last key {sink_share[1]:.0%}, "
-                       f"{sink_share[0]}, below {sink:.0%})", indent="")
+                       f"{sink_share[0]}, below {sink:.0%}): no head parks its weight on one fixed token",
+                       indent="")
 
     looking = stats[stats["same"] > self_looking]
     self_heads = [head_name(r) for _, r in looking.iterrows()]
     if self_heads:
         lines += _wrap(f"finding: heads that pass their own position on (over {self_looking:.0%} on it): "
-                       + ", ".join(f"{head_name(r)} {r['same']:.0%}" for _, r in looking.iterrows()), indent="")
+                       + ", ".join(f"{head_name(r)} {r['same']:.0%}" for _, r in looking.iterrows())
+                       + ": they mix almost nothing", indent="")
     else:
         lines += _wrap(f"finding: no head puts over {self_looking:.0%} of its weight on its own position",
                        indent="")
@@ -368,6 +377,13 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
                        + (", as Michel et al. found" if worst == "cross" else ", not cross-attention as in Michel "
                           "et al.") + f" (a whole layer off: +{costs[worst]:.3f}"
                        + (f" against {others})" if others else ")"), indent="")
+    blind = bleu < numbers["baseline_bleu"] / 4  # the layer without which there is no translation
+    measured = np.isfinite(bleu) and np.isfinite(numbers["baseline_bleu"])
+    lines += _wrap(f"finding: removing one head costs a median +{median:.3f} nats/token; "
+                   + (f"without {name} greedy BLEU {'drops' if bleu < numbers['baseline_bleu'] else 'goes'} from "
+                      f"{numbers['baseline_bleu']:.1f} to {bleu:.1f}" if measured else f"without {name} +{cost:.3f}")
+                   + (": the decoder reads the German sentence there" if measured and blind and top["kind"] == "cross"
+                      else ""), indent="")
     numbers["verdicts"] = verdicts
     return Findings(numbers, lines)
 
@@ -461,6 +477,8 @@ def permutation_findings(perm, ablation, stats) -> Findings:
                    + (f", and no head's shuffle changes {FEW_CHANGED:.0%} of the predictions (at most {c1:.1%})"
                       if few == "few changed" else
                       f"; {numbers['loud'][0]}'s shuffle changes {c1:.1%} of the predictions, "
-                      f"{FEW_CHANGED:.0%} or more"), indent="")
+                      f"{FEW_CHANGED:.0%} or more")
+                   + (": where a head looks matters, yet no single head's map decides many predictions"
+                      if (much, few) == ("about as much", "few changed") else ""), indent="")
     numbers["verdicts"] = [much, few]
     return Findings(numbers, lines)

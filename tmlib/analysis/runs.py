@@ -54,14 +54,15 @@ def trained_run_row(trained, bleu: float) -> dict:
             "BLEU (cased, beam 4)": round(float(bleu), 2)}
 
 
-def translation_runs(trained=None, bleu: float | None = None, *, label: str = "this page's run",
+def translation_runs(trained=None, bleu: float | None = None, *, label: str | None = None,
                      names=STORED_RUNS, folder=None) -> pd.DataFrame:
     """The stored runs of chapter 9's configuration and, if ``trained`` is given, your run, one row each.
 
     Args:
         trained: a :class:`~tmlib.training.experiment.TrainedModel` (from ``load_or_train``), or None.
         bleu: its cased BLEU with beam 4 on test 2016 (required with ``trained``).
-        label: the row name of ``trained``, the last row.
+        label: the row name of ``trained``, the last row (default: "this page's run", with " (smoke)" added in
+            smoke mode, :func:`tmlib.utils.smoke_mode`).
         names: the stored records to read (``translate_<name>``, by :func:`tmlib.analysis.benchmarking.load_result`,
             which downloads them when the checkout lacks them); one that cannot be found is left out, and its name
             listed in ``table.attrs["unavailable"]``.
@@ -89,6 +90,10 @@ def translation_runs(trained=None, bleu: float | None = None, *, label: str = "t
             continue
         rows[f"{device_name(record['machine'])}, {record['minutes_trained']:.0f} min"] = stored_run_row(record)
     if trained is not None:
+        if label is None:
+            from tmlib.utils import smoke_mode
+
+            label = "this page's run" + (" (smoke)" if smoke_mode() else "")
         rows[label] = trained_run_row(trained, bleu)
     table = pd.DataFrame.from_dict(rows, orient="index", columns=list(COLUMNS))
     table.attrs["unavailable"] = unavailable
