@@ -132,6 +132,11 @@ MISTAKES: dict[str, list[Mistake]] = {
             "answer = [np.sin(3), np.cos(3), np.sin(3 / 10000), np.cos(3 / 10000)]")),
         Mistake("positions counted from 1 (PE of the third token, pos = 2)", code=(
             "answer = [np.sin(2), np.cos(2), np.sin(2 / 100), np.cos(2 / 100)]")),
+        Mistake("the angles converted to degrees and given to the radian sin", code=(
+            "answer = [np.sin(np.degrees(3)), np.cos(np.degrees(3)),"
+            " np.sin(np.degrees(0.03)), np.cos(np.degrees(0.03))]")),
+        Mistake("the fourth position counted from 0 (pos = 4)", code=(
+            "answer = [np.sin(4), np.cos(4), np.sin(4 / 100), np.cos(4 / 100)]")),
     ],
     "ex-04-wavelength": [
         Mistake("the dimension 2i instead of the pair i", code="i_best = 20"),

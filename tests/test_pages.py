@@ -117,6 +117,29 @@ def test_errata_omissions_and_conventions_numbers():
                where="book/errata.md")
 
 
+def test_errata_entries_say_where_worked_out_not_where_found():
+    """No entry tags the teaching material a claim was found in (a student cannot use those names); the summary at
+    the top covers the paper's section too, reception included."""
+    pages = ["book/errata.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book" / "errata").glob("*.md"))]
+    for rel in pages:
+        assert "*Found in*" not in _page(rel), rel
+    summary = _page("book/errata.md").split("Each entry below opens", 1)[0]
+    _assert_in(summary, "was found in teaching material", "no early stopping", "reception",
+               where="book/errata.md (the traps, in short)")
+
+
+def test_chapter_13_positions_verdict_matches_the_stored_runs():
+    """RoPE, ALiBi and no positions tie among themselves and all end below added sinusoids by the gaps the page
+    quotes (the stored comparison runs)."""
+    runs = {r["name"]: r for r in _record("modern_cpu.json")["runs"]}
+    loss = {n: runs[n]["val_loss"] for n in ("pre-LN", "+RoPE", "+ALiBi", "+no positions")}
+    gaps = [f"{loss['pre-LN'] - loss[n]:.3f}" for n in ("+RoPE", "+ALiBi", "+no positions")]
+    inside = [loss[n] for n in ("+RoPE", "+ALiBi", "+no positions")]
+    assert round(max(inside) - min(inside), 2) <= 0.03
+    _assert_in(_page("notebooks/13_modern_transformer.ipynb"), f"by {gaps[0]}, {gaps[1]} and {gaps[2]} nats",
+               f"all {min(gaps)} to {max(gaps)} below added sinusoids", where="notebooks/13_modern_transformer.ipynb")
+
+
 # ------------------------------------------------------------------ the measurements appendix and benchmarks/README
 
 def _windows(values) -> str:
