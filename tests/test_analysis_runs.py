@@ -52,7 +52,8 @@ def test_stored_rows_repeat_their_records():
     assert list(table["dropout"]) == [0.0, 0.0, 0.1]
 
 
-def test_your_run_is_the_last_row():
+def test_your_run_is_the_last_row(monkeypatch):
+    monkeypatch.delenv("TMLIB_SMOKE", raising=False)  # the default label of a full run (CI sets smoke mode)
     table = translation_runs(_trained(), 36.789, label="mine")
     mine = table.loc["mine"]
     assert table.index[-1] == "mine"
@@ -65,9 +66,12 @@ def test_your_run_is_the_last_row():
     assert (last.iloc[0]["kept step"], last.iloc[0]["precision"]) == ("last", "?")
     with pytest.raises(ValueError, match="BLEU"):
         translation_runs(_trained())
+    monkeypatch.setenv("TMLIB_SMOKE", "1")  # a smoke run says so in its label
+    assert list(translation_runs(_trained(), 1.0, names=()).index) == ["this page's run (smoke)"]
 
 
-def test_missing_records_are_left_out_and_named(tmp_path):
+def test_missing_records_are_left_out_and_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("TMLIB_SMOKE", raising=False)
     table = translation_runs(_trained(), 30.0, folder=tmp_path)
     assert list(table.index) == ["this page's run"]
     assert table.attrs["unavailable"] == list(STORED_RUNS)
