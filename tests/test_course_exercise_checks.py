@@ -738,3 +738,89 @@ def test_chapter_8_checks_answer_a_stub_and_name_each_slip():
          "def decode_with(which, src, max_len):\n    return my_greedy_decode(None, src, 1, 2, max_len)\n", namespace)
     with pytest.raises(TypeError, match="my_greedy_decode is not written yet"):
         check_greedy_decode(namespace["decode_with"], models)
+
+
+def test_chapter_11_entropy_checks_name_the_variable_and_the_slip():
+    """Exercise 11.1: one check per answer, each naming its variable; a `...` stub gets "still `...`"."""
+    from tmlib.course import check_ln2_row, check_max_entropy, check_row_entropy
+    row = [0.7, 0.1, 0.1, 0.1]
+    h = -(0.7 * np.log(0.7) + 0.3 * np.log(0.1))
+    assert check_row_entropy(round(h, 4), row).startswith("correct")
+    assert check_max_entropy(np.log(4), 4).startswith("correct")
+    for ok in ([0.5, 0.5, 0.0, 0.0], np.array([0, 0.5, 0, 0.5])):
+        assert check_ln2_row(ok).startswith("correct")
+    for check, args, name in ((check_row_entropy, (row,), "entropy"), (check_max_entropy, (4,), "max_entropy"),
+                              (check_ln2_row, (), "ln2_row")):
+        with pytest.raises(TypeError, match=re.escape(f"{name}: still `...`")):
+            check(..., *args)
+    for wrong, words in ((h / np.log(2), "in bits"), (-h, "minus sign"), (1.0, r"^entropy is not right")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_row_entropy(wrong, row)
+        assert f"{h:.4f}" not in str(err.value)
+    for wrong, words in ((2.0, "in bits"), (4, "number of keys")):
+        with pytest.raises(AssertionError, match=words):
+            check_max_entropy(wrong, 4)
+    for wrong, words in (([0.25] * 4, "entropy of ln2_row"), ([0.5, 0.5, 0.5, 0.0], "sum of ln2_row"),
+                         ([0.75, 0.75, -0.5, 0.0], "never negative")):
+        with pytest.raises(AssertionError, match=words):
+            check_ln2_row(wrong)
+    with pytest.raises(ValueError, match="4 weights"):
+        check_ln2_row([0.5, 0.5])
+
+
+def test_chapter_11_greedy_pruning_check_runs_the_algorithm_itself():
+    """Exercise 11.3: the check sorts the heads, switches them off and compares n_ok and curve; a failure says
+    too many, too few or which entry of curve is off."""
+    import pandas as pd
+    import torch
+
+    from tmlib import analysis as I
+    from tmlib.course import check_greedy_pruning
+    from tmlib.data.batch import Batch
+    from tmlib.model import make_model
+    from tmlib.utils import seed_everything
+
+    seed_everything(0)
+    model = make_model("tiny", 13, dropout=0.0).eval()
+    g = torch.Generator().manual_seed(1)
+    src, tgt = torch.randint(3, 13, (4, 6), generator=g), torch.randint(3, 13, (4, 5), generator=g)
+    batch = Batch(src=src, tgt_in=torch.cat([torch.ones(4, 1, dtype=torch.long), tgt], 1),
+                  tgt_out=torch.cat([tgt, torch.full((4, 1), 2)], 1), n_tokens=24)
+    heads = I.all_heads(model)
+    single = pd.DataFrame([dict(kind=h.kind, layer=h.layer, head=h.head, delta_nll=float(-i))
+                           for i, h in enumerate(heads)])  # the cheapest first: the last head listed
+    order = heads[::-1]
+    start = I.nll_per_token(model, [batch])
+    curve = [start]
+    for k in range(1, len(order) + 1):
+        with I.ablate_heads(model, order[:k]):
+            curve.append(I.nll_per_token(model, [batch]))
+    rises = np.array(curve) - start
+    limit = float(np.sort(rises)[len(rises) // 2]) + 1e-6  # some rises above, some below
+    n_ok = int(np.argmax(rises > limit)) - 1
+    assert 0 <= n_ok < len(order)
+    right = curve[:n_ok + 2]
+    assert check_greedy_pruning(n_ok, right, model, [batch], single, max_rise=limit).startswith("correct")
+    with pytest.raises(TypeError, match=re.escape("n_ok: still `...`")):
+        check_greedy_pruning(..., right, model, [batch], single, max_rise=limit)
+    with pytest.raises(TypeError, match=re.escape("curve: still `...`")):
+        check_greedy_pruning(n_ok, ..., model, [batch], single, max_rise=limit)
+    with pytest.raises(AssertionError, match="too large"):
+        check_greedy_pruning(n_ok + 1, curve[:n_ok + 3], model, [batch], single, max_rise=limit)
+    with pytest.raises(AssertionError, match=r"curve\[1\]"):
+        check_greedy_pruning(n_ok, [start, start + 1.0] + right[2:], model, [batch], single, max_rise=limit)
+    with pytest.raises(AssertionError, match="curve has"):
+        check_greedy_pruning(n_ok, right[:-1], model, [batch], single, max_rise=limit)
+    if n_ok > 0 and rises[n_ok] <= limit and rises[n_ok - 1] <= limit:
+        with pytest.raises(AssertionError, match="too small"):
+            check_greedy_pruning(n_ok - 1, right, model, [batch], single, max_rise=limit)
+
+
+def test_chapter_9_checks_answer_a_stub_with_still():
+    """Exercises 9.3 and 9.4: the stub's `...` gets the course's "still `...`" message, as 9.1 and 9.2 do."""
+    from tmlib.course import check_case_sensitive_sentences, check_lengths_per_batch, check_padding_fractions
+    lengths = [(3, 4), (5, 2), (7, 7)]
+    for check, args in ((check_padding_fractions, (lengths, 2000)), (check_lengths_per_batch, (lengths, 2000)),
+                        (check_case_sensitive_sentences, (["A b."], ["a b."]))):
+        with pytest.raises(TypeError, match=re.escape("still `...`")):
+            check(..., *args)

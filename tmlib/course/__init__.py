@@ -34,6 +34,9 @@ from tmlib.course.quiz import PAPER_QUIZ, Quiz, choice, numeric, paper_quiz_bloc
 from tmlib.course.checks import require_answered
 from tmlib.course.exercise_checks import check_decoder_layer, check_encoding_row, check_score_spread
 from tmlib.course.model_checks import check_greedy_decode, check_preln_stages, check_vocab_ranges
+from tmlib.course.analysis_checks import (
+    check_greedy_pruning, check_ln2_row, check_max_entropy, check_row_entropy
+)
 
 __all__ = [
     "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3",
@@ -52,5 +55,6 @@ __all__ = [
     "choice", "forbidden_references", "head_grid", "mask_panels", "module_stages", "numeric", "paper_quiz_block",
     "positional_encoding_heatmap", "power_law_plot", "resolve_dotted", "show_source", "tolerance_text",
     "require_answered", "check_decoder_layer", "check_encoding_row", "check_score_spread",
-    "check_greedy_decode", "check_preln_stages", "check_vocab_ranges"
+    "check_greedy_decode", "check_preln_stages", "check_vocab_ranges",
+    "check_greedy_pruning", "check_ln2_row", "check_max_entropy", "check_row_entropy"
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tmlib.course.checks import as_float_array, check_close
+from tmlib.course.checks import as_float_array, check_close, require_answered
 from tmlib.course.exercise_checks import _compare, _compare_rounded
 
 __all__ = ["check_learning_rate", "check_peak_learning_rate", "check_smoothing_floor", "check_padding_fractions", "check_schedule_crossing", "check_lengths_per_batch", "check_case_sensitive_sentences",
@@ -73,6 +73,7 @@ def check_padding_fractions(answer: dict, lengths, max_tokens: int, chunk_sizes=
     the chunk sizes that differ and a fraction given in percent; never the values."""
     from tmlib.data import padding_fraction, token_batches
 
+    require_answered(answer, what)
     if not isinstance(answer, dict) or sorted(answer) != sorted(chunk_sizes):
         keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
         raise AssertionError(f"{what} must be a dict with the keys {', '.join(map(str, chunk_sizes))}; got {keys}")
@@ -127,6 +128,7 @@ def check_lengths_per_batch(answer: dict, lengths, max_tokens: int, chunk_sizes=
     """Check a dict chunk_size -> the mean over the batches of ``tmlib.data.token_batches(lengths, max_tokens, seed,
     epoch=0, chunk_size)`` of the number of distinct padded lengths max(src_len, tgt_len + 1) in a batch, to 2
     decimals, naming the chunk sizes that differ and a count of source or target lengths alone; never the values."""
+    require_answered(answer, what)
     if not isinstance(answer, dict) or sorted(answer) != sorted(chunk_sizes):
         keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
         raise AssertionError(f"{what} must be a dict with the keys {', '.join(map(str, chunk_sizes))}; got {keys}")
@@ -150,6 +152,7 @@ def check_case_sensitive_sentences(answer, hypotheses, references,
     sentences missing or too many; never the indices or their number."""
     import sacrebleu
 
+    require_answered(answer, what)
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
     expected = {i for i, (h, r) in enumerate(zip(hypotheses, references))

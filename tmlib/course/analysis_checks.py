@@ -1,0 +1,88 @@
+"""Checks of chapter 11's exercises (the entropy of an attention row, pruning heads cheapest first): the expected
+values are computed inside and never printed; a failure names the variable that is off and, where it can, the
+likely slip; an answer that is still the stub's ``...`` gets the course's "still `...`" message.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered
+from tmlib.course.exercise_checks import _compare_rounded
+
+__all__ = ["check_row_entropy", "check_max_entropy", "check_ln2_row", "check_greedy_pruning"]
+
+
+def _entropy(p) -> float:
+    p = np.asarray(p, dtype=float)
+    p = p[p > 0]
+    return float(-np.sum(p * np.log(p)))
+
+
+def check_row_entropy(answer, weights, what: str = "entropy", *, decimals: int = 4) -> str:
+    """Check the entropy -Σ p log p of one attention row ``weights`` in nats, to ``decimals`` decimals, naming bits
+    (log base 2) for nats, the minus sign left out and the largest weight's term alone; never the value."""
+    p = np.asarray(weights, dtype=float)
+    variants = [("the entropy in bits gives (the course measures in nats: natural logarithms)",
+                 _entropy(p) / np.log(2)),
+                ("Σ p log p gives without the minus sign (an entropy is never negative)", -_entropy(p)),
+                ("the largest weight's term alone gives (every key's weight has a term)",
+                 _entropy([p.max()]))]
+    return _compare_rounded(answer, _entropy(p), what, variants, decimals)
+
+
+def check_max_entropy(answer, n_keys: int, what: str = "max_entropy", *, decimals: int = 4) -> str:
+    """Check the largest entropy of a row of attention over ``n_keys`` keys, in nats, to ``decimals`` decimals,
+    naming bits for nats and the number of keys itself; never the value."""
+    variants = [("the largest entropy in bits is (the course measures in nats: natural logarithms)",
+                 np.log2(n_keys)),
+                ("the number of keys is, not the entropy of the row that spreads over all of them", float(n_keys))]
+    return _compare_rounded(answer, np.log(n_keys), what, variants, decimals)
+
+
+def check_ln2_row(answer, n_keys: int = 4, what: str = "ln2_row", *, decimals: int = 4) -> str:
+    """Check a row of ``n_keys`` attention weights (none negative, summing to 1) whose entropy is ln 2 nats, to
+    ``decimals`` decimals; a failure says which of the three conditions fails, never a row that passes."""
+    require_answered(answer, what)
+    row = as_float_array(answer, "answer", what)
+    check_shape(row, (n_keys,), f"{what} ({n_keys} weights, one per key)")
+    if not np.all(np.isfinite(row)) or (row < 0).any():
+        raise AssertionError(f"{what}: attention weights are never negative (or infinite)")
+    check_close(row.sum(), 1.0, f"the sum of {what}'s weights", decimals=decimals)
+    check_close(_entropy(row), np.log(2), f"the entropy of {what}", decimals=decimals)
+    return f"correct: {what} has {n_keys} weights that sum to 1, with entropy ln 2 nats ({decimals} decimals)"
+
+
+def check_greedy_pruning(n_ok, curve, model, batches, single, *, max_rise: float = 0.1, decimals: int = 4) -> str:
+    """Check exercise 11.3: ``n_ok``, the number of heads that can be switched off, cheapest first (by
+    ``single.delta_nll``, the one-head ablations), before the cross-entropy of ``batches`` rises by more than
+    ``max_rise`` nats; and ``curve``, that cross-entropy with 0, 1, ..., ``n_ok`` + 1 heads off
+    (:func:`tmlib.analysis.ablation.ablate_heads`, :func:`tmlib.analysis.ablation.nll_per_token`). A failure says
+    whether ``n_ok`` is too many or too few, or which entry of ``curve`` is off; never a value."""
+    from tmlib.analysis.ablation import ablate_heads, nll_per_token
+    from tmlib.analysis.capture import Head
+
+    require_answered(n_ok, "n_ok")
+    require_answered(curve, "curve")
+    order = [Head(r.kind, int(r.layer), int(r.head)) for r in single.sort_values("delta_nll").itertuples()]
+    if isinstance(n_ok, bool) or not isinstance(n_ok, (int, np.integer)) or not 0 <= n_ok <= len(order):
+        raise AssertionError(f"n_ok: a whole number of heads, 0 to {len(order)}, got {n_ok!r}")
+    points = as_float_array(curve, "answer", "curve").reshape(-1)
+    start = nll_per_token(model, batches)
+
+    def rise(k):  # the rise of the cross-entropy with the k cheapest heads off
+        with ablate_heads(model, order[:k]):
+            return nll_per_token(model, batches) - start
+
+    if rise(n_ok) > max_rise:
+        raise AssertionError(f"n_ok is too large: with your n_ok heads off the cross-entropy has already risen by "
+                             f"more than {max_rise} nats")
+    if n_ok < len(order) and rise(n_ok + 1) <= max_rise:
+        raise AssertionError(f"n_ok is too small: one more head can go before the rise exceeds {max_rise} nats")
+    needed = min(n_ok + 2, len(order) + 1)
+    if points.size < needed:
+        raise AssertionError(f"curve has {points.size} entries: give the cross-entropy with 0, 1, ..., n_ok heads "
+                             "off, and with one more (the first rise over the limit)")
+    for k in range(needed):
+        check_close(points[k], start + rise(k), f"curve[{k}], the {k} cheapest heads off", decimals=decimals)
+    return (f"correct: n_ok heads can go within {max_rise} nats, and one more cannot; curve matches "
+            f"({decimals} decimals)")
