@@ -303,6 +303,21 @@ def _unwritten(fn, name: str) -> str | None:
     return name if _only_ellipsis(fn) else None
 
 
+def _unwritten_inside(fn, names) -> str | None:
+    """The first of ``names`` that ``fn`` (a wrapper the notebook gives) calls and whose body is still the stub's
+    ``...``."""
+    import inspect
+
+    found = getattr(fn, "__globals__", {})
+    return next((n for n in names if callable(found.get(n)) and _only_ellipsis(inspect.unwrap(found[n]))), None)
+
+
+def _not_written(name: str) -> TypeError:
+    """The course's message for a stub that is still ``...``."""
+    return TypeError(f"{name} is not written yet: its body is still `...`; replace the `...` with your code and run "
+                     "that cell again")
+
+
 def check_own_work(fn, forbid, what: str | None = None) -> str:
     """Assert that the student's ``fn`` does not delegate to the library's version of what the exercise asks for.
 
@@ -318,8 +333,7 @@ def check_own_work(fn, forbid, what: str | None = None) -> str:
     if found is None:
         stub = _unwritten(fn, name)
         if stub:
-            raise TypeError(f"{stub} is not written yet: its body is still `...`; replace the `...` with your code "
-                            "and run that cell again")
+            raise _not_written(stub)
         found = forbidden_references(fn, forbid)
     if found:
         raise AssertionError(f"{name} calls {', '.join(found)}: this exercise asks you to write it yourself, "

@@ -7,24 +7,11 @@ slip; an answer that is still the stub's ``...`` gets the course's "still `...`"
 from __future__ import annotations
 
 from tmlib.course.checks import check_close, check_shape, require_answered
-from tmlib.course.diagnostics import _only_ellipsis
+from tmlib.course.diagnostics import _not_written, _unwritten_inside
 
 __all__ = ["check_greedy_decode", "check_preln_stages", "check_vocab_ranges"]
 
 PAPER_COUNTS = {"base": 65_000_000, "big": 213_000_000}  # Table 3, rounded to the nearest million
-
-
-def _unwritten_inside(fn, names) -> str | None:
-    """The first of ``names`` that ``fn`` (a given wrapper) calls and whose body is still the stub's ``...``."""
-    import inspect
-
-    found = getattr(fn, "__globals__", {})
-    return next((n for n in names if callable(found.get(n)) and _only_ellipsis(inspect.unwrap(found[n]))), None)
-
-
-def _not_written(name: str) -> TypeError:
-    return TypeError(f"{name} is not written yet: its body is still `...`; replace the `...` with your code and run "
-                     "that cell again")
 
 
 def _rounded_count(preset: str, vocab: int) -> int:

@@ -247,12 +247,10 @@ def check_train_step(run_train_step, vocab_size: int = 13, *, seed: int = 0, bat
     or cleared too late); never a value."""
     batches = _train_step_batches(vocab_size, batch_seed)
     runs = [run_train_step(seed, batches[:n], plain_sgd=True) for n in (1, 2)]  # the student's step, first
-    from tmlib.course.diagnostics import _only_ellipsis
+    from tmlib.course.diagnostics import _not_written, _unwritten_inside
 
-    stub = getattr(run_train_step, "__globals__", {}).get("train_step")
-    if callable(stub) and _only_ellipsis(stub):
-        raise TypeError("train_step is not written yet: its body is still `...`; replace the `...` with your code "
-                        "and run that cell again")
+    if _unwritten_inside(run_train_step, ["train_step"]):
+        raise _not_written("train_step")
     for n, result in zip((1, 2), runs):
         if not isinstance(result, tuple) or len(result) != 3:
             raise AssertionError("run_train_step is given: keep it as it is (it returns three things)")
