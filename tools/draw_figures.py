@@ -18,6 +18,14 @@ COLOURS = {"attn": "#f9d9a6", "ffn": "#b9dcf2", "norm": "#f4f1bb", "embed": "#f6
            "plain": "#ffffff"}
 
 
+def sub(base: str, script: str, size: float = 11) -> str:
+    """A symbol with a subscript as the pages write it in LaTeX: d_k gives italic d and k, d_model an upright
+    "model" (a name, as in $d_{\\text{model}}$)."""
+    style = "italic" if len(script) == 1 else "normal"
+    return (f"<tspan font-style='italic'>{base}</tspan>"
+            f"<tspan baseline-shift='sub' font-size='{size}' font-style='{style}'>{script}</tspan>")
+
+
 class Canvas:
     """A minimal SVG writer: rounded boxes with a title and a chapter label, arrows, frames and text."""
 
@@ -71,8 +79,8 @@ def transformer() -> str:
     # inputs and embeddings
     c.text(ex + bw / 2, 745, "source tokens (German)", size=12)
     c.text(dx + bw / 2, 745, "target tokens, shifted right", size=12)
-    c.box(ex, 670, bw, bh + 6, "Embedding × √d_model", "chapter 8", "embed")
-    c.box(dx, 670, bw, bh + 6, "Embedding × √d_model", "chapter 8", "embed")
+    c.box(ex, 670, bw, bh + 6, f"Embedding × √{sub('d', 'model')}", "chapter 8", "embed")
+    c.box(dx, 670, bw, bh + 6, f"Embedding × √{sub('d', 'model')}", "chapter 8", "embed")
     for x, side in ((ex, -1), (dx, 1)):
         cx = x + bw / 2
         c.arrow((cx, 732), (cx, 718))
@@ -132,7 +140,7 @@ def multi_head_attention() -> str:
     x, w = 85, 200
     c.text(x + w / 2, 18, "Scaled dot-product attention · chapter 1", size=13, bold=True)
     c.box(x, 340, w, 34, "MatMul  Q K<tspan baseline-shift='super' font-size='11'>T</tspan>", None, "attn")
-    c.box(x, 286, w, 34, "Scale  ÷ √d_k", None, "plain")
+    c.box(x, 286, w, 34, f"Scale  ÷ √{sub('d', 'k')}", None, "plain")
     c.box(x, 232, w, 34, "Mask (optional) · ch. 1, 5", None, "plain")
     c.box(x, 178, w, 34, "Softmax over keys", None, "attn")
     c.box(x, 90, w, 34, "MatMul  with V", None, "attn")
@@ -158,7 +166,8 @@ def multi_head_attention() -> str:
         c.arrow((bx + 40, 394), (bx + 40, 370))
         c.arrow((bx + 40, 330), (bx + 40, 262))
     c.frame(rx - 10, 200, 300, 60, "")
-    c.box(rx, 208, 280, 44, "Scaled dot-product attention", "h heads of size d_k = d_model / h", "attn")
+    c.box(rx, 208, 280, 44, "Scaled dot-product attention",
+          f"h heads of size {sub('d', 'k', 10)} = {sub('d', 'model', 10)} / h", "attn")  # the label is italic
     c.box(rx + 60, 140, 160, 34, "Concat heads", None, "plain")
     c.box(rx + 60, 80, 160, 34, "Linear W<tspan baseline-shift='super' font-size='11'>O</tspan>", None, "plain")
     c.arrow((rx + 140, 208), (rx + 140, 174))

@@ -122,27 +122,22 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
     n_out = layers[0].shape[1] - 1
     first, last = near_diagonal(layers[0][:, :-1]), near_diagonal(layers[-1][:, :-1])
     last_number = len(layers) - 1
-    caption = (f"The cross-attention of decoder layer 0, the first (top), and layer {last_number}, the last (bottom), "
-               "every head, for the first example; layers and heads are counted from 0, as in the box and in "
-               "chapter 11. One row per output subword, one column per source subword (`▁` marks the start of a "
-               "word); the darker the cell, the larger its weight.")
+    caption = (f"The cross-attention of decoder layer 0 (top) and layer {last_number} (bottom), every head, for the "
+               "first example; layers and heads are counted from 0, as in the box. One row per output subword, one "
+               "column per source subword; `▁` (a low bar, not the underscore `_`) marks the start of a word, and the "
+               "darker the cell, the larger its weight.")
     if min(last) >= 0.75 * n_out:
-        caption += (f" Every head of the last layer follows the word order: for at least {min(last)} of the "
-                    f"{n_out} output subwords before `<eos>`, the source subword it weights most lies at about the "
-                    "same place in the source (within 1.5 subwords of the diagonal, the line from the first source subword "
-                    "at the first output subword to the last at the last). This counts where each row's largest weight "
-                    "lies; chapter 11's diagonal share measures instead how much of the weight lies near the diagonal.")
+        caption += f" Every head of layer {last_number} follows the word order."
     else:
-        caption += (f" Output subwords (of {n_out}) whose most-weighted source subword lies near the diagonal, "
-                    f"heads 0 to {n_heads - 1} of layer {last_number}: {', '.join(map(str, last))}.")
+        caption += (f" Rows (of {n_out}) whose largest weight follows the word order, heads 0 to {n_heads - 1} of "
+                    f"layer {last_number}: {', '.join(map(str, last))}.")
     worst = min(range(n_heads), key=lambda h: first[h])
     if first[worst] <= 0.5 * n_out:
         most = layers[0][worst, :-1].argmax(-1).tolist()
         top = max(set(most), key=most.count)
-        caption += (f" Head {worst} of layer 0 looks elsewhere: only {first[worst]} of its "
-                    f"{n_out} rows do so, and {most.count(top)} put their largest weight on `{src_pieces[top]}`.")
-    else:
-        caption += (f" In layer 0 the counts are {', '.join(map(str, first))} (heads 0 to {n_heads - 1}).")
+        caption += (f" Head {worst} of layer 0 looks elsewhere: {most.count(top)} of its {n_out} rows put their "
+                    f"largest weight on `{src_pieces[top]}`.")
+    caption += " {ref}`Chapter 11 <nb11-stats>` measures how closely each head follows the word order."
     return caption
 
 
