@@ -34,7 +34,8 @@ import numpy as np
 
 from tmlib.validation import check_float, check_int
 
-__all__ = ["SAFETY", "eps_of", "tolerance", "transformer_reduction_length", "decoder_block_reduction_length"]
+__all__ = ["SAFETY", "eps_of", "tolerance", "transformer_reduction_length", "decoder_block_reduction_length",
+           "float32_rounding"]
 
 #: The factor of ``eps · √n · magnitude`` (see the module's docstring for why 4).
 SAFETY = 4.0
@@ -149,3 +150,28 @@ def decoder_block_reduction_length(config, seq_len: int) -> int:
     if getattr(config, "positions", None) == "rope":
         total += (2 * (seq_len - 1)) ** 2
     return total
+
+
+def float32_rounding(config, src_len: int, tgt_len: int, magnitude: float, extra_sums: int = 0) -> float:
+    """How far two correct float32 forward passes of one encoder-decoder Transformer may differ.
+
+    :func:`tolerance` for ``float32`` over the longest chain of roundings of the forward pass
+    (:func:`transformer_reduction_length`), plus ``extra_sums`` roundings after it: for a loss, the log-softmax over
+    the vocabulary (``vocab_size``) and the mean over the labels (their number). Chapter 14 compares ``tmlib``'s
+    model with its ``transformers`` conversion this way (logits, cross-attention weights, the loss).
+
+    Args:
+        config: the model's :class:`~tmlib.model.config.ModelConfig` (``model.config``).
+        src_len, tgt_len: the padded source and target lengths of the batch (``src.shape[1]``,
+            ``tgt_in.shape[1]``: the inputs are ``(batch, src_len)`` and ``(batch, tgt_len)`` integer ids).
+        magnitude: the size of the compared values (the largest ``|logit|``; 1 for attention weights); a float or
+            a 0-dimensional tensor.
+        extra_sums: roundings after the forward pass (0 for the logits themselves).
+
+    Returns:
+        the largest difference allowed, in the units of the compared values.
+
+    Source: the course's rule, ``4 · eps · √n · magnitude`` (module docstring; Higham 2002, §3.1 and §4.2).
+    """
+    n = transformer_reduction_length(config, src_len, tgt_len) + check_int(extra_sums, "extra_sums", minimum=0)
+    return tolerance("float32", n, float(magnitude))

@@ -12,8 +12,8 @@ mapped:
   of its own; that buffer, zero in the opus-mt models, is added to the logits and plays its part).
 * **The order of the d_model coordinates.** The paper writes PE(pos, 2i) = sin, PE(pos, 2i+1) = cos: sines and
   cosines interleaved. Marian's table (``MarianSinusoidalPositionalEmbedding``) puts the same d_model/2 sines in
-  coordinates 0 … d_model/2 − 1 and the cosines after them. The two tables differ by a permutation P of the
-  coordinates, ``marian[:, m] = paper[:, P[m]]`` with ``P = [0, 2, 4, …, 1, 3, 5, …]``
+  coordinates 0 … d_model/2 − 1 and the cosines after them. The two tables differ by a permutation π of the
+  coordinates, ``marian[:, m] = paper[:, π[m]]`` with ``π = [0, 2, 4, …, 1, 3, 5, …]``
   (:func:`marian_permutation`). A Transformer computes the same function when one permutation is applied to the
   d_model axis everywhere: the columns of the embedding matrix, the input side of every linear layer that reads
   the residual stream, the output side (and bias) of every layer that writes to it, and the LayerNorm γ and β
@@ -48,7 +48,7 @@ TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 
 
 def marian_permutation(d_model: int) -> torch.Tensor:
-    """The permutation P with ``marian_table[:, m] = paper_table[:, P[m]]``: the paper's even coordinates (sines),
+    """The permutation π with ``marian_table[:, m] = paper_table[:, π[m]]``: the paper's even coordinates (sines),
     then its odd ones (cosines), long ``(d_model,)``.
 
     Raises:
