@@ -1,17 +1,147 @@
 """Checks of chapter 8's exercises on the whole model: the vocabulary ranges that round to the paper's counts
 (:func:`check_vocab_ranges`), the two stages of a pre-LN encoder (:func:`check_preln_stages`) and a student's
-greedy decoding against :func:`tmlib.decoding.greedy_decode` (:func:`check_greedy_decode`). Like
+greedy decoding against :func:`tmlib.decoding.greedy_decode` (:func:`check_greedy_decode`); and chapter 7's check
+that a mask blocks every position it should (:func:`check_blocked_weights`) and chapter 3's build-it of layer
+normalisation (:func:`check_layer_norm`) and chapter 5's properties of a decoder layer
+(:func:`check_decoder_layer_properties`). Like
 :mod:`tmlib.course.exercise_checks`, they compute the expected values inside, never print them, and name the likely
 slip; an answer that is still the stub's ``...`` gets the course's "still `...`" message.
 """
 from __future__ import annotations
 
-from tmlib.course.checks import check_close, check_shape, require_answered
+import numpy as np
+
+from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered
 from tmlib.course.diagnostics import _not_written, _unwritten_inside
 
-__all__ = ["check_greedy_decode", "check_preln_stages", "check_vocab_ranges"]
+__all__ = ["check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm", "check_greedy_decode", "check_preln_stages", "check_vocab_ranges"]
 
 PAPER_COUNTS = {"base": 65_000_000, "big": 213_000_000}  # Table 3, rounded to the nearest million
+
+
+def check_blocked_weights(weights, allowed, what: str = "the attention weights") -> str:
+    """Assert that ``weights`` is exactly 0 at every position that the boolean ``allowed`` (True = may attend)
+    blocks; ``allowed`` must broadcast to ``weights`` (e.g. ``(batch, 1, n_q, n_k)`` against the heads' weights
+    ``(batch, heads, n_q, n_k)``), with as many axes as ``weights``.
+
+    Raises:
+        ValueError: ``allowed`` is not boolean, has another number of axes or does not broadcast to the weights.
+        AssertionError: a blocked position with a nonzero weight (the message names the first and how many).
+    """
+    w = as_float_array(weights, "answer", what)
+    mask = np.asarray(allowed.detach().cpu() if hasattr(allowed, "detach") else allowed)
+    if mask.dtype != np.bool_:
+        raise ValueError(f"allowed must be a boolean mask (True = may attend), got dtype {mask.dtype}")
+    if mask.ndim != w.ndim:  # broadcasting would align the mask's batch axis with the weights' heads axis
+        raise ValueError(f"the mask has {mask.ndim} axes and {what} {w.ndim}: give it one axis per axis of the "
+                         "weights (size 1 where it is shared, e.g. the heads)")
+    try:
+        blocked = ~np.broadcast_to(mask, w.shape)
+    except ValueError:
+        raise ValueError(f"the mask of shape {mask.shape} does not broadcast to {what}, of shape {w.shape}") from None
+    leaks = blocked & (w != 0)
+    if leaks.any():
+        first = tuple(int(i) for i in np.argwhere(leaks)[0])
+        raise AssertionError(f"{what}: {int(leaks.sum())} of the {int(blocked.sum())} blocked positions have a "
+                             f"nonzero weight, the first at index {first}: is every blocked score set to -inf "
+                             "before the softmax?")
+    return f"correct: all {int(blocked.sum())} blocked positions of {what} have weight exactly 0"
+
+
+def _layer_norm_variants(x, gamma, beta, eps: float) -> dict:
+    """The layer normalisation of ``x`` over its last axis, right and with each typical slip."""
+    mu = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    var_unbiased = x.var(axis=-1, ddof=1, keepdims=True)
+    mu0, var0 = x.mean(axis=0, keepdims=True), x.var(axis=0, keepdims=True)
+    return {
+        None: gamma * (x - mu) / np.sqrt(var + eps) + beta,
+        "is what the unbiased variance gives: divide the variance by d, not d - 1 (the biased variance, as "
+        "torch.nn.LayerNorm)": gamma * (x - mu) / np.sqrt(var_unbiased + eps) + beta,
+        "has eps outside the square root, (x - mu) / (sigma + eps): it belongs inside, "
+        "(x - mu) / sqrt(sigma^2 + eps)": gamma * (x - mu) / (np.sqrt(var) + eps) + beta,
+        "uses the unbiased standard deviation and eps outside the square root: divide the variance by d, and "
+        "put eps inside the square root": gamma * (x - mu) / (np.sqrt(var_unbiased) + eps) + beta,
+        "leaves gamma and beta out: scale by gamma and add beta after normalising":
+            (x - mu) / np.sqrt(var + eps),
+        "normalises over the first axis: the statistics belong to each vector, over the last axis (axis=-1)":
+            gamma * (x - mu0) / np.sqrt(var0 + eps) + beta,
+    }
+
+
+def check_layer_norm(fn, what: str = "my_layer_norm", atol: float = 1e-12) -> str:
+    """Exercise 3.2: ``fn(x, gamma, beta, eps=...)``, layer normalisation over the last axis with the biased
+    variance and ``eps`` inside the square root, on a random ``(2, 3, 6)`` batch (eps = 1e-5 and 0.1) and on a
+    constant row. An answer that is a typical slip (the unbiased variance, eps outside the square root, no gamma
+    and beta, the statistics over the wrong axis) is named; the expected values are never printed.
+    """
+    rng = np.random.default_rng(8)
+    x = rng.normal(loc=2.0, scale=1.5, size=(2, 3, 6))                     # (batch, n, d_model)
+    gamma, beta = np.linspace(0.5, 1.5, 6), np.linspace(-1.0, 1.0, 6)
+    for eps in (1e-5, 0.1):
+        got = as_float_array(fn(x, gamma, beta, eps=eps), "answer", f"{what} of a (2, 3, 6) batch")
+        label = f"{what} of a (2, 3, 6) batch with eps = {eps:g}"
+        check_shape(got, x.shape, label)
+        variants = _layer_norm_variants(x, gamma, beta, eps)
+        if np.allclose(got, variants[None], rtol=0.0, atol=atol):
+            continue
+        for slip, value in variants.items():
+            if slip is not None and np.allclose(got, value, rtol=0.0, atol=1e-9):
+                raise AssertionError(f"{label}: your output {slip}")
+        if eps != 1e-5 and np.allclose(got, _layer_norm_variants(x, gamma, beta, 1e-5)[None], rtol=0.0, atol=1e-9):
+            raise AssertionError(f"{label}: your output is the one for eps = 1e-5: use the eps argument")
+        check_close(got, variants[None], label, atol=atol)
+    const = np.full((1, 4), 7.0)  # variance 0: only eps keeps the division finite, and the row becomes beta
+    got = as_float_array(fn(const, np.ones(4), np.arange(4.0), eps=1e-5), "answer", f"{what} of a constant row")
+    check_close(got, np.arange(4.0)[None], f"{what} of a constant row (variance 0: the row becomes beta)", atol=atol)
+    return (f"correct: {what} normalises a (2, 3, 6) batch with eps = 1e-5 and 0.1, and a constant row "
+            f"(tolerance {atol:g})")
+
+
+def check_decoder_layer_properties(fn, self_attn, cross_attn, ffn, what: str = "my_decoder_layer") -> str:
+    """Exercise 5.5: properties of the post-LN decoder layer ``fn(y, memory, self_attn, cross_attn, ffn)`` on random
+    inputs (d_model = 4), each named when it fails: the cross-attention's queries and memory not swapped (tried first
+    with a memory as long as the target, where a swap raises no error), every output row normalised, the output
+    depending on the memory, and causality (positions counted from 1, as in the chapter).
+    """
+    from tmlib import ref
+
+    rng = np.random.default_rng(505)
+    y, memory = rng.normal(size=(5, 4)), rng.normal(size=(3, 4))
+    moved = memory + rng.normal(size=(3, 4))
+    y_sq, memory_sq = rng.normal(size=(5, 4)), rng.normal(size=(5, 4))
+
+    def run(y_, memory_, label):
+        out = fn(y_, memory_, self_attn, cross_attn, ffn)
+        if out is None:
+            raise AssertionError(f"{what} returned None: end it with `return ...`")
+        out = as_float_array(out, "answer", f"{what} {label}")
+        check_shape(out, (y_.shape[0], y_.shape[1]), f"{what} {label} (n_tgt, d_model)")
+        return out
+
+    got_sq = run(y_sq, memory_sq, "with a memory as long as the target")
+    mha, ln, ff = ref.multi_head_attention, ref.layer_norm, ref.feed_forward
+    a = ln(y_sq + mha(y_sq, y_sq, y_sq, *self_attn, mask=ref.causal_mask(5))[0])
+    c = ln(a + mha(memory_sq, a, a, *cross_attn)[0])                 # the swap: queries from the memory
+    if np.allclose(got_sq, ln(c + ff(c, *ffn)), rtol=0.0, atol=1e-9):
+        raise AssertionError(f"{what}: the cross-attention's arguments are swapped: its queries come from the "
+                             "decoder (a, the self-attention sub-layer's output), its keys and values from the memory")
+    got = run(y, memory, "on a 5-token target and a 3-token memory")
+    if not (np.allclose(got.mean(axis=-1), 0, atol=1e-9) and np.allclose(got.var(axis=-1), 1, atol=1e-3)):
+        raise AssertionError(f"{what}: the output rows are not normalised: the paper's layer is post-LN, each "
+                             "sub-layer ends with LayerNorm(x + sublayer(x))")
+    if np.allclose(run(y, moved, "with another memory"), got, rtol=0.0, atol=1e-9):
+        raise AssertionError(f"{what}: the output does not change when the memory changes: the cross-attention's "
+                             "keys and values must be the memory")
+    for t in range(4):  # the inputs after position t + 1 (row t) changed: rows 0 to t must stay
+        later = y.copy()
+        later[t + 1:] += rng.normal(size=(4 - t, 4))
+        changed = np.abs(run(later, memory, "with later inputs changed")[: t + 1] - got[: t + 1]).max(axis=-1) > 1e-9
+        if changed.any():
+            first = int(np.argmax(changed))
+            raise AssertionError(f"{what}: position {first + 1} (row {first}) changes when a later input changes: "
+                                 "it sees the future; mask the self-attention with R.causal_mask(n_tgt)")
+    return f"correct: {what} reads the memory through cross-attention, normalises every row and is causal"
 
 
 def _rounded_count(preset: str, vocab: int) -> int:
