@@ -1,4 +1,5 @@
-"""Checks of chapter 11's exercises (the entropy of an attention row, pruning heads cheapest first): the expected
+"""Checks of chapter 11's exercises (the entropy of an attention row, pruning heads cheapest first, the diagonal
+share of a perfect alignment): the expected
 values are computed inside and never printed; a failure names the variable that is off and, where it can, the
 likely slip; an answer that is still the stub's ``...`` gets the course's "still `...`" message.
 """
@@ -9,7 +10,7 @@ import numpy as np
 from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered
 from tmlib.course.exercise_checks import _compare_rounded
 
-__all__ = ["check_row_entropy", "check_max_entropy", "check_ln2_row", "check_greedy_pruning"]
+__all__ = ["check_row_entropy", "check_max_entropy", "check_ln2_row", "check_greedy_pruning", "check_perfect_alignment"]
 
 
 def _entropy(p) -> float:
@@ -86,3 +87,42 @@ def check_greedy_pruning(n_ok, curve, model, batches, single, *, max_rise: float
         check_close(points[k], start + rise(k), f"curve[{k}], the {k} cheapest heads off", decimals=decimals)
     return (f"correct: n_ok heads can go within {max_rise} nats, and one more cannot; curve matches "
             f"({decimals} decimals)")
+
+
+def check_perfect_alignment(perfect, diagonal, keys, queries, reads, *, decimals: int = 4) -> str:
+    """Check exercise 11.4: ``perfect``, the cross-attention ``(len(queries), len(keys))`` of a hard aligner whose
+    query ``i`` (the decoder input ``queries[i]``, ``<bos>`` first) puts all its weight on the key ``reads[i]``, the
+    German word of the token it predicts; and ``diagonal``, that matrix's diagonal share
+    (:func:`tmlib.analysis.heads.attention_statistics`), to ``decimals`` decimals. A failure names the first wrong
+    row by its query (or the missing shift by one), never the matrix or the value."""
+    import torch
+
+    from tmlib.analysis.heads import attention_statistics
+
+    require_answered(perfect, "perfect")
+    require_answered(diagonal, "diagonal")
+    keys, n_q, n_k = list(keys), len(queries), len(keys)
+    want = np.zeros((n_q, n_k))
+    for i, word in enumerate(reads):
+        want[i, keys.index(word)] = 1.0
+    got = as_float_array(perfect, "answer", "perfect")
+    check_shape(got, (n_q, n_k), f"perfect ({n_q} queries, {n_k} German words)")
+    wrong = [i for i in range(n_q) if not np.allclose(got[i], want[i], atol=1e-6)]
+    if wrong and np.allclose(got[1:], want[:-1], atol=1e-6):
+        raise AssertionError("perfect: each row is one position late: a query reads the German word of the token it "
+                             "predicts, the next one (the query at <bos> predicts the first English word)")
+    if wrong:
+        more = f" ({len(wrong) - 1} more rows differ)" if len(wrong) > 1 else ""
+        raise AssertionError(f"perfect: row {wrong[0]}, the query at {queries[wrong[0]]!r}, does not put all its "
+                             f"weight on the German word of the token it predicts{more}")
+    real_q, real_k = torch.ones(1, n_q, dtype=torch.bool), torch.ones(1, n_k, dtype=torch.bool)
+
+    def share(w):
+        return float(attention_statistics(torch.tensor(w)[None, None], real_q, real_k, "cross")["diagonal"][0])
+
+    late = np.zeros_like(want)
+    late[1:] = want[:-1]
+    late[0, 0] = 1.0
+    variants = [("the matrix without the shift by one gives (a query reads what it predicts)", share(late))]
+    _compare_rounded(diagonal, share(want), "diagonal", variants, decimals)
+    return f"correct: perfect, row by row, and its diagonal share ({decimals} decimals)"
