@@ -60,9 +60,13 @@ MISTAKES: dict[str, list[Mistake]] = {
     "ex-01-shift": [Mistake("the key-dependent shift not applied", code=(
         "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = w_shifted")),
         Mistake("any row-stochastic matrix", code=(
-            "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = np.eye(3)"))],
+            "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = np.eye(3)")),
+        Mistake("key 2 shifted instead of key 1", replace=(
+            ("np.array([[3.0, -1.0], [0, 0], [0, 0]])", "np.array([[0, 0], [3.0, -1.0], [0, 0]])"),))],
     "ex-01-temperature": [Mistake("left as the stub", unanswered=True),
-                          Mistake("the scores multiplied by the temperature", replace=(("scores[2] / t", "scores[2] * t"),))],
+                          Mistake("the scores multiplied by the temperature", replace=(("scores[2] / t", "scores[2] * t"),)),
+                          Mistake("the already-scaled scores divided by the temperature", replace=(
+                              ("scores[2] / t", "scores[2] / np.sqrt(2) / t"),))],
     "ex-01-softmax": [Mistake("no maximum subtracted: overflows", code=(
         "def stable_softmax(x):\n    return np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)")),
         Mistake("the maximum of the whole array, not of each row", replace=(
@@ -162,9 +166,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("weights not normalised", replace=(("/ (1 + 2 * b)", ""),)),
     ],
     "ex-05-prefix": [
-        Mistake("the unchanged causal mask", code="n_prefix, p = 5, 2\nprefix_mask = R.causal_mask(n_prefix)"),
+        Mistake("the unchanged causal mask", code="n_seq, p = 5, 2\nprefix_mask = R.causal_mask(n_seq)"),
         Mistake("the prompt vector broadcast along the queries", replace=(("prefix_keys[None, :]", "prefix_keys[:, None]"),)),
-        Mistake("AND instead of OR", replace=(("R.causal_mask(n_prefix) | prefix_keys", "R.causal_mask(n_prefix) & prefix_keys"),)),
+        Mistake("AND instead of OR", replace=(("R.causal_mask(n_seq) | prefix_keys", "R.causal_mask(n_seq) & prefix_keys"),)),
         Mistake("an integer mask", replace=(("prefix_keys[None, :]  #", "prefix_keys[None, :].astype(int)  #"),)),
     ],
     "ex-05-decoder-layer": [
@@ -179,6 +183,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             "    return c + R.feed_forward(R.layer_norm(c), *ffn)")),
         Mistake("the feed-forward sub-layer without its residual", replace=(
             ("R.layer_norm(c + R.feed_forward(c, *ffn))", "R.layer_norm(R.feed_forward(c, *ffn))"),)),
+        Mistake("the cross-attention's queries and memory swapped", replace=(
+            ("R.multi_head_attention(a, memory, memory, *cross_attn)", "R.multi_head_attention(memory, a, a, *cross_attn)"),)),
     ],
     # chapter 6
     "ex-06-peak": [
@@ -205,11 +211,6 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the exclusive convention's gap", replace=(("closed_form = math.log(0.91 / 0.01)",
                                                             "closed_form = math.log(0.9 / (0.1 / 9))"),)),
         Mistake("too few gradient steps", replace=(("z_opt = descend(1.0, 5000)", "z_opt = descend(1.0, 20)"),)),
-    ],
-    "ex-06-crossover": [
-        Mistake("the projections' crossover for both", code="d = 512\nn_a = 2 * d\nn_b = 2 * d"),
-        Mistake("d_ff left out of (b)", code="d = 512\nn_a = 2 * d\nn_b = 4 * d"),
-        Mistake("n = d, the recurrent crossover", code="d = 512\nn_a = d\nn_b = 6 * d"),
     ],
     "ex-06-lrate": [
         Mistake("the warm-up exponent -0.5 instead of -1.5: the peak moves", replace=(
@@ -334,6 +335,11 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("+ 4 * T * d * f)", "+ 2 * T * d * f)"),)),
         Mistake("the output projection left out", replace=(("(encoder + decoder + 2 * T * d * vocab)", "(encoder + decoder)"),)),
     ],
+    "ex-12-layer-crossover": [
+        Mistake("the projections' crossover for both", code="d = 512\nn_a = 2 * d\nn_b = 2 * d"),
+        Mistake("d_ff left out of (b)", code="d = 512\nn_a = 2 * d\nn_b = 4 * d"),
+        Mistake("n = d, the recurrent crossover", code="d = 512\nn_a = d\nn_b = 6 * d"),
+    ],
     "ex-13-kv": [
         Mistake("keys counted, values forgotten", replace=(("return 2 * n_layers", "return n_layers"),)),
         Mistake("one layer's cache", replace=(("2 * n_layers * n_kv_heads", "2 * n_kv_heads"),)),
@@ -346,6 +352,12 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the gain left out", replace=(("torch.sqrt(mean_square + eps) * g", "torch.sqrt(mean_square + eps)"),)),
         Mistake("the mean subtracted as in LayerNorm", replace=(
             ("return x / torch.sqrt(mean_square + eps)", "return (x - x.mean(dim=-1, keepdim=True)) / torch.sqrt(mean_square + eps)"),)),
+    ],
+    "ex-13-swiglu": [
+        Mistake("left as the stub", unanswered=True),
+        Mistake("SwiGLU's third bias forgotten", replace=(("+ 341 + 128 + 341", "+ 341 + 128"),)),
+        Mistake("SwiGLU counted with two matrices", replace=(("3 * 128 * 341", "2 * 128 * 341"),)),
+        Mistake("the ReLU FFN without its biases", replace=(("2 * 128 * 512 + 512 + 128", "2 * 128 * 512"),)),
     ],
     "ex-14-names": [
         Mistake("the encoder's second LayerNorm named as the decoder's", replace=(
@@ -379,6 +391,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the lengths counted from 1: the last real token masked", replace=(
             ("np.arange(n_src)[None, :] < np.asarray(src_lengths)",
              "np.arange(1, n_src + 1)[None, :] < np.asarray(src_lengths)"),)),
+        Mistake("self-attention's mask: a query past the source's length reads the padding too", replace=(
+            ("np.where(real[:, None, :], scores, -np.inf)",
+             "np.where(real[:, None, :] | ~real[:, :y.shape[1], None], scores, -np.inf)"),)),
     ],
     "ex-10-heads": [
         Mistake("the bug left in: the heads cut by a reshape alone", unanswered=True),

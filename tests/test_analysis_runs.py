@@ -1,5 +1,5 @@
 """tmlib.analysis.runs: chapter 9's table of the stored translation runs and a run of one's own, read against the
-records themselves (the numbers of book/measurements.md)."""
+records themselves (the numbers of book/measurements.ipynb)."""
 from __future__ import annotations
 
 import json
@@ -47,7 +47,7 @@ def test_stored_rows_repeat_their_records():
         assert row["BLEU (cased, beam 4)"] == r["beam4"]["bleu"] and row["precision"] == r["precision"]
         assert row["steps per minute"] == round(r["steps"] / r["minutes_trained"])
         assert row["lowest validation cross-entropy"] == round(r["best_val_nll"], 3)
-    # book/measurements.md: the two CPU runs kept step 1,429, the H200 run step 5,722 (with dropout 0.1)
+    # book/measurements.ipynb: the two CPU runs kept step 1,429, the H200 run step 5,722 (with dropout 0.1)
     assert list(table["kept step"]) == [1429, 1429, 5722]
     assert list(table["dropout"]) == [0.0, 0.0, 0.1]
 

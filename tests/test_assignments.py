@@ -26,7 +26,17 @@ MIN_MISTAKES = 3  # typical mistakes per build-it, at least (issue 24), in every
 MIN_MISTAKES_BY_CHAPTER: dict = {}  # a chapter that needs another minimum (none now)
 
 # chapters 1-8, and the later chapters whose exercises are graded (by name: chapters after 9 may be renumbered);
-# TMLIB_ASSIGNMENT_CHAPTERS=01,02,03 grades only those chapters (a quicker loop while working on them)
+# TMLIB_ASSIGNMENT_CHAPTERS=01,02,03 grades only those chapters (a quicker loop while working on them).
+# Not yet chapters 9 (training_translator) and 11 (looking_inside), which read Multi30k and the trained run of
+# runs/multi30k. Time is not the obstacle: with TMLIB_SMOKE=1 each trains the smoke model in its sandbox (no run is
+# needed), and the course's solution of each was graded in 76 s (chapter 9) and 71 s (chapter 11) per submission, in
+# bwrap on a loaded 2-core machine. Two things are: (1) the sandbox sees Multi30k only where the grading exposes
+# TMLIB_DATA_DIR (`expose=`), which the fixture below does not; (2) the judge's reference namespace runs every code
+# cell of the chapter, the `smoke-only` cells included, while the student notebook leaves those out, so in smoke mode
+# the two sides measure different data (chapter 11: 20 sentences against 200) and the course's own solution of
+# exercise 11.3 (ex-11-prune) scored 1 of 2 ("curve[0] ... far off"). The reference must leave out the smoke-only
+# cells too (tools/assignments.py, `reference=` of build_one); then both chapters can join, with their typical
+# mistakes in exercise_mistakes.py.
 GRADED_LATER = {"finding_bugs", "efficiency", "modern_transformer"}
 _ONLY = [c for c in os.environ.get("TMLIB_ASSIGNMENT_CHAPTERS", "").split(",") if c]
 CHAPTERS = [p for p in sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb")) + [
@@ -126,8 +136,8 @@ def test_questions_in_words_get_an_answer_cell():
                        for c in cells[head:end - 1]), f"{label}: the answer cell does not follow the exercise's work"
     if any(p.stem.startswith("02_") for p in CHAPTERS):
         assert {"ex-02-permute", "ex-02-memory", "ex-02-one-head"} <= found
-    if any(p.stem.startswith("06_") for p in CHAPTERS):
-        assert "ex-06-crossover" in found
+    if any(p.stem.startswith("12_") for p in CHAPTERS):
+        assert "ex-12-layer-crossover" in found
     stub = _cell("x = 1", mark={"exercise": "ex-00-toy", "stub": "x = ...", "essay": "yes"})
     with pytest.raises(ValueError, match="'essay' is true or false"):
         A.transform(_toy(stub))

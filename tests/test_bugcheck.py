@@ -90,9 +90,9 @@ def test_no_leak():
 
     tgt = np.random.default_rng(4).integers(3, 20, (3, 6))
     assert B.check_no_leak(shifted, tgt).startswith("correct")
-    with pytest.raises(AssertionError, match="position 1 of the decoder input changes when target token 1"):
+    with pytest.raises(AssertionError, match="position 0 of the decoder input changes when target token 0 changes"):
         B.check_no_leak(lambda t: (t, t), tgt)
-    with pytest.raises(AssertionError, match="does not change when target token 1"):
+    with pytest.raises(AssertionError, match="what position 0 must predict does not change when target token 0 changes"):
         B.check_no_leak(lambda t: (shifted(t)[0], shifted(t)[0]), tgt)
     with pytest.raises(AssertionError, match="should both have the target's shape"):
         B.check_no_leak(lambda t: (t[:, :-1], t[:, 1:]), tgt)
@@ -126,20 +126,20 @@ def test_token_signal():
     assert abs(right - 1) < 0.15
     assert B.token_scale(embed(lambda d: 1.0), 64) == pytest.approx(right / 8, rel=1e-9)  # unscaled: 1/sqrt(64)
     assert B.check_token_signal(embed(math.sqrt)).startswith("correct")
-    with pytest.raises(AssertionError, match="words drown"):
+    with pytest.raises(AssertionError, match="words weigh less than their positions"):
         B.check_token_signal(embed(lambda d: 1.0))
-    with pytest.raises(AssertionError, match="positions drown"):
+    with pytest.raises(AssertionError, match="words weigh more than twice their positions"):
         B.check_token_signal(embed(lambda d: d))
-    with pytest.raises(AssertionError, match="words drown in their positions at d_model = 256; the positions "
-                                             "drown in the words at d_model = 16$"):
+    with pytest.raises(AssertionError, match="words weigh less than their positions at d_model = 256; the words "
+                                             "weigh more than twice their positions at d_model = 16$"):
         B.check_token_signal(embed(lambda d: 8.0))  # right for d_model = 64 only
-    with pytest.raises(AssertionError, match="words drown in their positions at every d_model checked, the most "
-                                             "at d_model = 256$"):
+    with pytest.raises(AssertionError, match="words weigh less than their positions at every d_model checked, "
+                                             "worst at d_model = 256$"):
         B.check_token_signal(embed(lambda d: 1.0), (16, 64, 256))  # the worse, the wider the model
-    with pytest.raises(AssertionError, match="words drown in their positions at d_model = 64 and 256, the most "
-                                             "at d_model = 256$"):
+    with pytest.raises(AssertionError, match="words weigh less than their positions at d_model = 64 and 256, "
+                                             "worst at d_model = 256$"):
         B.check_token_signal(embed(lambda d: 4.0), (16, 64, 256))  # right for d_model = 16 only
-    with pytest.raises(AssertionError, match="words drown"):
+    with pytest.raises(AssertionError, match="words weigh less"):
         B.check_token_signal(embed(lambda d: 1.0, scale_pe=0.1))  # the positions shrunk instead
 
 

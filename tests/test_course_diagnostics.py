@@ -57,8 +57,27 @@ def test_padding_invariance_catches_the_wrong_axis():
     keys = real[:, None, :]          # (batch, 1, n): blocks padded keys
     queries = real[:, :, None]       # (batch, n, 1): the bug, padding masked along the queries
     assert check_padding_invariance(lambda x: attention(x, keys), X, real).startswith("correct")
-    with pytest.raises(AssertionError, match=r"real position \(0, 0\) changes when the padding changes"):
+    with pytest.raises(AssertionError, match=r"output at real position 0 of sentence 0 changes when the padding changes"):
         check_padding_invariance(lambda x: attention(x, queries), X, real)
+
+
+def test_padding_invariance_of_cross_attention_compares_every_query():
+    """Cross-attention's outputs are the queries' positions: ``out_real`` (all True) compares each of them, where the
+    source's mask would compare only the queries whose index is a real source position."""
+    rng = np.random.default_rng(5)
+    y, memory = rng.normal(size=(2, 6, 4)), rng.normal(size=(2, 6, 4))  # (batch, n_tgt, d), (batch, n_src, d)
+    real = np.arange(6)[None, :] < np.array([[6], [2]])  # (batch, n_src): sentence 1 has 2 real source tokens
+
+    def cross(memory, late=False):  # late: the queries from position 2 on also read the source's padding
+        allowed = real[:, None, :] | (late & (np.arange(6)[None, :, None] >= 2))  # (batch, n_tgt, n_src)
+        scores = np.where(allowed, y @ np.swapaxes(memory, -1, -2), -np.inf)
+        return R.softmax(scores) @ memory
+
+    every = np.ones((2, 6), bool)  # (batch, n_tgt): every query position compared
+    assert check_padding_invariance(cross, memory, real, out_real=every).startswith("correct")
+    assert check_padding_invariance(lambda m: cross(m, late=True), memory, real).startswith("correct")  # missed
+    with pytest.raises(AssertionError, match=r"output at position 2 of sentence 1 changes when the padding"):
+        check_padding_invariance(lambda m: cross(m, late=True), memory, real, out_real=every)
 
 
 class Layer(nn.Module):

@@ -328,6 +328,88 @@ def test_padding_masks_accept_both_conventions_and_name_each_slip():
         check_padding_masks(..., additive, (3, 2))
 
 
+def test_layer_norm_build_it_names_each_slip_without_the_expected_value():
+    """Exercise 3.2: the unbiased variance, eps outside the square root, both, no gamma and beta, the wrong axis
+    and an ignored eps are each named; a message never holds the expected numbers."""
+    from tmlib.course import check_layer_norm
+
+    def ln(var_ddof=0, eps_inside=True, affine=True, axis=-1, use_eps=True):
+        def fn(x, gamma, beta, eps=1e-5):
+            eps = eps if use_eps else 1e-5
+            x = np.asarray(x, dtype=float)
+            centred = x - x.mean(axis=axis, keepdims=True)
+            var = x.var(axis=axis, ddof=var_ddof, keepdims=True)
+            normed = centred / (np.sqrt(var + eps) if eps_inside else np.sqrt(var) + eps)
+            return gamma * normed + beta if affine else normed
+        return fn
+
+    assert check_layer_norm(ln()).startswith("correct:")
+    assert check_layer_norm(lambda x, g, b, eps=1e-5: R.layer_norm(x, g, b, eps=eps)).startswith("correct:")
+    for fn, symptom in [(ln(var_ddof=1), "unbiased variance"), (ln(eps_inside=False), "eps outside the square root"),
+                        (ln(var_ddof=1, eps_inside=False), "unbiased standard deviation and eps outside"),
+                        (ln(affine=False), "gamma and beta"), (ln(axis=0), "first axis"),
+                        (ln(use_eps=False), "use the eps argument")]:
+        with pytest.raises(AssertionError, match=symptom) as err:
+            check_layer_norm(fn)
+        assert not re.search(r"\d\.\d{3}", str(err.value)), str(err.value)
+    with pytest.raises(TypeError, match="still"):
+        check_layer_norm(lambda x, g, b, eps=1e-5: ...)
+
+
+def test_decoder_layer_properties_name_each_slip_with_positions_from_1():
+    """Exercise 5.5's properties: the cross-attention's queries and memory swapped (which raises no error only when
+    the memory is as long as the target), a missing causal mask (position 1 counted as the chapter does), a layer
+    that ignores the memory and one without the final LayerNorm."""
+    from tmlib.course import check_decoder_layer_properties
+    rng = np.random.default_rng(0)
+    sa, ca = [tuple(rng.normal(size=(2, 4, 2)) for _ in range(3)) + (rng.normal(size=(4, 4)),) for _ in range(2)]
+    ffn = (rng.normal(size=(4, 8)), rng.normal(size=8), rng.normal(size=(8, 4)), rng.normal(size=4))
+
+    def layer(swap=False, mask=True, memory_used=True, last_norm=True):
+        def fn(y, memory, self_attn, cross_attn, ffn):
+            causal = R.causal_mask(y.shape[0]) if mask else None
+            a = R.layer_norm(y + R.multi_head_attention(y, y, y, *self_attn, mask=causal)[0])
+            q, kv = (memory, a) if swap else (a, memory)
+            c = R.layer_norm(a + R.multi_head_attention(q, kv, kv, *cross_attn)[0]) if memory_used else a
+            out = c + R.feed_forward(c, *ffn)
+            return R.layer_norm(out) if last_norm else out
+        return fn
+
+    assert check_decoder_layer_properties(layer(), sa, ca, ffn).startswith("correct:")
+    assert check_decoder_layer_properties(lambda *a: R.decoder_layer(*a), sa, ca, ffn).startswith("correct:")
+    for fn, symptom in [(layer(swap=True), "swapped"), (layer(mask=False), r"position 1 \(row 0\)"),
+                        (layer(memory_used=False), "does not change when the memory changes"),
+                        (layer(last_norm=False), "not normalised"), (lambda *a: None, "returned None")]:
+        with pytest.raises(AssertionError, match=symptom):
+            check_decoder_layer_properties(fn, sa, ca, ffn)
+
+
+def test_blocked_weights_checks_every_blocked_position():
+    """Chapter 7's masked weights (causal + padding, two heads): every blocked position must be exactly 0; a mask that
+    blocks one position too few (query 2 of sentence 1 sees key 3), which the page's former check of the padding key
+    and query 1 alone let through, fails."""
+    import torch
+    from tmlib.course import check_blocked_weights
+    from tmlib.model import causal_mask
+    real = torch.tensor([[True, True, True], [True, True, False]])
+    allowed = (causal_mask(3) & real[:, None, :])[:, None]                   # (2, 1, 3, 3)
+    scores = torch.randn(2, 2, 3, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    right = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1)
+    assert check_blocked_weights(right, allowed).startswith("correct: all 14 blocked")
+    too_few = allowed.clone()
+    too_few[0, 0, 1, 2] = True                                                 # query 2 -> key 3 not blocked
+    wrong = torch.softmax(scores.masked_fill(~too_few, float("-inf")), -1)
+    assert (wrong[1, :, :, 2] == 0).all() and (wrong[:, :, 0, 1:] == 0).all()  # the former partial check passes
+    with pytest.raises(AssertionError, match=r"2 of the 14 blocked positions .* index \(0, 0, 1, 2\)"):
+        check_blocked_weights(wrong, allowed)
+    with pytest.raises(ValueError, match="boolean"):
+        check_blocked_weights(right, allowed.double())
+    with pytest.raises(ValueError, match="3 axes"):  # would broadcast (batch) against (heads)
+        check_blocked_weights(right, allowed[:, 0])
+    with pytest.raises(ValueError, match="broadcast"):
+        check_blocked_weights(right, allowed[:1, :, :2])
+
+
 def test_additive_mask_names_each_slip_without_printing_the_mask():
     """Exercise 7.4: the additive mask alone (0 and -inf, (batch, 1, 1, n_k)); each typical slip is named."""
     import torch
@@ -824,3 +906,32 @@ def test_chapter_9_checks_answer_a_stub_with_still():
                         (check_case_sensitive_sentences, (["A b."], ["a b."]))):
         with pytest.raises(TypeError, match=re.escape("still `...`")):
             check(..., *args)
+
+
+def test_chapter_11_perfect_alignment_check_names_the_row_never_the_answer():
+    """Exercise 11.4: a hard aligner on test sentence 882; the check rebuilds the matrix from the given alignment,
+    names a missing shift by one or the first wrong row, and compares the diagonal share to 4 decimals."""
+    from tmlib.course import check_perfect_alignment
+    german = "Mehrere Frauen führen vor einem Gebäude einen Tanz auf .".split()
+    queries = ["<bos>", *"Several women are performing a dance in front of a building .".split()]
+    reads = ["Mehrere", "Frauen", "führen", "führen", "einen", "Tanz", "vor", "vor", "vor", "einem", "Gebäude", ".",
+             "."]
+    perfect = np.zeros((13, 10))
+    for i, word in enumerate(reads):
+        perfect[i, german.index(word)] = 1.0
+    assert check_perfect_alignment(perfect, 6 / 13, german, queries, reads).startswith("correct")
+    with pytest.raises(TypeError, match=re.escape("perfect: still `...`")):
+        check_perfect_alignment(..., ..., german, queries, reads)
+    late = np.zeros_like(perfect)
+    late[1:], late[0, 0] = perfect[:-1], 1.0
+    with pytest.raises(AssertionError, match="one position late"):
+        check_perfect_alignment(late, 6 / 13, german, queries, reads)
+    swapped = perfect.copy()
+    swapped[[4, 5]] = swapped[[5, 4]]
+    with pytest.raises(AssertionError, match="row 4, the query at 'performing'") as err:
+        check_perfect_alignment(swapped, 6 / 13, german, queries, reads)
+    assert "1 more rows differ" in str(err.value)
+    for wrong in (0.5, 1.0, 7 / 13):
+        with pytest.raises(AssertionError, match="diagonal") as err:
+            check_perfect_alignment(perfect, wrong, german, queries, reads)
+        assert "0.4615" not in str(err.value) and "6/13" not in str(err.value)

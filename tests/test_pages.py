@@ -64,6 +64,31 @@ def test_errata_attention_is_not_linear_in_its_input():
     text = _page("book/errata/03.md")
     for row in (once[0], doubled_input[0], 2 * once[0]):
         _assert_in(text, f"({row[0]:.4f}, {row[1]:.4f})", where="book/errata/03.md")
+    for w in (weights[0], _softmax(4 * x @ x.T / np.sqrt(2))[0]):  # the worked line's weights
+        _assert_in(text, "[" + ", ".join(f"{v:.4f}" for v in w) + "]", where="book/errata/03.md")
+
+
+def test_errata_rounding_table_is_chapter_2_rounded_at_every_step():
+    """The rounding entry's table: chapter 2's two-head example with the scaled scores, the weights and the heads
+    rounded to two decimals, against the exact output; the largest error, 0.0194, in row 1, column 3."""
+    from tmlib.course import examples as E
+    m = E.MHA_EXAMPLE_2
+    rounded, exact = [], []
+    for i in range(2):
+        q, k, v = m.q @ m.w_q[i], m.k @ m.w_k[i], m.v @ m.w_v[i]
+        scaled = q @ k.T / np.sqrt(2)
+        rounded.append(np.round(np.round(_softmax(np.round(scaled, 2)), 2) @ v, 2))
+        exact.append(_softmax(scaled) @ v)
+    out_r, out_e = np.hstack(rounded) @ m.w_o, np.hstack(exact) @ m.w_o
+    err = np.abs(out_r - out_e)
+    assert np.unravel_index(err.argmax(), err.shape) == (0, 2) and f"{err.max():.4f}" == "0.0194"
+    assert (rounded[0][0, 1], rounded[1][0, 0]) == (2.13, 1.16)
+    text = _page("book/errata.md")
+    for row_r, row_e in zip(out_r, out_e):
+        _assert_in(text, "$[" + ", ".join(f"{x:.2f}" for x in row_r) + "]$",
+                   "$[" + ", ".join(f"{x:.4f}" for x in row_e) + "]$", where="book/errata.md (rounding)")
+    _assert_in(text, "$2.13 + 1.16 = 3.29$ against $2.1084 + 1.1622 = 3.2706$, off by 0.0194",
+               where="book/errata.md (rounding)")
 
 
 def test_errata_positional_encoding_exponents():
@@ -140,6 +165,50 @@ def test_chapter_13_positions_verdict_matches_the_stored_runs():
                f"all {min(gaps)} to {max(gaps)} below added sinusoids", where="notebooks/13_modern_transformer.ipynb")
 
 
+def test_chapter_13_verdicts_match_the_stored_runs_and_the_printed_threshold():
+    """The statements of chapter 13's prose about the stored runs (the layout table, the unigram floor, the
+    comparison), and its tie/direction verdicts against the tie threshold that its seed cell printed."""
+    record = _record("modern_cpu.json")
+    runs = {r["name"]: r for r in record["runs"]}
+    loss = {n: r["val_loss"] for n, r in runs.items()}
+    page = _page("notebooks/13_modern_transformer.ipynb")
+    # the unigram floor, printed by the page over the stored validation labels
+    unigram = re.search(r"unigram model: (\d\.\d+) nats/token on ([\d,]+) validation labels", page)
+    assert unigram and int(unigram[2].replace(",", "")) == record["data"]["val_tokens"]
+    assert abs(loss["post-LN, no warm-up"] - float(unigram[1])) < 0.05  # "ends exactly at the unigram loss"
+    assert loss["pre-LN, no warm-up"] < float(unigram[1]) - 1.0  # "more than a nat lower"
+    assert loss["pre-LN, 2x lr"] < loss["pre-LN"] < loss["baseline"] < loss["post-LN, 2x lr"]
+    # the comparison
+    assert runs["pre-LN"]["parameters"] - runs["baseline"]["parameters"] == 2 * 128  # the final LayerNorm
+    kv = {n: r["kv_cache_bytes_per_token"] for n, r in runs.items()}
+    assert kv["+GQA (2 KV heads)"] * 2 == kv["pre-LN"] and kv["+MQA (1 KV head)"] * 4 == kv["pre-LN"]
+    assert loss["Llama-style"] < loss["pre-LN"] < loss["baseline"]
+    beyond = {n: runs[n]["extrapolation"]["from"] for n in ("pre-LN", "+RoPE", "+ALiBi", "+no positions")}
+    assert max(beyond["+RoPE"], beyond["+ALiBi"], beyond["+no positions"]) < beyond["pre-LN"]
+    fall = {n: runs[n]["extrapolation"]["from"] - runs[n]["extrapolation"]["before"] for n in beyond}
+    assert max(fall.values()) == fall["pre-LN"]  # the sinusoidal model's loss falls least
+    # the verdicts, against the threshold printed from three seeds (0.03 to 0.09 keeps every verdict of the prose)
+    found = re.search(r"tie threshold 2·√2·s = (\d\.\d+) nats", page)
+    assert found, "the seed cell's threshold line is missing"
+    threshold = float(found[1])
+    assert 0.03 < threshold < 0.09, threshold
+    gap = {n: loss["pre-LN"] - loss[n] for n in runs}
+    positions = [loss[n] for n in ("+RoPE", "+ALiBi", "+no positions")]
+    assert max(positions) - min(positions) < threshold < min(gap[n] for n in ("+RoPE", "+ALiBi", "+no positions"))
+    assert max(abs(gap[n]) for n in ("+RMSNorm", "+GQA (2 KV heads)", "+MQA (1 KV head)")) < threshold
+    assert abs(loss["Llama-style"] - loss["+RoPE"]) < threshold < gap["+SwiGLU"]
+    assert loss["pre-LN"] - loss["pre-LN, 2x lr"] > threshold  # "above the tie threshold"
+
+
+def test_chapter_14_trainer_and_plain_loop_print_the_same_losses():
+    """"The two lists agree": the losses that Seq2SeqTrainer logged and those of the plain loop, as printed."""
+    page = _page("notebooks/14_your_model_everywhere.ipynb")
+    trainer = re.search(r"Seq2SeqTrainer: ([\d., ]+)\n", page)
+    loop = re.search(r"plain loop: +([\d., ]+)\n", page)
+    assert trainer and loop, "chapter 14's two lines of losses are missing"
+    assert trainer[1].strip() == loop[1].strip() and len(trainer[1].split(",")) == 5
+
+
 # ------------------------------------------------------------------ the measurements appendix and benchmarks/README
 
 def _windows(values) -> str:
@@ -147,11 +216,11 @@ def _windows(values) -> str:
 
 
 def test_measurements_page_describes_the_machine_of_every_record():
-    text = _page("book/measurements.md")
+    text = _page("book/measurements.ipynb")
     machines, names = [], sorted(p.name for p in RESULTS.glob("*.json"))
     for name in names:  # run_all_cpu.json (how long the benchmarks take together) is for benchmarks/README.md
         page = _page("benchmarks/README.md") if name == "run_all_cpu.json" else text
-        _assert_in(page, f"`{name}`", where=f"{'benchmarks/README.md' if page is not text else 'book/measurements.md'}")
+        _assert_in(page, f"`{name}`", where=f"{'benchmarks/README.md' if page is not text else 'book/measurements.ipynb'}")
         record = _record(name)
         found = [record["machine"]] if "machine" in record else []
         runs = record.get("runs", [])
@@ -168,7 +237,7 @@ def test_measurements_page_describes_the_machine_of_every_record():
     assert all("amx_bf16" in m["cpu_flags"] and m["date"].startswith("2026-11-27") for m in second)
     if second:
         _assert_in(text, "Intel Xeon", "AMX", "`translate_cpu_auto.json`", "`precision_probe_cpu.json`",
-                   where="book/measurements.md")
+                   where="book/measurements.ipynb")
         _assert_in(_page("benchmarks/README.md"), "27 November 2026", where="benchmarks/README.md (dates)")
     machines = [m for m in machines if m["cpu_model"] == "AMD EPYC"]
     assert {m["cpu_model"] for m in machines} == {"AMD EPYC"} and {m["cpu_count"] for m in machines} == {2}
@@ -180,34 +249,34 @@ def test_measurements_page_describes_the_machine_of_every_record():
     assert len(suite) == len(machines) - 1
     dates = suite
     assert dates[0].startswith("2026-11-21") and dates[-1].startswith("2026-11-21")
-    _assert_in(text, "PyTorch 2.13.0", "Python 3.11.7", "AVX-512 BF16", "2 logical CPUs", where="book/measurements.md")
+    _assert_in(text, "PyTorch 2.13.0", "Python 3.11.7", "AVX-512 BF16", "2 logical CPUs", where="book/measurements.ipynb")
     _assert_in(_page("benchmarks/README.md"), f"21 November 2026, between {dates[0][11:16]} and {dates[-1][11:16]} UTC",
                where="benchmarks/README.md (dates)")
     rates = _record("throughput_cpu.json")["matmul_flops_per_s"]
     _assert_in(text, f"about {rates['float32'] / 1e9:.0f} GFLOP/s in float32 and {rates['bfloat16'] / 1e9:.0f} GFLOP/s",
-               where="book/measurements.md")
+               where="book/measurements.ipynb")
     _assert_in(_page("benchmarks/README.md"), f"`run_all_cpu.json`, on the AMD EPYC with 2 threads, took "
                f"{_record('run_all_cpu.json')['elapsed_s']:,.0f} s", where="benchmarks/README.md (run_all)")
 
 
 def test_measurements_page_spreads_and_windows():
-    text = _page("book/measurements.md")
+    text = _page("book/measurements.ipynb")
     ratios = []
     for name, key in (("attention_cost_cpu.json", "rows"), ("table1_cpu.json", "grid")):
         ratios += [max(r["times_s"]) / min(r["times_s"]) for r in _record(name)["results"][key]]
     median, p90 = np.percentile(ratios, [50, 90])
     _assert_in(text, f"Over the {len(ratios)} timed cases", f"at least {median:.1f} times as long",
-               f"at least {p90:.1f} times as long in a tenth", where="book/measurements.md")
+               f"at least {p90:.2f} times as long in a tenth", where="book/measurements.ipynb")
     base = next(r for r in _record("throughput_cpu.json")["results"] if r["preset"] == "base")
     ours, theirs = base["windows_tokens_per_s"]["tmlib"], base["windows_tokens_per_s"]["nn"]
     _assert_in(text, _windows(ours), _windows(theirs),
                f"({base['tokens_per_s']['tmlib']:.0f} against {base['tokens_per_s']['nn']:.0f})",
-               f"a factor of {base['ratio_tmlib_over_nn']:.1f}", where="book/measurements.md")
+               f"a factor of {base['ratio_tmlib_over_nn']:.1f}", where="book/measurements.ipynb")
     assert abs(ours[-1] / theirs[-1] - 1) < 0.05  # "the last two windows of both agree"
 
 
 def test_measurements_page_results_at_a_glance():
-    text = _page("book/measurements.md")  # (translate_cpu*.json: test_measurements_page_runs_side_by_side)
+    text = _page("book/measurements.ipynb")  # (translate_cpu*.json: test_measurements_page_runs_side_by_side)
 
     fits = {(f["method"], f["pass"]): f for f in _record("attention_cost_cpu.json")["results"]["fits"]}
     rows = {(r["method"], r["pass"], r["n"]): r for r in _record("attention_cost_cpu.json")["results"]["rows"]}
@@ -219,7 +288,7 @@ def test_measurements_page_results_at_a_glance():
     _assert_in(text, fit(ex, "memory", "95% interval {:.2f} to {:.2f}"), fit(fused, "memory"), fit(ex, "time"),
                fit(fused, "time"),
                f"{ex_row['median_s']:.2f} s and {ex_row['peak_bytes'] / 1e6:.0f} MB",
-               f"{fused_row['median_s']:.2f} s and {fused_row['peak_bytes'] / 1e6:.1f} MB", where="book/measurements.md")
+               f"{fused_row['median_s']:.2f} s and {fused_row['peak_bytes'] / 1e6:.1f} MB", where="book/measurements.ipynb")
 
     cross = {c["d"]: c["attention_slower_than_recurrent_from_n"] for c in _record("table1_cpu.json")["results"]["crossovers"]}
     assert cross == {64: 128, 128: 256, 256: 256, 512: None, 1024: 32}, "update the Table 1 row of the page"
@@ -232,16 +301,16 @@ def test_measurements_page_results_at_a_glance():
                f"{mem[0]['formula']['per_token']:,} bytes per generated token",
                f"{mem[0]['formula']['cross_attn']:,} bytes for the 20 source tokens",
                f"{1e3 * by_threads['1']['with_cache']:.2f} ms per token with 1 thread",
-               f"{1e3 * by_threads['2']['with_cache']:.2f} ms with 2", where="book/measurements.md (kv_cache_cpu.json)")
+               f"{1e3 * by_threads['2']['with_cache']:.2f} ms with 2", where="book/measurements.ipynb (kv_cache_cpu.json)")
     step_s, again_s = _record("kv_cache_cpu.json")["results"]["profile"]["s_per_step"], by_threads["1"]["with_cache"]
     _assert_in(text, f"A cached step at 50 tokens (1 thread) took {1e3 * step_s:.2f} ms, and {1e3 * again_s:.2f} ms",
-               f"{step_s / again_s - 1:.0%} apart", where="book/measurements.md (kv_cache_cpu.json, one step)")
+               f"{step_s / again_s - 1:.0%} apart", where="book/measurements.ipynb (kv_cache_cpu.json, one step)")
 
     small = next(r for r in _record("throughput_cpu.json")["results"] if r["preset"] == "small")
     v = small["variants"]
     _assert_in(text, f"{small['tokens_per_s']['tmlib']:.0f} target tokens/s (course model) against "
                      f"{small['tokens_per_s']['nn']:.0f}",
-               where="book/measurements.md")
+               where="book/measurements.ipynb")
     # the ratios of paired windows, as chapter 12 shows them (not the ratio of two medians)
     paired = {k: [w / e for w, e in zip(v[k]["windows_tokens_per_s"], small["windows_tokens_per_s"]["tmlib"])]
               for k in ("bf16", "compile")}
@@ -252,23 +321,23 @@ def test_measurements_page_results_at_a_glance():
                f"`torch.compile` slower in every round ({min(paired['compile']):.2f} to "
                f"{max(paired['compile']):.2f} times;",
                f"its first step took {v['compile']['first_step_s']:.0f} s, {v['compile']['compile_s']:.0f} s of them compiling",
-               where="book/measurements.md")
+               where="book/measurements.ipynb")
     assert max(paired["compile"]) < 1
 
     collate = {r["tokens"]: r["us_per_batch"] for r in _record("collate_cpu.json")["results"]}[25000]
-    _assert_in(text, f"{collate['collate_indices']:.0f} µs", f"{collate['loop']:,.0f} µs", where="book/measurements.md")
+    _assert_in(text, f"{collate['collate_indices']:.0f} µs", f"{collate['loop']:,.0f} µs", where="book/measurements.ipynb")
 
     ddp = {r["name"]: r for r in _record("ddp_cpu.json")["results"]}
     one, two = ddp["1 process, 1 thread"], ddp["2 processes (torchrun), 1 thread each"]
     _assert_in(text, f"{one['tokens_per_s']:,.0f} target tokens/s with one process",
                f"{two['tokens_per_s']:,.0f} with two processes", f"({two['speedup_vs_1_process_1_thread']:.2f} times)",
-               where="book/measurements.md (ddp_cpu.json)")
+               where="book/measurements.ipynb (ddp_cpu.json)")
 
     modern = {r["name"]: r for r in _record("modern_cpu.json")["runs"]}
     _assert_in(text, f"{len(modern)} runs of {modern['baseline']['steps']} steps each",
                f"({modern['baseline']['tokens']:,} training tokens)", f"{modern['baseline']['val_loss']:.3f} for the 2017 baseline",
                f"{modern['pre-LN']['val_loss']:.3f} with pre-LN", f"{modern['Llama-style']['val_loss']:.3f} for the Llama-style",
-               f"ends at {modern['post-LN, no warm-up']['val_loss']:.3f}", where="book/measurements.md (modern_cpu.json)")
+               f"ends at {modern['post-LN, no warm-up']['val_loss']:.3f}", where="book/measurements.ipynb (modern_cpu.json)")
 
 
 def _gpu_record(name: str) -> dict:
@@ -278,11 +347,11 @@ def _gpu_record(name: str) -> dict:
 def test_measurements_page_gpu_machine_and_records():
     """The GPU section: the machine as the records describe it, every GPU record in the table, and the figures of
     the results-at-a-glance table recomputed from the records (results/gpu/, the one-shot GPU run)."""
-    text = _page("book/measurements.md")
+    text = _page("book/measurements.ipynb")
     names = sorted(p.name for p in (RESULTS / "gpu").iterdir() if p.suffix in (".json", ".txt", ".xml"))
     for name in names:  # the CUDA tests' outcome is in CONTRIBUTING.md ("What `make test` checks")
         page, where = (("CONTRIBUTING.md", "CONTRIBUTING.md") if name.startswith("cuda_tests_") else
-                       ("book/measurements.md", "book/measurements.md's table of GPU records"))
+                       ("book/measurements.ipynb", "book/measurements.ipynb's table of GPU records"))
         if name == "gpu_check_cuda.json":  # the run's own summary (parts, times, statuses): for maintainers
             page, where = "benchmarks/README.md", "benchmarks/README.md"
         if name != "cuda_tests_cuda.xml":  # pytest's own report of the same tests
@@ -295,7 +364,7 @@ def test_measurements_page_gpu_machine_and_records():
     driver, clock, power = (s.strip() for s in summary["nvidia_smi"].split(",")[1:])
     _assert_in(text, f"NVIDIA H200 (compute capability {gpu['capability']}), {gpu['memory_gib']} GiB",
                f"{float(power.split()[0]):.0f} W", f"{m['cpu_count']} logical CPUs", "PyTorch 2.11.0 with CUDA 13.0",
-               f"Python {m['python_version']}", where="book/measurements.md (the GPU machine)")
+               f"Python {m['python_version']}", where="book/measurements.ipynb (the GPU machine)")
     _assert_in(_page("benchmarks/README.md"), f"driver {driver}, {int(clock.split()[0]):,} MHz",
                f"({summary['elapsed_s']:.0f} s)", f"({summary['parts']['1']['rerun']['elapsed_s']:.0f} s)",
                where="benchmarks/README.md (the GPU machine)")
@@ -308,18 +377,18 @@ def test_measurements_page_gpu_machine_and_records():
                      f"{tr['target_tokens_per_s_median']:,.0f} target tokens/s",
                f"(step {train['best']['step']:,}, epoch {train['best']['epoch']})",
                f"BLEU {b['bleu']:.2f} cased, {b['bleu_lowercase']:.2f} lowercased, chrF {b['chrf']:.2f}",
-               f"greedy: {g['bleu']:.2f}, {g['bleu_lowercase']:.2f}, {g['chrf']:.2f}", where="book/measurements.md (GPU training)")
+               f"greedy: {g['bleu']:.2f}, {g['bleu_lowercase']:.2f}, {g['chrf']:.2f}", where="book/measurements.ipynb (GPU training)")
 
     f16 = _gpu_record("fp16_cuda.json")["results"]
     assert f16["resume"]["bit_identical"] and f16["scaler"]["backoffs"] == f16["scaler"]["growths"] == 0
     _assert_in(text, f"{f16['steps']} steps", f"from {f16['loss_first_tenth']:.2f}", f"to {f16['loss_last_tenth']:.2f}",
                f"at {f16['scaler']['final_scale']:,.0f} throughout", f"checkpoint of step {f16['resume']['checkpoint_step']}",
-               where="book/measurements.md (fp16)")
+               where="book/measurements.ipynb (fp16)")
 
     dec = _gpu_record("cpu_decode_cuda.json")["results"]
     _assert_in(text, f"greedy {dec['greedy']['identical']} of {dec['greedy']['sentences']} and beam 4 "
                      f"{dec['beam4']['identical']} of {dec['beam4']['sentences']}",
-               f"{dec['max_abs_log_prob_difference']:.1e}".replace("e-0", "e-"), where="book/measurements.md (GPU checkpoint on the CPU)")
+               f"{dec['max_abs_log_prob_difference']:.1e}".replace("e-0", "e-"), where="book/measurements.ipynb (GPU checkpoint on the CPU)")
 
     rows = {(r["method"], r["pass"], r["n"]): r for r in _gpu_record("attention_cost_cuda.json")["results"]["rows"]}
     fwd = {m: rows[(m, "forward", 4096)] for m in ("explicit", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math")}
@@ -329,7 +398,7 @@ def test_measurements_page_gpu_machine_and_records():
                f"the memory-efficient kernel {1e3 * fwd['sdpa_efficient']['median_s']:.2f} ms",
                f"cuDNN {1e3 * fwd['sdpa_cudnn']['median_s']:.2f} ms",
                f"math {1e3 * fwd['sdpa_math']['median_s']:.2f} ms and {fwd['sdpa_math']['peak_bytes'] / 1e6:,.0f} MB",
-               where="book/measurements.md (GPU attention)")
+               where="book/measurements.ipynb (GPU attention)")
     for pass_ in ("forward", "forward_backward"):  # "its memory equals the default call's at every n"
         assert all(rows[("sdpa_cudnn", pass_, n)]["peak_bytes"] == rows[("sdpa", pass_, n)]["peak_bytes"]
                    for (m, p_, n) in rows if m == "sdpa" and p_ == pass_)
@@ -342,7 +411,7 @@ def test_measurements_page_gpu_machine_and_records():
                f"{sp[200]:.2f} times at 200", f"(up to {spread:.2f} times)",
                f"took {1e3 * prof['s_per_step']:.2f} ms for {prof['aten_calls_per_step']:.0f} operator calls",
                f"{prof['output_projection_share_of_step']:.1%} of it ({cpu_prof['output_projection_share_of_step']:.1%} on the CPU)",
-               where="book/measurements.md (GPU KV cache)")
+               where="book/measurements.ipynb (GPU KV cache)")
     assert all(1 / spread < s < spread for s in sp.values())  # "within the spread of the two repeats"
 
     mfu = _gpu_record("mfu_cuda.json")["results"]
@@ -359,7 +428,7 @@ def test_measurements_page_gpu_machine_and_records():
                f"copies and conversions {top['aten::copy_']:.1f} ms",
                f"log-softmax {top['aten::_log_softmax'] + top['aten::_log_softmax_backward_data']:.1f} ms",
                f"{mfu['peaks']['datasheet'] / 1e12:.1f} TFLOP/s in dense bf16",
-               f"ran at {mfu['peaks']['measured_matmul'] / 1e12:.0f} TFLOP/s", where="book/measurements.md (MFU)")
+               f"ran at {mfu['peaks']['measured_matmul'] / 1e12:.0f} TFLOP/s", where="book/measurements.ipynb (MFU)")
     assert comp["graph_breaks"] == 0  # "no graph break"
 
     tests = _gpu_record("cuda_tests_cuda.json")["results"]
@@ -381,13 +450,14 @@ def test_distributed_page_says_what_ran_on_the_gpu():
 
 
 def test_measurements_page_precision_probe_section():
-    text = _page("book/measurements.md")
+    text = _page("book/measurements.ipynb")
     probe = _record("precision_probe_cpu.json")["results"]
     for setting, r in probe.items():
         t, tr = r["probe"]["timings"], r["training_median_target_tokens_per_s"]
-        _assert_in(text, f"| {t['float32_s']:.2f}, {t['bf16_s']:.2f} | {'bf16' if r['probe']['dtype'] == 'bfloat16' else 'float32'} "
-                         f"| {tr['float32']:,}, {tr['bfloat16']:,} | {tr['bfloat16'] / tr['float32']:#.2g} |",
-                   *(f"`{k}={v}`" for k, v in r["environment"].items()), where=f"book/measurements.md (probe, {setting})")
+        chose = "bf16" if r["probe"]["dtype"] == "bfloat16" else "float32"
+        _assert_in(text, f"{setting} {t['float32_s']:.2f} s, {t['bf16_s']:.2f} s {chose} "  # the printed table's row
+                         f"{tr['float32']:,}, {tr['bfloat16']:,} {r['bf16_over_float32']}",
+                   *(f"`{k}={v}`" for k, v in r["environment"].items()), where=f"book/measurements.ipynb (probe, {setting})")
         assert r["probe_chose_the_faster"]
     native, slower = probe["native"], [probe["avx512-no-bf16"], probe["avx2"]]
     tr = [r["training_median_target_tokens_per_s"] for r in slower]
@@ -396,18 +466,17 @@ def test_measurements_page_precision_probe_section():
                      f"{tr[1]['float32'] / tr[1]['bfloat16']:.0f} times slower than float32 "
                      f"({tr[0]['float32']:,} against {tr[0]['bfloat16']:,} and {tr[1]['float32']:,} against "
                      f"{tr[1]['bfloat16']:,} target tokens/s)",
-               f"where bf16 trained {tr[0]['float32'] / tr[0]['bfloat16']:.1f} and "
-               f"{tr[1]['float32'] / tr[1]['bfloat16']:.0f} times slower, `amp=\"auto\"` chose float32",
-               f"the two tied ({native['bf16_over_float32']})", where="book/measurements.md (probe)")
+               f"the two precisions tied in training ({native['bf16_over_float32']},",
+               where="book/measurements.ipynb (probe)")
     w = native["training_target_tokens_per_s"]
     windows = {k: ", ".join(f"{x:,}" for x in v[:-1]) + f" and {v[-1]:,}" for k, v in w.items()}
-    _assert_in(text, f"float32 {windows['float32']}, bf16 {windows['bfloat16']}", where="book/measurements.md (probe)")
+    _assert_in(text, f"float32 {windows['float32']}, bf16 {windows['bfloat16']}", where="book/measurements.ipynb (probe)")
     auto = _record("translate_cpu_auto.json")
     assert auto["precision"] == "float32" and "float32 0.48 s, bf16 0.51 s" in auto["note"]
 
 
 def test_measurements_page_slow_cpu_section():
-    text = _page("book/measurements.md")
+    text = _page("book/measurements.ipynb")
     rec = _record("cpu_recipe.json")
     base, v4000 = rec["runs"]["base@1700"], rec["runs"]["v4000@1900"]
     drop0, f05 = rec["partial_runs"]["drop0"], rec["partial_runs"]["f05"]
@@ -415,14 +484,14 @@ def test_measurements_page_slow_cpu_section():
     def nll(run, k):
         return ", ".join(f"{e['val_nll']:.3f}" for e in run["per_epoch"][:k])
 
-    _assert_in(text, nll(drop0, 3) + " against " + nll(base, 3), where="book/measurements.md (dropout 0)")
+    _assert_in(text, nll(drop0, 3) + " against " + nll(base, 3), where="book/measurements.ipynb (dropout 0)")
     _assert_in(text, " and ".join(f"{e['val_nll']:.3f}" for e in f05["per_epoch"][:2]) + " against "
-               + " and ".join(f"{e['val_nll']:.3f}" for e in base["per_epoch"][:2]), where="book/measurements.md (factor 0.5)")
+               + " and ".join(f"{e['val_nll']:.3f}" for e in base["per_epoch"][:2]), where="book/measurements.ipynb (factor 0.5)")
     assert [e["step"] for e in drop0["per_epoch"]] == [238, 476, 714]
     passes = {e["step"]: e["val_nll"] for e in base["per_epoch"]}
     assert passes[952] > drop0["per_epoch"][2]["val_nll"] > passes[1190]
     _assert_in(text, f"between its validation passes at steps 952 and 1,190 ({passes[952]:.3f} and {passes[1190]:.3f})",
-               where="book/measurements.md (dropout 0)")
+               where="book/measurements.ipynb (dropout 0)")
 
     speed = rec["speed"][0]
     med = speed["median_tokens_per_s"]
@@ -432,7 +501,7 @@ def test_measurements_page_slow_cpu_section():
                f"medians of {len(speed['windows'])} alternating windows",
                f"by {100 * (min(ratios) - 1):.0f} to {100 * (max(ratios) - 1):.0f}%",
                f"{med['compiled']:,} against {med['eager']:,} target tokens/s", "197 s of compilation",
-               where="book/measurements.md (speed)")
+               where="book/measurements.ipynb (speed)")
     assert "197.0 s" in speed["what"]
 
     def beam(run, averaged=False):
@@ -441,19 +510,19 @@ def test_measurements_page_slow_cpu_section():
     _assert_in(text, f"{beam(v4000):.2f} after {v4000['steps']:,} steps against {beam(base):.2f} for the base recipe "
                      f"after {base['steps']:,}",
                f"{beam(base, True):.2f} against {beam(base):.2f}", f"{beam(v4000, True):.2f} against {beam(v4000):.2f}",
-               where="book/measurements.md (vocabulary, averaging)")
+               where="book/measurements.ipynb (vocabulary, averaging)")
 
     run1, run2 = _record("translate_cpu_fp32_emulated_run1.json"), _record("translate_cpu_fp32_emulated.json")
     assert run1["steps"] == run2["steps"] == 1215 == int(1105 * 1.10) and "1105 steps" in run2["note"]
     for r in (run1, run2):
         b, g = r["beam4"], r["greedy"]
         _assert_in(text, f"{b['bleu']:.2f} / {b['bleu_lowercase']:.2f}, {b['chrf']:.2f}",
-                   f"{g['bleu']:.2f} / {g['bleu_lowercase']:.2f}", where="book/measurements.md (emulation)")
+                   f"{g['bleu']:.2f} / {g['bleu_lowercase']:.2f}", where="book/measurements.ipynb (emulation)")
     beam_gap = run1["beam4"]["bleu_lowercase"] - run2["beam4"]["bleu_lowercase"]
     greedy_gap = run2["greedy"]["bleu_lowercase"] - run1["greedy"]["bleu_lowercase"]
     assert beam_gap > 0 and greedy_gap > 0  # "in opposite directions"
     _assert_in(text, f"differ by {beam_gap:.2f} lowercased BLEU", f"by {greedy_gap:.2f} with greedy",
-               where="book/measurements.md (emulation)")
+               where="book/measurements.ipynb (emulation)")
     model = _record("translate_cpu.json")["train_config"]
     assert model["model"]["dropout"] == 0 and model["model"]["vocab_size"] == 8000 and model["keep_best"]
     assert (model["warmup_steps"], model["lr_factor"], model["max_tokens"], model["grad_clip"]) == (200, 0.3, 2000, 1.0)
@@ -558,24 +627,24 @@ def test_chapter_12_table1_reading_matches_the_record():
 def test_measurements_page_runs_side_by_side():
     """Chapter 9's runs tables: every row's minutes, steps, steps per minute, median throughput, weights and scores
     as its record stores them, and the sentences that compare the two rates."""
-    text = _page("book/measurements.md")
+    text = _page("book/measurements.ipynb")
     section = text[text.index("(measurements-runs)="):text.index("(measurements-precision)=")]
     rows = {}
-    for name in ("translate_cpu_auto.json", "translate_cpu.json", "translate_cpu_fp32_emulated_run1.json",
-                 "translate_cpu_fp32_emulated.json"):
+    labels = {"translate_cpu_auto.json": "15 min, amp=auto", "translate_cpu.json": "15 min, bf16",  # printed rows
+              "translate_cpu_fp32_emulated_run1.json": "stand-in, run 1",
+              "translate_cpu_fp32_emulated.json": "stand-in, run 2"}
+    for name, label in labels.items():
         r = _record(name)
-        row, scores = (line for line in section.splitlines() if f"`{name}`" in line)  # the runs, then their scores
         step = re.search(r"step (\d+)", r["weights_scored"])
-        weights = f"step {int(step.group(1)):,}" if r["weights_scored"].startswith("kept best") else "the last"
-        cells = [c.strip() for c in row.split("|")]
-        assert cells[3] == {"float32": "float32", "bfloat16": "bf16"}[r["precision"]], (name, cells[3])
-        assert cells[4:9] == [f"{r['minutes_trained']:.1f}", f"{r['steps']:,} ({r['epochs_completed']})",
-                              f"{r['steps'] / r['minutes_trained']:.0f}", f"{r['target_tokens_per_s_median']:,.0f}",
-                              weights], (name, cells)
+        weights = f"{int(step.group(1)):,}" if r["weights_scored"].startswith("kept best") else "last"
+        machine = "M1" if r["machine"]["cpu_model"] == "AMD EPYC" else "M2"
+        precision = {"float32": "float32", "bfloat16": "bf16"}[r["precision"]]
         b, g = r["beam4"], r["greedy"]
-        assert [c.strip() for c in scores.split("|")][2:4] == [
-            f"{b['bleu']:.2f} / {b['bleu_lowercase']:.2f}, {b['chrf']:.2f}",
-            f"{g['bleu']:.2f} / {g['bleu_lowercase']:.2f}, {g['chrf']:.2f}"], (name, scores)
+        _assert_in(section, f"{label} {machine} {precision} {r['minutes_trained']:.1f} {r['steps']:,} "
+                            f"{r['epochs_completed']} {r['steps'] / r['minutes_trained']:.0f} "
+                            f"{r['target_tokens_per_s_median']:,.0f} {weights}",
+                   f"{label} {b['bleu']:.2f} / {b['bleu_lowercase']:.2f}, {b['chrf']:.2f} "
+                   f"{g['bleu']:.2f} / {g['bleu_lowercase']:.2f}, {g['chrf']:.2f}", where=f"book/measurements.ipynb ({name})")
         assert r["parameters"] == 4_691_776 and "4,691,776 parameters" in section, name
         rows[name] = r
     fast, auto = rows["translate_cpu.json"], rows["translate_cpu_auto.json"]
@@ -587,7 +656,7 @@ def test_measurements_page_runs_side_by_side():
     _assert_in(section, f"fewer steps per minute ({per_min['translate_cpu_fp32_emulated.json']:.0f} against "
                         f"{per_min['translate_cpu_auto.json']:.0f})",
                f"made {per_min['translate_cpu_fp32_emulated_run1.json']:.0f} steps a minute at a median of "
-               f"{run1['target_tokens_per_s_median']:,.0f} target tokens/s", where="book/measurements.md (runs)")
+               f"{run1['target_tokens_per_s_median']:,.0f} target tokens/s", where="book/measurements.ipynb (runs)")
     # the stand-ins' steps at the amp="auto" run's pace scaled to their median rate, against their minutes
     pace = {n: per_min["translate_cpu_auto.json"] * r["target_tokens_per_s_median"] / auto["target_tokens_per_s_median"]
             for n, r in rows.items()}
@@ -597,12 +666,12 @@ def test_measurements_page_runs_side_by_side():
                f"its {run2['steps']:,} steps would have taken {run2['steps'] / pace['translate_cpu_fp32_emulated.json']:.1f}"
                f" minutes; they took {run2['minutes_trained']:.1f}",
                f"{run1['steps'] / pace['translate_cpu_fp32_emulated_run1.json']:.1f} minutes at that pace, "
-               f"{run1['minutes_trained']:.1f} on the clock", where="book/measurements.md (runs, slow stretches)")
+               f"{run1['minutes_trained']:.1f} on the clock", where="book/measurements.ipynb (runs, slow stretches)")
     _assert_in(text, f"{auto['steps']:,} and {fast['steps']:,} steps, {auto['beam4']['bleu']:.2f} and "
-                     f"{fast['beam4']['bleu']:.2f} BLEU (beam 4, cased)", where="book/measurements.md (records)")
+                     f"{fast['beam4']['bleu']:.2f} BLEU (beam 4, cased)", where="book/measurements.ipynb (records)")
     _assert_in(section, f"{fast['steps']:,} / {auto['steps']:,} = {fast['steps'] / auto['steps']:.2f} times the steps",
                f"= {fast['target_tokens_per_s_median'] / auto['target_tokens_per_s_median']:.2f} times the median rate",
-               f"scored {auto['beam4']['bleu'] - fast['beam4']['bleu']:.2f} BLEU apart", where="book/measurements.md (runs)")
+               f"scored {auto['beam4']['bleu'] - fast['beam4']['bleu']:.2f} BLEU apart", where="book/measurements.ipynb (runs)")
 
 
 def test_intro_quotes_the_cpu_runs():

@@ -23,8 +23,10 @@ or opens it in Colab gets none of that; the site's download and Colab buttons le
 * a quiz (``choice``/``numeric`` of ``tmlib.course.quiz``) as its question and options, without the answer,
   which the page's widget gives;
 * without the cells tagged ``site-only`` (what only the page shows, e.g. an exercise's function run on its
-  check, which the notebook holds as cells to run); a Markdown cell tagged ``remove-cell``, which the page leaves
-  out, stays: what the notebook says in its own words;
+  check, which the notebook holds as cells to run), nor those tagged ``smoke-only`` (the cell that shrinks a run
+  in the course's quick test mode, ``TMLIB_SMOKE=1``, e.g. fewer test sentences: machinery of the course's tests,
+  which a student's run never takes); a Markdown cell tagged ``remove-cell``, which the page leaves out, stays:
+  what the notebook says in its own words;
 * no outputs, execution counts, cell tags or execution timestamps; fresh cell ids; a first note on how to work
   and hand in, without a link to the chapter's page (it holds the solutions; the instructor decides whether
   they are published). The notebook metadata ``tmlib_assignment``, and the stub cells' ``assignment`` metadata
@@ -77,6 +79,8 @@ OUT = ROOT / "student"
 SCRIPT = re.compile(r"^\s*<script\b[^>]*>\s*</script>\s*$")
 WIDGET = re.compile(r"^\s*<div class=\"tm-[a-z-]+\"[^>]*>\s*</div>\s*$")
 SITE_ONLY = "site-only"  # the tag of a cell that only the chapter's page shows (see the module docstring)
+SMOKE_ONLY = "smoke-only"  # the tag of a cell that only the quick test mode (TMLIB_SMOKE=1) needs
+LEFT_OUT = (SITE_ONLY, SMOKE_ONLY)  # cells with one of these tags are not in the student notebook
 
 
 # --------------------------------------------------------------------------------------------- the book's context
@@ -463,7 +467,7 @@ def make(path: Path, book: Book | None = None):
     nb = nbformat.read(path, as_version=4)
     docname = book.docname(path)
     student, exercises = student_notebook(nb, path=str(path), clear_outputs=True)
-    student.cells = [c for c in student.cells if SITE_ONLY not in c.metadata.get("tags", [])]
+    student.cells = [c for c in student.cells if not set(LEFT_OUT) & set(c.metadata.get("tags", []))]
     convert = Converter(book, docname)
     kinds = exercise_kinds(nb)
     label_of = {number: label for label, number in book.exercise_numbers.items()}

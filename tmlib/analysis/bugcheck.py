@@ -9,14 +9,14 @@ The tests a Transformer must pass, as functions. Checks return a line that start
 * :func:`dependency_matrix`: which input positions each output position depends on (causality at a glance);
 * :func:`check_no_leak`: the decoder's input must not show the token it is asked to predict;
 * :func:`score_spread`, :func:`check_score_scale`: the spread of the attention scores must not grow with d_k;
-* :func:`token_scale`, :func:`check_token_signal`: the token embeddings must not drown in the positional
-  encodings (or the reverse);
+* :func:`token_scale`, :func:`check_token_signal`: the token embeddings must weigh about as much as the positional
+  encodings, neither less nor more than twice as much;
 * :func:`check_queries_independent`: each query's softmax is its own (not taken across the queries);
 * :func:`check_independent`: each position (or each head) computed from its own inputs only;
 * :func:`check_loss_ignores_padding`: a loss over real tokens that more padding does not change;
 * :func:`check_finite`, :func:`check_confident_loss`: log 0 in a loss; a label-smoothed loss of a confident model;
 * :func:`check_repeatable`: dropout left on at evaluation;
-* :func:`check_first_loss`: a fresh model's loss is at least about log |V|;
+* :func:`check_first_loss`: a fresh model's loss is about log |V|, not far below;
 * :func:`overfit_batch`: the loss curve of one batch learnt by heart.
 
 Perturbations and random inputs are seeded, so a check calls the function under test on the same inputs every time.
@@ -112,7 +112,8 @@ def dependency_matrix(fn, x, *, axis: int = -2, seed: int = 0) -> np.ndarray:
 def check_no_leak(fn, tgt, what: str = "your teacher forcing", **kwargs) -> str:
     """Assert that ``fn(tgt, **kwargs) -> (tgt_in, tgt_out)`` (integer ``(batch, m)`` each, for targets ``tgt``
     ``(batch, m)``) does not show the decoder the token it must predict: when target token j changes, the decoder
-    input may change only after position j, and what position j must predict changes.
+    input may change only after position j, and what position j must predict changes (positions and tokens
+    counted from 0, as the arrays' indices and the course's other checks count them).
 
     Raises:
         AssertionError: a shape that is not the target's, a decoder input that shows token j at a position ≤ j
@@ -129,11 +130,11 @@ def check_no_leak(fn, tgt, what: str = "your teacher forcing", **kwargs) -> str:
         new_in, new_out = (np.asarray(a) for a in fn(changed, **kwargs))
         seen = np.argwhere((new_in != tgt_in).any(axis=tuple(range(new_in.ndim - 1))))[:, 0]
         if len(seen) and seen.min() <= j:
-            raise AssertionError(f"{what}: position {int(seen.min()) + 1} of the decoder input changes when target "
-                                 f"token {j + 1} changes: the decoder can read the answer it must predict (a leak)")
+            raise AssertionError(f"{what}: position {int(seen.min())} of the decoder input changes when target "
+                                 f"token {j} changes: the decoder can read the answer it must predict (a leak)")
         if (new_out[..., j] == tgt_out[..., j]).all():
-            raise AssertionError(f"{what}: what position {j + 1} must predict does not change when target token "
-                                 f"{j + 1} changes")
+            raise AssertionError(f"{what}: what position {j} must predict does not change when target token {j} "
+                                 "changes")
     return f"correct: {what} never shows the decoder the token it must predict"
 
 
@@ -186,13 +187,14 @@ def token_scale(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed
     return float(np.sqrt(((ea - eb) ** 2).mean() / 2))
 
 
-def check_token_signal(embed_fn, widths=(16, 256), what: str = "your embedding", band=(0.7, 1.4)) -> str:
+def check_token_signal(embed_fn, widths=(16, 256), what: str = "your embedding", band=(0.7, 1.42)) -> str:
     """Assert that the tokens move ``embed_fn``'s output by about as much per entry as the positional encodings do
-    (:func:`token_scale` within ``band`` at every d_model in ``widths``): below, the words drown in their positions;
-    above, the positions in the words.
+    (:func:`token_scale` within ``band`` at every d_model in ``widths``; correctly scaled embeddings give about 1,
+    the positional encodings' entries 0.71): below, the words weigh less than their positions; above, more than
+    twice as much.
 
     Raises:
-        AssertionError: the scales measured, every d_model at which one of the two drowns, and the worst.
+        AssertionError: the scales measured, every d_model at which they are out of balance, and the worst.
     """
     scales = {d: token_scale(embed_fn, d) for d in widths}
     shown = ", ".join(f"{s:.2f} at d_model = {d}" for d, s in scales.items())
@@ -202,18 +204,18 @@ def check_token_signal(embed_fn, widths=(16, 256), what: str = "your embedding",
             return f"at d_model = {failing[0]}"
         named = "every d_model checked" if len(failing) == len(scales) else \
             "d_model = " + ", ".join(map(str, failing[:-1])) + f" and {failing[-1]}"
-        return f"at {named}, the most at d_model = {worst}"
+        return f"at {named}, worst at d_model = {worst}"
 
     low = [d for d, s in scales.items() if s < band[0]]
     high = [d for d, s in scales.items() if s > band[1]]
     problems = []
     if low:
-        problems.append(f"the words drown in their positions {where(low, min(low, key=scales.get))}")
+        problems.append(f"the words weigh less than their positions {where(low, min(low, key=scales.get))}")
     if high:
-        problems.append(f"the positions drown in the words {where(high, max(high, key=scales.get))}")
+        problems.append(f"the words weigh more than twice their positions {where(high, max(high, key=scales.get))}")
     if problems:
         raise AssertionError(f"{what}: changing the tokens moves the output by {shown} per entry, while the positional "
-                             f"encodings' entries are about 0.7: {'; '.join(problems)}")
+                             f"encodings' entries are about 0.71: {'; '.join(problems)}")
     return f"correct: {what} keeps both the tokens and their positions readable ({shown} per entry)"
 
 
@@ -347,13 +349,14 @@ def check_repeatable(fn, seeds=(1, 2), what: str = "your evaluation", atol: floa
 
 def check_first_loss(loss: float, vocab_size: int, below: float = 0.1, above: float = 0.3,
                      what: str = "the first loss") -> str:
-    """Assert that a freshly initialised model's loss is at least about log |V| (nats), the loss of a uniform
-    prediction over ``vocab_size`` tokens: at most ``below`` under it and at most ``above`` over it.
+    """Assert that a freshly initialised model's loss is about log |V| (nats), the loss of a uniform prediction over
+    ``vocab_size`` tokens: at most ``below`` under it and at most ``above`` over it.
 
-    The band is lopsided on purpose. Where the answer does not depend on the fresh model's prediction, the expected
-    cross-entropy is at least log |V| (Jensen's inequality: the mean of -log p over the answers is at least -log of
-    the mean of p, which is 1/|V|), so a first loss well below log |V| means the model can see the answer. A fresh
-    model that is not exactly uniform (with tied embeddings it favours its input token) starts somewhat above it.
+    The band is lopsided on purpose. A prediction made without the answer costs at least the entropy of the answers
+    (Gibbs' inequality; log |A| for answers equally likely among |A| tokens), and a fresh model, which does not know
+    which tokens can be answers, predicts nearly uniformly over the vocabulary: log |V| whatever the answers. So a
+    first loss well below log |V| means the model can see the answer. A fresh model that is not exactly uniform
+    (with tied embeddings it favours its input token) starts somewhat above it.
 
     Raises:
         AssertionError: too high (confident and wrong: logits too large) or too low (it knows the answer before

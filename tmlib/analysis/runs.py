@@ -1,5 +1,5 @@
 """Chapter 9's translation runs side by side: the runs of the recommended configuration stored with the course
-(``benchmarks/results/translate_<name>.json``, see ``book/measurements.md``) and a run of your own, one row each.
+(``benchmarks/results/translate_<name>.json``, see ``book/measurements.ipynb``) and a run of your own, one row each.
 """
 from __future__ import annotations
 

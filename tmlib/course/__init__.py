@@ -34,9 +34,12 @@ from tmlib.course.quiz import PAPER_QUIZ, Quiz, choice, numeric, paper_quiz_bloc
 from tmlib.course.checks import require_answered
 from tmlib.course.exercise_checks import check_decoder_layer, check_encoding_row, check_score_spread
 from tmlib.course.model_checks import check_greedy_decode, check_preln_stages, check_vocab_ranges
+from tmlib.course.model_checks import check_blocked_weights, check_decoder_layer_properties
+from tmlib.course.model_checks import check_layer_norm
 from tmlib.course.analysis_checks import (
     check_greedy_pruning, check_ln2_row, check_max_entropy, check_row_entropy
 )
+from tmlib.course.analysis_checks import check_perfect_alignment
 
 __all__ = [
     "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3",
@@ -56,5 +59,6 @@ __all__ = [
     "positional_encoding_heatmap", "power_law_plot", "resolve_dotted", "show_source", "tolerance_text",
     "require_answered", "check_decoder_layer", "check_encoding_row", "check_score_spread",
     "check_greedy_decode", "check_preln_stages", "check_vocab_ranges",
-    "check_greedy_pruning", "check_ln2_row", "check_max_entropy", "check_row_entropy"
+    "check_greedy_pruning", "check_ln2_row", "check_max_entropy", "check_row_entropy", "check_perfect_alignment",
+    "check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm"
 ]

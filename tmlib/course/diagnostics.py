@@ -40,10 +40,18 @@ def check_rows_sum_to_one(weights, what: str = "the attention weights", atol: fl
     off = np.abs(sums - 1) > atol
     if off.any():
         rows = [tuple(int(i) for i in ix) for ix in np.argwhere(off)[:3]]
-        shown = ", ".join(f"row {r} sums to {sums[r]:.6g}" for r in rows)
+        shown = ", ".join(f"row {r[0] if len(r) == 1 else r} sums to {_off_one(float(sums[r]))}" for r in rows)
         raise AssertionError(f"{what}: {int(off.sum())} of {sums.size} rows do not sum to 1 ({shown}; tolerance "
                              f"{atol:g}): is the softmax taken over the last axis (the keys)?")
     return f"correct: every row of {what} sums to 1 (tolerance {atol:g})"
+
+
+def _off_one(total: float) -> str:
+    """``total`` with 4 decimals, or as many more as it takes to show that it is not 1 (1.0000003 at 7)."""
+    digits = 4
+    while round(total, digits) == 1 and digits < 12:
+        digits += 1
+    return f"{total:.{digits}f}"
 
 
 def _perturbed(x, where, seed: int):
@@ -94,14 +102,18 @@ def check_causal(fn, x, what: str = "your function", *, axis: int = -2, atol: fl
 
 
 def check_padding_invariance(fn, x, real, what: str = "your function", *, axis: int = -2, atol: float = 1e-9,
-                             seed: int = 0) -> str:
+                             seed: int = 0, out_real=None) -> str:
     """Assert that the outputs of ``fn`` at real positions do not change when the padding positions' inputs do.
 
     ``real`` is a boolean array over ``x``'s leading axes up to ``axis`` (e.g. ``(batch, n)``), True for a real
-    token (the course's convention: True = may attend). ``fn(x)`` returns outputs with the same leading axes.
+    token (the course's convention: True = may attend). ``fn(x)`` returns outputs with the same leading axes, whose
+    positions are ``x``'s own (self-attention, an encoder) unless ``out_real`` says which outputs to compare: a
+    boolean array over the output's leading axes, e.g. all True for cross-attention, whose outputs are the
+    queries' positions (every target position must ignore the source's padding).
 
     Raises:
-        AssertionError: an output at a real position that moves with the padding (the message names it).
+        AssertionError: an output that moves with the padding (the message names its sentence and position,
+            counted from 0).
     """
     real = np.asarray(real, dtype=bool)
     shape = np.shape(x)
@@ -109,14 +121,24 @@ def check_padding_invariance(fn, x, real, what: str = "your function", *, axis: 
     where = np.broadcast_to(real.reshape(real.shape + (1,) * (len(shape) - lead)), shape)
     base = as_float_array(fn(x), "answer", what)
     changed = as_float_array(fn(_perturbed(x, ~where, seed)), "answer", what)
-    keep = np.broadcast_to(real.reshape(real.shape + (1,) * (base.ndim - real.ndim)), base.shape)
+    if base.shape != changed.shape:
+        raise AssertionError(f"{what} returns shape {changed.shape} for an input of the same shape (it returned "
+                             f"{base.shape} before)")
+    compared = real if out_real is None else np.asarray(out_real, dtype=bool)
+    try:
+        keep = np.broadcast_to(compared.reshape(compared.shape + (1,) * (base.ndim - compared.ndim)), base.shape)
+    except ValueError:
+        raise AssertionError(f"{what} returns shape {base.shape}, whose leading axes do not match the mask of the "
+                             f"positions compared, {compared.shape}") from None
     moved = (np.abs(changed - base) > atol) & keep
     if moved.any():
-        first = tuple(int(i) for i in np.argwhere(moved)[0][:real.ndim])
-        raise AssertionError(f"{what}: the output at real position {first} changes when the padding changes: is "
-                             "the padding mask missing, inverted, or broadcast along the wrong axis (queries "
-                             "instead of keys)?")
-    return f"correct: {what} ignores the padding: no output at a real position changes with it (tolerance {atol:g})"
+        first = tuple(int(i) for i in np.argwhere(moved)[0][:compared.ndim])
+        kind = "real position" if out_real is None else "position"
+        at = f"{kind} {first[1]} of sentence {first[0]}" if len(first) == 2 else f"{kind} {first}"
+        raise AssertionError(f"{what}: the output at {at} changes when the padding changes: is the padding mask "
+                             "missing, inverted, or broadcast along the wrong axis (queries instead of keys)?")
+    which = "at a real position " if out_real is None else "" if compared.all() else "at a position compared "
+    return f"correct: {what} ignores the padding: no output {which}changes with it (tolerance {atol:g})"
 
 
 def check_stages(stages, what: str = "your layer", atol: float = 1e-6, rtol: float = 0.0) -> str:
