@@ -167,7 +167,7 @@ def multi_head_attention() -> str:
         c.arrow((bx + 40, 330), (bx + 40, 262))
     c.frame(rx - 10, 200, 300, 60, "")
     c.box(rx, 208, 280, 44, "Scaled dot-product attention",
-          f"h heads of size {sub('d', 'k', 10)} = {sub('d', 'model', 10)} / h", "attn")  # the label is italic
+          f"h heads of size {sub('d', 'k', 10)} (paper: {sub('d', 'model', 10)} / h)", "attn")  # the label is italic
     c.box(rx + 60, 140, 160, 34, "Concat heads", None, "plain")
     c.box(rx + 60, 80, 160, 34, "Linear W<tspan baseline-shift='super' font-size='11'>O</tspan>", None, "plain")
     c.arrow((rx + 140, 208), (rx + 140, 174))

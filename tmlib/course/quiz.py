@@ -238,10 +238,10 @@ PAPER_QUIZ = (
             "sentence of 50 tokens. How many layers must information from the first token pass through to reach "
             "the last one? (A recurrent layer needs 49 steps; self-attention needs one.)",
             _DILATED_LAYERS, 0, "Each layer of kernel width k multiplies the span a position sees by k: after L "
-            "layers it covers k^L positions, and 3^3 = 27 < 50 <= 81 = 3^4, so 4 layers. This is the O(log_k n) "
-            "path of the paper's Table 1, against O(n) for recurrence and O(1) for self-attention; contiguous "
-            "kernels of width 3 would need 25 layers (chapter 6 evaluates the table). Short paths make long-range "
-            "dependencies easier to learn (§4)."),
+            "layers it covers k to the power L positions, and 3³ = 27 < 50 ≤ 81 = 3⁴, so 4 layers. This is the "
+            "O(logₖ n) path of the paper's Table 1, against O(n) for recurrence and O(1) for self-attention; "
+            "contiguous kernels of width 3 would need 25 layers (chapter 12 evaluates the table). Short paths make "
+            "long-range dependencies easier to learn (§4)."),
 )
 
 
