@@ -170,6 +170,11 @@ def gpu_attention_findings(gpu_record: dict, cpu_record: dict) -> Findings:
               f"  {ratio_gpu:.1f} here (bf16, batch {gs['batch']} x {gs['heads']} heads), "
               f"{ratio_cpu:.1f} on the CPU (float32, batch {cs['batch']} x {cs['heads']} heads)"]
     big = at.xs(n_max, level="n").reindex(methods)
+    fused = [m for m in ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient") if m in big.index]
+    lines.append(f"at n = {n_max}, explicit time / each fused kernel's ({', '.join(m[5:] for m in fused)}):")
+    for pass_, name in PASSES.items():
+        t = big[("median_s", pass_)]
+        lines.append(f"  {name}: " + ", ".join(f"{t['explicit'] / t[m]:.1f}" for m in fused))
     one_matrix = rows.loc[rows["n"] == n_max, "formula_one_score_matrix_bytes"].iloc[0]
     table = pd.DataFrame({"forward ms": 1e3 * big[("median_s", "forward")],
                           "forward + backward ms": 1e3 * big[("median_s", "forward_backward")],

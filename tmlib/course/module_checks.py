@@ -209,10 +209,11 @@ def _mask_values(x, role: str) -> np.ndarray:
         raise TypeError(f"{role} must be a tensor, got {type(x).__name__} ({err})") from None
 
 
-def check_additive_mask(additive, lengths, what: str = "the additive mask") -> str:
+def check_additive_mask(additive, lengths, what: str = "the additive mask", *, dtype: str | None = None) -> str:
     """Check an additive float mask ``(batch, 1, 1, n_k)`` for a batch of sentences with real ``lengths`` (padded
-    to the longest): 0 where a query may attend and -inf at the padding, exactly. A failure names the likely slip
-    (a boolean or 0/1 mask, the polarity inverted, a finite value instead of -inf, NaN); never prints a mask."""
+    to the longest): 0 where a query may attend and -inf at the padding, exactly, and, where ``dtype`` is given
+    (``"float64"``), of that dtype. A failure names the likely slip (a boolean or 0/1 mask, the polarity inverted,
+    a finite value instead of -inf, NaN, another dtype); never prints a mask."""
     lengths = [int(n) for n in lengths]
     batch, n_k = len(lengths), max(lengths)
     real = np.arange(n_k)[None, :] < np.asarray(lengths)[:, None]  # (batch, n_k), True = real token
@@ -220,6 +221,9 @@ def check_additive_mask(additive, lengths, what: str = "the additive mask") -> s
     check_shape(add, (batch, 1, 1, n_k), f"{what} (batch, 1, 1, n_k)")
     if not np.issubdtype(add.dtype, np.floating):
         raise AssertionError(f"{what} has dtype {add.dtype}: an additive mask holds floats, added to the scores")
+    if dtype is not None and str(add.dtype) != dtype:
+        raise AssertionError(f"{what} has dtype {add.dtype}; the exercise asks for {dtype}, the dtype of the "
+                             "scores it is added to")
     add = add[:, 0, 0, :].astype(np.float64)
     want = np.where(real, 0.0, -np.inf)
     if np.array_equal(add, want):
