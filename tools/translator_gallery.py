@@ -109,8 +109,6 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
             ax.tick_params(axis="y", rotation=0)
             ax.set_xlabel("source subword" if r == len(shown) - 1 else "")
             ax.set_ylabel("output subword" if h == 0 else "")
-    fig.suptitle("Figure T.1: cross-attention for the first example "
-                 "(rows: output subwords, columns: source subwords; ▁ starts a word)")
     fig.tight_layout(rect=(0, 0, 0.94, 1))
     bar = fig.add_axes((0.95, 0.25, 0.012, 0.5))
     fig.colorbar(axes[0][0].collections[0], cax=bar, label="weight")
@@ -123,20 +121,20 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
     first, last = near_diagonal(layers[0][:, :-1]), near_diagonal(layers[-1][:, :-1])
     last_number = len(layers) - 1
     caption = (f"The cross-attention of decoder layer 0 (top) and layer {last_number} (bottom), every head, for the "
-               "first example; layers and heads are counted from 0, as in the box. One row per output subword, one "
+               "first example. One row per output subword, one "
                "column per source subword; `▁` (a low bar, not the underscore `_`) marks the start of a word, and the "
                "darker the cell, the larger its weight.")
     if min(last) >= 0.75 * n_out:
         caption += f" Every head of layer {last_number} follows the word order."
     else:
-        caption += (f" Rows (of {n_out}) whose largest weight follows the word order, heads 0 to {n_heads - 1} of "
-                    f"layer {last_number}: {', '.join(map(str, last))}.")
+        caption += (f" Word rows (of {n_out}, the `<eos>` row aside) whose largest weight follows the word order, "
+                    f"heads 0 to {n_heads - 1} of layer {last_number}: {', '.join(map(str, last))}.")
     worst = min(range(n_heads), key=lambda h: first[h])
     if first[worst] <= 0.5 * n_out:
         most = layers[0][worst, :-1].argmax(-1).tolist()
         top = max(set(most), key=most.count)
-        caption += (f" Head {worst} of layer 0 looks elsewhere: {most.count(top)} of its {n_out} rows put their "
-                    f"largest weight on `{src_pieces[top]}`.")
+        caption += (f" Head {worst} of layer 0 looks elsewhere: {most.count(top)} of its {n_out} word rows (the "
+                    f"`<eos>` row aside) put their largest weight on `{src_pieces[top]}`.")
     caption += " {ref}`Chapter 11 <nb11-stats>` measures how closely each head follows the word order."
     return caption
 

@@ -164,7 +164,8 @@ def strongest_heads(stats) -> "pd.DataFrame":
         for share in SHARES:
             values = part[share].dropna()
             row = part.loc[values.idxmax()] if len(values) else None
-            column[share] = "–" if row is None else f"L{int(row['layer'])} H{int(row['head'])}: {row[share]:.0%}"
+            column[share] = "–" if row is None else \
+                f"L{int(row['layer'])} H{int(row['head'])}: {row[share] * 100:2.0f}%"  # " 5%": aligned
         table[kind] = column
     return pd.DataFrame(table)
 
