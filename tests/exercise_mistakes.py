@@ -117,7 +117,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             "    z = x + R.multi_head_attention(n, n, n, w_q, w_k, w_v, w_o)[0]\n"
             "    return z, z + R.feed_forward(R.layer_norm(z), *ffn)")),
         Mistake("the feed-forward network fed the layer's input", replace=(("R.feed_forward(z, *ffn)", "R.feed_forward(x, *ffn)"),))],
-    "ex-03-ln-invariance": [Mistake("LN(x) instead of LN(-2x + 1)", code="flipped = R.layer_norm(x_ln, eps=0.0)")],
+    "ex-03-ln-invariance": [Mistake("LN(x) instead of LN(-2x + 1)", code="flipped = R.layer_norm(x_ln, eps=0.0)"),
+                            Mistake("the default eps = 1e-5 kept", code="flipped = R.layer_norm(-2.0 * x_ln + 1.0)")],
     # chapter 4 (each mistake is caught by the public check; the hidden test agrees)
     "ex-04-build-pe": [
         Mistake("the pair index i read as 2i (exponent halved)", replace=(
@@ -230,6 +231,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("return float(per_position[real].mean())", "return float(-(t * log_p)[real].mean())"),)),
         Mistake("the target row not normalised: 1 - eps + eps on the true class", replace=(
             ("t[np.arange(n), targets] += 1.0 - label_smoothing", "t[np.arange(n), targets] += 1.0"),)),
+        Mistake("padded rows zeroed, then a mean over all n positions", replace=(
+            ("return float(per_position[real].mean())", "return float((per_position * real).sum() / n)"),)),
     ],
     "ex-07-merge": [
         Mistake("left as the stub", unanswered=True),
@@ -259,6 +262,8 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the additive mask without the broadcast axes (batch, n_k)", replace=(
             ("additive = torch.zeros(2, 1, 1, 3, dtype=torch.float64).masked_fill(padding, float(\"-inf\"))",
              "additive = torch.zeros(2, 3, dtype=torch.float64).masked_fill(~real_keys, float(\"-inf\"))"),)),
+        Mistake("the additive mask in float32, not the float64 asked for", replace=(
+            ("dtype=torch.float64).masked_fill(padding", "dtype=torch.float32).masked_fill(padding"),)),
     ],
     "ex-07-mha-module": [
         Mistake("scores not scaled by sqrt(d_k)", replace=(("/ self.d_k ** 0.5", ""),)),
@@ -328,6 +333,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("v.shape[1], 1.0 / np.sqrt(q.shape[1])", "v.shape[1], 1.0"),)),
         Mistake("no block pair skipped: the future blocks masked instead", replace=(
             ("if k0 > rows[-1]:", "if False:"),)),
+        Mistake("the skipped queries counted, not the skipped block pairs", replace=(
+            ("                skipped += 1\n", "                skipped += len(rows)\n"),)),
     ],
     "ex-12-mfu-big": [
         Mistake("one forward pass, not a training step", replace=(("return 3 * (encoder", "return (encoder"),)),
@@ -337,8 +344,10 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "ex-12-layer-crossover": [
         Mistake("the projections' crossover for both", code="d = 512\nn_a = 2 * d\nn_b = 2 * d"),
-        Mistake("d_ff left out of (b)", code="d = 512\nn_a = 2 * d\nn_b = 4 * d"),
+        Mistake("d_ff left out of (b)", code="d = 512\nn_a = 4 * d\nn_b = 4 * d"),
         Mistake("n = d, the recurrent crossover", code="d = 512\nn_a = d\nn_b = 6 * d"),
+        Mistake("(a) answered with Exercise 12.3's length, the projections'", code="d = 512\nn_a = 2 * d\nn_b = 6 * d"),
+        Mistake("(a) with a feed-forward network of d_ff = d", code="d = 512\nn_a = 1 * d\nn_b = 6 * d"),
     ],
     "ex-13-kv": [
         Mistake("keys counted, values forgotten", replace=(("return 2 * n_layers", "return n_layers"),)),

@@ -419,6 +419,9 @@ def test_additive_mask_names_each_slip_without_printing_the_mask():
     additive = torch.zeros(2, 1, 1, 3, dtype=torch.float64).masked_fill(pad4, float("-inf"))
     assert check_additive_mask(additive, (3, 2)).startswith("correct")
     assert check_additive_mask(additive.float(), [3, 2]).startswith("correct")
+    assert check_additive_mask(additive, (3, 2), dtype="float64").startswith("correct")
+    with pytest.raises(AssertionError, match="asks for float64"):
+        check_additive_mask(additive.float(), (3, 2), dtype="float64")
     for add, words in ((torch.zeros(2, 1, 1, 3).masked_fill(pad4, 1.0), "0 and 1"),
                        (torch.zeros(2, 1, 1, 3).masked_fill(~pad4, float("-inf")), "polarity"),
                        (torch.zeros(2, 1, 1, 3).masked_fill(pad4, -1e9), "finite negative"),
@@ -935,3 +938,38 @@ def test_chapter_11_perfect_alignment_check_names_the_row_never_the_answer():
         with pytest.raises(AssertionError, match="diagonal") as err:
             check_perfect_alignment(perfect, wrong, german, queries, reads)
         assert "0.4615" not in str(err.value) and "6/13" not in str(err.value)
+
+
+def test_alibi_slopes_check_hints_at_head_order_and_never_prints_the_slopes():
+    """Exercise 13.3: the right slopes are accepted; the same numbers sorted or with the extra heads first get the
+    head-order hint; `...` gets "still `...`"; wrong slopes fail; no message holds a slope."""
+    from tmlib.course import check_alibi_slopes
+
+    right = [2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1, 2.0 ** -3]
+    assert check_alibi_slopes(right, 6).startswith("correct")
+    with pytest.raises(TypeError, match="still `...`"):
+        check_alibi_slopes(..., 6)
+    for wrong in (sorted(right), right[4:] + right[:4]):
+        with pytest.raises(AssertionError, match="4-head slopes first") as err:
+            check_alibi_slopes(wrong, 6)
+        assert "0.25" not in str(err.value) and "0.125" not in str(err.value)
+    with pytest.raises(AssertionError) as err:
+        check_alibi_slopes([2.0 ** -k for k in range(1, 7)], 6)
+    assert "another order" not in str(err.value)
+
+
+def test_efficiency_checks_say_which_way_without_the_answer():
+    """Exercises 12.1, 12.2 and 12.4: too few or too many pairs skipped; the ratio to the measured value."""
+    from tmlib.course import check_against_measured, check_skipped_pairs
+    assert check_skipped_pairs(15, 23, 4).startswith("correct")  # 6 blocks: 6 * 5 / 2 pairs above the diagonal
+    for answer, words in ((14, "too few"), (16, "too many"), (15.5, "whole number"), ("15", "whole number")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_skipped_pairs(answer, 23, 4)
+        assert "15" not in str(err.value).replace(repr(answer), ""), str(err.value)
+    with pytest.raises(TypeError):
+        check_skipped_pairs(..., 23, 4)
+    assert check_against_measured(96, 96, "bytes").startswith("correct")
+    with pytest.raises(AssertionError, match="0.5 times.*too small"):
+        check_against_measured(48, 96, "bytes")
+    with pytest.raises(AssertionError, match="2 times.*too large"):
+        check_against_measured(192, 96, "bytes")

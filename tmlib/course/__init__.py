@@ -40,6 +40,9 @@ from tmlib.course.analysis_checks import (
     check_greedy_pruning, check_ln2_row, check_max_entropy, check_row_entropy
 )
 from tmlib.course.analysis_checks import check_perfect_alignment
+from tmlib.course.efficiency_checks import check_against_measured, check_skipped_pairs
+from tmlib.course.recipe_checks import check_descend, check_lrate, check_smoothed_loss
+from tmlib.course.modern_checks import check_alibi_slopes
 
 __all__ = [
     "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3",
@@ -60,5 +63,8 @@ __all__ = [
     "require_answered", "check_decoder_layer", "check_encoding_row", "check_score_spread",
     "check_greedy_decode", "check_preln_stages", "check_vocab_ranges",
     "check_greedy_pruning", "check_ln2_row", "check_max_entropy", "check_row_entropy", "check_perfect_alignment",
-    "check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm"
+    "check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm",
+    "check_against_measured", "check_skipped_pairs",
+    "check_descend", "check_lrate", "check_smoothed_loss",
+    "check_alibi_slopes"
 ]
