@@ -174,3 +174,19 @@ def test_a_padded_batch_equals_each_sentence_alone(exported):
         assert_close(logits[i], alone, n=n)
         assert_close(cross[i, ..., :len(ids)], alone_cross, n=n)
         assert np.all(cross[i, ..., len(ids):] == 0.0), "attention on padding"
+
+
+@pytest.mark.parametrize("missing", ["onnx", "onnxruntime"])
+def test_missing_onnx_package_names_the_install_command(monkeypatch, tmp_path, missing):
+    """Without onnx (export) or onnxruntime (running the graphs), the error says what to install, not a bare import
+    failure deep inside torch.onnx (chapter 14 on an environment without the export extra)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == missing else real(name, *a))
+    model = make_model("tiny", 20, 20)
+    with pytest.raises(ModuleNotFoundError, match=r"attention-executable\[export\]"):
+        if missing == "onnx":
+            export_onnx(model, tmp_path)
+        else:
+            OnnxTranslator(tmp_path)

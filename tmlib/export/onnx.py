@@ -100,18 +100,30 @@ def _check_model(model) -> None:
         raise ValueError(f"only the paper's sinusoidal positions are exported, got positions={model.config.positions!r}")
 
 
+def _require(module: str) -> None:
+    """Raise ModuleNotFoundError with the install command when ``module`` (an ONNX package) is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ModuleNotFoundError(f"{module} is not installed: the ONNX export needs the course's export extra, "
+                                  "pip install \"attention-executable[export]\" (onnx, onnxscript, onnxruntime)",
+                                  name=module)
+
+
 def export_onnx(model: nn.Module, folder: str | os.PathLike, opset: int = OPSET) -> dict[str, Path]:
     """Write ``encoder.onnx`` and ``decoder.onnx`` for ``model`` (sinusoidal positions) into ``folder``: traced with
     ``torch.onnx.export`` (TorchScript tracer; the dynamo exporter would turn shape checks into guards) on a float32 CPU
     copy in eval mode, the batch, ``src_len`` and ``tgt_len`` dynamic. Returns ``{"encoder": path, "decoder": path}``.
 
     Raises:
-        TypeError: not a ``Transformer``. ValueError: positions other than sinusoidal.
+        TypeError: not a ``Transformer``. ValueError: positions other than sinusoidal. ModuleNotFoundError: onnx is
+        not installed (the message gives the install command).
     """
     import copy
     import warnings
 
     _check_model(model)
+    _require("onnx")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     model = copy.deepcopy(model).cpu().float().eval()
@@ -146,6 +158,7 @@ class OnnxTranslator:
     """
 
     def __init__(self, folder: str | os.PathLike):
+        _require("onnxruntime")
         import onnxruntime as ort
 
         folder = Path(folder)
