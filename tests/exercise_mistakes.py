@@ -262,8 +262,6 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the additive mask without the broadcast axes (batch, n_k)", replace=(
             ("additive = torch.zeros(2, 1, 1, 3, dtype=torch.float64).masked_fill(padding, float(\"-inf\"))",
              "additive = torch.zeros(2, 3, dtype=torch.float64).masked_fill(~real_keys, float(\"-inf\"))"),)),
-        Mistake("the additive mask in float32, not the float64 asked for", replace=(
-            ("dtype=torch.float64).masked_fill(padding", "dtype=torch.float32).masked_fill(padding"),)),
     ],
     "ex-07-mha-module": [
         Mistake("scores not scaled by sqrt(d_k)", replace=(("/ self.d_k ** 0.5", ""),)),
