@@ -52,6 +52,8 @@ from grading.otter import (PYTHON_VERSION, grader_requirements, otter_test_file,
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "assignment"
 META = "tmlib_assignment"
+SMOKE_ONLY = "smoke-only"  # the tag of a cell that only the quick test mode (TMLIB_SMOKE=1) needs: no student
+#                            notebook holds it, so the grader's reference leaves it out too
 CHECK_KINDS = ("public", "hidden")
 
 
@@ -320,8 +322,8 @@ def build_one(src: Path, out_root: Path, *, zip_it: bool = True, book=None, comm
         (tests / f"{qname(ex.label)}.py").write_text(otter_test_file(ex))
     (base / "autograder" / "requirements.txt").write_text(grader_requirements(ROOT, commit))
     make_spec(chapter=chapter, notebook=stem, exercises=exercises.values(), solutions=solution_sources(nb),
-              reference=[c.source for c in nb.cells  # the student edition leaves smoke-only cells out; so does the grader
-                         if c.cell_type == "code" and "smoke-only" not in c.metadata.get("tags", [])], qname=qname,
+              reference=[c.source for c in nb.cells
+                         if c.cell_type == "code" and SMOKE_ONLY not in c.metadata.get("tags", [])], qname=qname,
               source_dir=str(src.resolve().parent), titles=titles, manual=manual,
               title=title).save(base / "autograder" / SPEC_FILE)
     (base / "autograder").chmod(0o700)  # hidden tests: for the instructor's user only

@@ -57,7 +57,7 @@ from sphinx.util.nodes import split_explicit_title
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import myst  # noqa: E402
-from assignments import KEY, META, assignment_metadata, chapter_of, student_notebook  # noqa: E402
+from assignments import KEY, META, SMOKE_ONLY, assignment_metadata, chapter_of, student_notebook  # noqa: E402
 
 
 def _load_exercise_numbers():
@@ -79,7 +79,6 @@ OUT = ROOT / "student"
 SCRIPT = re.compile(r"^\s*<script\b[^>]*>\s*</script>\s*$")
 WIDGET = re.compile(r"^\s*<div class=\"tm-[a-z-]+\"[^>]*>\s*</div>\s*$")
 SITE_ONLY = "site-only"  # the tag of a cell that only the chapter's page shows (see the module docstring)
-SMOKE_ONLY = "smoke-only"  # the tag of a cell that only the quick test mode (TMLIB_SMOKE=1) needs
 LEFT_OUT = (SITE_ONLY, SMOKE_ONLY)  # cells with one of these tags are not in the student notebook
 
 

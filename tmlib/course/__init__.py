@@ -41,7 +41,7 @@ from tmlib.course.analysis_checks import (
 )
 from tmlib.course.analysis_checks import check_perfect_alignment
 from tmlib.course.efficiency_checks import check_against_measured, check_skipped_pairs
-from tmlib.course.recipe_checks import check_descend, check_lrate, check_smoothed_loss
+from tmlib.course.recipe_checks import check_lrate, check_smoothed_loss
 from tmlib.course.modern_checks import check_alibi_slopes
 
 __all__ = [
@@ -65,6 +65,6 @@ __all__ = [
     "check_greedy_pruning", "check_ln2_row", "check_max_entropy", "check_row_entropy", "check_perfect_alignment",
     "check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm",
     "check_against_measured", "check_skipped_pairs",
-    "check_descend", "check_lrate", "check_smoothed_loss",
+    "check_lrate", "check_smoothed_loss",
     "check_alibi_slopes"
 ]

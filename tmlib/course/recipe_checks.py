@@ -1,6 +1,6 @@
-"""Checks of chapter 6's build-it exercises (the optimal logit gap and gradient descent to it, the learning-rate
-schedule, the label-smoothed loss): the reference values are computed inside and never printed; a failure names
-the likely slip, including the other label-smoothing convention (see :mod:`tmlib.course.exercise_checks`).
+"""Checks of chapter 6's build-it exercises (the learning-rate schedule, the label-smoothed loss): the reference
+values are computed inside and never printed; a failure names the likely slip, including the other
+label-smoothing convention (see :mod:`tmlib.course.exercise_checks`).
 """
 from __future__ import annotations
 
@@ -9,69 +9,13 @@ import math
 import numpy as np
 
 from tmlib import ref
-from tmlib.course.checks import check_close, check_shape, require_answered
-from tmlib.course.exercise_checks import _compare, _compare_rounded
+from tmlib.course.checks import check_close, require_answered
+from tmlib.course.exercise_checks import _compare
 
-__all__ = ["check_descend", "check_lrate", "check_smoothed_loss"]
+__all__ = ["check_lrate", "check_smoothed_loss"]
 
 _EXCLUSIVE = ("the exclusive convention gives (1 - eps on the true class, eps/(|V| - 1) on each other); "
               "this exercise uses the uniform one")
-
-
-def _loss(z, t) -> float:
-    return float(ref.cross_entropy(np.asarray(z, dtype=float), t))
-
-
-def _gradient(z, t, h: float = 1e-6) -> np.ndarray:
-    """The gradient of the cross-entropy against ``t`` in the logits, by central differences."""
-    return np.array([(_loss(z + h * e, t) - _loss(z - h * e, t)) / (2 * h) for e in np.eye(len(t))])
-
-
-def _descend_part(descend, z_opt, t) -> None:
-    v = len(t)
-    start = descend(0.5, 0)
-    require_answered(start, "descend(0.5, 0)")
-    start = np.asarray(start, dtype=float)
-    check_shape(start, (v,), "descend(0.5, 0)")
-    if np.abs(start).max() != 0:
-        raise AssertionError(f"descend(lr, 0) must return the starting point: {v} logits equal to zero")
-    for lr in (0.5, 2.0):
-        if np.abs(np.asarray(descend(lr, 1), dtype=float) + lr * _gradient(start, t)).max() >= 1e-6:
-            raise AssertionError(f"descend({lr}, 1): one step from zeros does not move the logits by -{lr} times "
-                                 "the gradient of the loss")
-    one = np.asarray(descend(0.5, 1), dtype=float)
-    if np.abs(np.asarray(descend(0.5, 2), dtype=float) - (one - 0.5 * _gradient(one, t))).max() >= 1e-6:
-        raise AssertionError("descend(0.5, 2): the second step is not a gradient step from where the first one ended")
-    losses = [_loss(descend(1.0, k), t) for k in (0, 1, 2, 5, 10, 50)]
-    if not all(b < a for a, b in zip(losses, losses[1:])):
-        raise AssertionError("the smoothed loss does not fall as descend takes more steps")
-    require_answered(z_opt, "z_opt")
-    check_shape(np.asarray(z_opt), (v,), "z_opt")
-    if np.abs(ref.softmax(np.asarray(z_opt, dtype=float)) - t).max() >= 1e-6:
-        raise AssertionError("z_opt is not at the minimum of the smoothed loss: softmax(z_opt) still differs from "
-                             "the smoothed target")
-
-
-def check_descend(closed_form, descend, z_opt, *, vocab_size: int = 10, label_smoothing: float = 0.1) -> str:
-    """Exercise 6.2: ``closed_form`` is the optimal gap z_true - z_other under uniform smoothing (4 decimals; the
-    exclusive convention's gap and the one-hot target's are named), checked first and on its own; then ``descend``
-    steps against the gradient of the smoothed loss from zeros, and ``z_opt`` is at the minimum. Never the value."""
-    v, eps = int(vocab_size), float(label_smoothing)
-    t = ref.label_smoothing_targets([0], v, eps, "uniform")[0]
-    require_answered(closed_form, "closed_form")
-    variants = [(_EXCLUSIVE, math.log((1 - eps) / (eps / (v - 1)))),
-                ("the ratio t_true / t_other gives without its logarithm", t[0] / t[1]),
-                ("log base 10 gives (the softmax uses e: natural logarithms)", math.log10(t[0] / t[1]))]
-    first = _compare_rounded(closed_form, math.log(t[0] / t[1]), "closed_form, the optimal gap", variants, decimals=4)
-    try:
-        _descend_part(descend, z_opt, t)
-    except (AssertionError, TypeError, ValueError) as err:
-        raise type(err)(f"{first}\n  but: {err}") from None
-    return f"{first}\ncorrect: descend descends and z_opt is at the minimum"
-
-
-def _lrate(step, d_model, warmup_steps) -> float:
-    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 
 
 def check_lrate(my_lrate, *, seed: int = 606) -> str:
@@ -98,7 +42,7 @@ def check_lrate(my_lrate, *, seed: int = 606) -> str:
         wide = float(my_lrate(warmup, 4 * d_model, warmup)) / float(my_lrate(warmup, d_model, warmup))
         if not math.isclose(wide, 0.5, rel_tol=1e-9):
             raise AssertionError("the rate does not scale as d_model^-0.5: four times wider, half the rate")
-        expected = [_lrate(int(s), d_model, warmup) for s in steps]
+        expected = ref.noam_lr(steps, d_model, warmup)
         lines.append(check_close(lr, expected, f"my_lrate for d_model = {d_model}, warmup_steps = {warmup}",
                                  rtol=1e-9, atol=0))
     return "\n".join(lines)
