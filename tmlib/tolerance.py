@@ -39,14 +39,16 @@ __all__ = ["SAFETY", "eps_of", "tolerance", "transformer_reduction_length", "dec
 
 #: The factor of ``eps · √n · magnitude`` (see the module's docstring for why 4).
 SAFETY = 4.0
-_EPS = {"bfloat16": 2.0 ** -7}  # NumPy has no bfloat16
+_EPS = {"bfloat16": 2.0 ** -7, "tf32": 2.0 ** -10}  # NumPy has neither (TF32: the 10-bit significand of
+# the float32 products NVIDIA tensor cores compute when torch.set_float32_matmul_precision("high"))
 
 
 def eps_of(dtype) -> float:
     """The machine epsilon (spacing of the numbers at 1) of a floating-point dtype.
 
     Args:
-        dtype: a NumPy dtype or type, a torch dtype (``torch.float32``), or a name (``"float32"``, ``"bfloat16"``).
+        dtype: a NumPy dtype or type, a torch dtype (``torch.float32``), or a name (``"float32"``, ``"bfloat16"``,
+            ``"tf32"``).
 
     Raises:
         TypeError: ``dtype`` is not a floating-point dtype.
