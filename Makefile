@@ -182,8 +182,8 @@ book-student: venv-instructor
 	@echo "Student edition: file://$(CURDIR)/_build/student/_build/html/index.html"
 
 ## assignments: per chapter, the student notebook (the same as student/) and the instructor's grading.json (hidden
-## tests) with an Otter archive for Gradescope (pinned to the lock and to this commit), in
-## _build/assignments/NN_name/{student,autograder}
+## tests) with an Otter archive for Gradescope (pinned to the lock and to this commit) and marking.md (the marking
+## scheme of the chapter's answers in words, from book/instructors.md), in _build/assignments/NN_name/{student,autograder}
 .PHONY: assignments grade
 ASSIGNMENT_SOURCES := $(NOTEBOOKS) $(wildcard tools/*.py tools/grading/*.py) _config.yml book/references.bib \
 	requirements/instructor.txt requirements/torch.txt pyproject.toml
@@ -196,7 +196,8 @@ _build/assignments/.built: $(ASSIGNMENT_SOURCES) | $(VENV)/.installed-instructor
 ## grade: make grade SUBMISSIONS=folder [GRADE_FLAGS="--timeout 600 --jobs 4 --out results/"]  grades every file under
 ## the folder into folder/gradebook.csv, with feedback, statistics and Canvas/Moodle files beside it; each notebook
 ## runs in a bubblewrap sandbox (apt-get install bubblewrap). The assignments are rebuilt only when their sources
-## changed; $$TMLIB_DATA_DIR, when set, is exposed read-only to the notebooks (chapters 9 and 11 read Multi30k).
+## changed; $$TMLIB_DATA_DIR, when set, is exposed read-only to the notebooks (chapters 9, 11, 13 and 14 read
+## Multi30k; the grader runs them in smoke mode unless TMLIB_SMOKE is set).
 grade: _build/assignments/.built
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-submitted-notebooks"; exit 2; }
 	$(BIN)/python tools/assignments.py grade "$(SUBMISSIONS)" --assignments _build/assignments \

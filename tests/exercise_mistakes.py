@@ -339,6 +339,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the decoder's feed-forward counted as one matrix", replace=(
             ("+ 4 * T * d * f)", "+ 2 * T * d * f)"),)),
         Mistake("the output projection left out", replace=(("(encoder + decoder + 2 * T * d * vocab)", "(encoder + decoder)"),)),
+        Mistake("the masked self-attention's scores halved", replace=(("4 * T * T * d", "2 * T * T * d"),)),
     ],
     "ex-12-layer-crossover": [
         Mistake("the projections' crossover for both", code="d = 512\nn_a = 2 * d\nn_b = 2 * d"),

@@ -120,12 +120,12 @@ def test_layer_table_labels_the_all_heads_row():
     table = I.layer_table(_ablation())
     assert list(table.index)[-1] == ("all heads", "all", "all")
     assert ("whole layer", "cross", "0") in table.index
-    assert list(table.columns) == ["n_off", "nll", "delta_nll", "bleu", "delta_bleu", "Δ nll, best head kept alone"]
+    assert list(table.columns) == ["n_off", "nll", "delta_nll", "bleu", "delta_bleu", "delta_nll_best_alone"]
     row = table.loc[("whole layer", "encoder self", "1")]
-    assert (row["n_off"], row["nll"], row["delta_nll"], row["bleu"], row["Δ nll, best head kept alone"]) == (
+    assert (row["n_off"], row["nll"], row["delta_nll"], row["bleu"], row["delta_nll_best_alone"]) == (
         2, "2.200", "0.200", "28.0", "0.030")  # fixed decimals: 3, BLEU 1
     last = table.loc[("all heads", "all", "all")]
-    assert last["delta_nll"] == "3.500" and last["bleu"] == "–" and last["Δ nll, best head kept alone"] == "–"
+    assert last["delta_nll"] == "3.500" and last["bleu"] == "–" and last["delta_nll_best_alone"] == "–"
 
 
 def test_ablation_findings_of_a_hand_made_table():

@@ -65,19 +65,24 @@ def test_exponent_table_names_the_passes_as_the_figures_do():
 
 def test_stored_attention_cost_record(stored):
     cpu, gpu = stored
-    found = RC.attention_cost_findings(cpu["attention_cost"])
+    found = RC.attention_cost_findings(cpu["attention_cost"], gpu["attention_cost"])  # memory, time
     _short(found)
     assert found["matrices"]["forward"]["explicit"] == pytest.approx(2.0, abs=0.1)
     assert found["matrices"]["forward_backward"]["explicit"] == pytest.approx(3.0, abs=0.1)
-    assert list(found["doublings"].index) == [1024, 2048, 4096]
+    for pass_, doublings in found["doublings"].items():
+        assert list(doublings.index) == [1024, 2048, 4096], pass_
+        assert doublings.loc[4096].between(1.8, 2.3).all(), pass_  # chapter 12: the GPU's last doubling ~ n^2
     # the one case that measured the machine: explicit forward at n = 64, a hundred times n = 128's time
-    assert found["disturbed"][["method", "pass", "n"]].values.tolist() == [["explicit", "forward", 64]]
+    assert RC.disturbed_cases(cpu["attention_cost"])[["method", "pass", "n"]].values.tolist() == [
+        ["explicit", "forward", 64]]
     assert RC.disturbed_cases(gpu["attention_cost"]).empty
-    on_gpu = RC.gpu_attention_findings(gpu["attention_cost"], cpu["attention_cost"])
+    memory = RC.exponent_table(cpu["attention_cost"], quantities=("memory",))
+    assert list(memory.columns) == ["memory exponent [95% interval]"]
+    on_gpu = RC.gpu_attention_findings(gpu["attention_cost"])
     _short(on_gpu)
     assert on_gpu["default_kernels"] == ["sdpa_cudnn"]
     assert list(on_gpu["table"].index) == list(RC.GPU_METHODS)
-    assert on_gpu["ratio_gpu"] > on_gpu["ratio_cpu"] > 1
+    assert "CPU" not in str(on_gpu)
 
 
 # ---------------------------------------------------------------- Table 1 and the KV cache

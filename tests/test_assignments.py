@@ -74,6 +74,27 @@ def test_every_chapter_1_to_8_has_graded_exercises():
             assert any(c.kind == "hidden" for c in ex.checks), f"{ex.label} has no hidden test"
 
 
+def test_every_answer_in_words_has_a_marking_row(tmp_path):
+    """The instructors' page gives each exercise graded by hand one row of its marking scheme (what a full answer
+    says, a weight), numbered as on the site; the weights add up to the total the page states; the build copies a
+    chapter's rows into its autograder folder."""
+    import student_notebooks
+
+    book, rows, manual = student_notebooks.Book(), A.marking_rows(), {}
+    for path in sorted((ROOT / "notebooks").glob("[0-9]*.ipynb")):
+        _, exercises = A.student_notebook(_read(path), path=str(path))
+        for m in A.graded_by_hand(A.exercise_titles(book, path)[1], exercises):
+            manual[m["label"]] = m["title"].replace(" (in words)", "")
+    assert set(rows) == set(manual), (sorted(set(manual) - set(rows)), sorted(set(rows) - set(manual)))
+    for label, title in manual.items():
+        assert rows[label].startswith(f"| {title} |"), (label, title, rows[label][:40])
+    weights = [float(r.rstrip(" |").rsplit("|", 1)[1]) for r in rows.values()]
+    page = A.MARKING_PAGE.read_text(encoding="utf-8")
+    assert f"each of the {len(rows)} answers in words" in page and f": {sum(weights):g} points in all" in page
+    A.write_marking(tmp_path, [{"label": "ex-01-sqrt", "title": "Exercise 1.4 (in words)"}], rows)
+    assert (tmp_path / A.MARKING_FILE).read_text().count("| Exercise 1.4 |") == 1
+
+
 def test_student_notebooks_hold_no_solution_and_no_hidden_test():
     for path in CHAPTERS:
         source = _read(path)

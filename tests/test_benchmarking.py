@@ -183,6 +183,19 @@ def test_load_result_reads_a_folder(tmp_path):
         B.load_result("demo", "cuda", folder=tmp_path)
 
 
+def test_load_result_reads_a_file_by_its_name(tmp_path):
+    """file= reads the records whose names do not follow <name>_<device>.json (cpu_recipe.json, the stand-ins)."""
+    (tmp_path / "cpu_recipe.json").write_text('{"benchmark": "recipe", "results": [3]}')
+    assert B.load_result(file="cpu_recipe.json", folder=tmp_path)["results"] == [3]
+    assert B.load_result(file="translate_cpu_fp32_emulated_run1.json")["steps"] == 1215  # the committed record
+    with pytest.raises(TypeError):
+        B.load_result()
+    with pytest.raises(TypeError):
+        B.load_result("cpu", file="cpu_recipe.json")
+    with pytest.raises(ValueError):
+        B.load_result(file="cpu_recipe")
+
+
 def test_load_result_reads_the_gpu_runs_sub_folder(tmp_path):
     """The GPU run's records (tools/gpu_check.py) live in results/gpu/; a record beside it comes first."""
     (tmp_path / B.GPU_RESULTS).mkdir()

@@ -973,3 +973,5 @@ def test_efficiency_checks_say_which_way_without_the_answer():
         check_against_measured(48, 96, "bytes")
     with pytest.raises(AssertionError, match="2 times.*too large"):
         check_against_measured(192, 96, "bytes")
+    with pytest.raises(AssertionError, match="too small.*\n  count every score$"):
+        check_against_measured(48, 96, "FLOPs", hint="count every score")

@@ -212,6 +212,31 @@ def test_data_folder_through_a_link_reaches_the_sandbox(tmp_path, monkeypatch):
     assert "TMLIB_DATA_DIR" not in S.Sandbox("bwrap", expose=())._env("/lib")  # not exposed: not passed on
 
 
+def test_long_chapters_are_graded_in_smoke_mode_unless_the_grader_says_otherwise(tmp_path, monkeypatch):
+    """Chapters 9, 11, 13 and 14 train or load chapter 9's model, past the sandbox's 300 s: a plain `make grade`
+    grades them in smoke mode, in the sandbox and in the reference alike; TMLIB_SMOKE, when set, wins."""
+    import assignments as A
+
+    quick = {p.stem[:2] for p in sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+             if A.graded_quick(nbformat.read(p, as_version=4))}
+    assert quick == {"09", "11", "13", "14"}
+    monkeypatch.delenv("TMLIB_SMOKE", raising=False)
+    long, short = _spec("09", "09_a"), _spec()
+    long.smoke = True
+    long.reference = ["from tmlib.utils import smoke_mode\nquick = smoke_mode()"]
+    long.save(tmp_path / "spec.json")
+    assert P.AssignmentSpec.load(tmp_path / "spec.json").smoke and not short.smoke
+    assert P.mode_env(long) == {"TMLIB_SMOKE": "1"} and P.mode_env(short) == {}
+    assert S.Sandbox("bwrap")._env("/lib", P.mode_env(long))["TMLIB_SMOKE"] == "1"
+    assert "TMLIB_SMOKE" not in S.Sandbox("bwrap")._env("/lib", P.mode_env(short))
+    _, env = S.Sandbox("none").command(tmp_path / "in", grading.Limits(), str(tmp_path), mode=P.mode_env(long))
+    assert env["TMLIB_SMOKE"] == "1"
+    assert J.reference_namespace(long)["quick"] is True and "TMLIB_SMOKE" not in os.environ  # restored after
+    monkeypatch.setenv("TMLIB_SMOKE", "0")  # the instructor's choice: full runs (with a longer --timeout)
+    assert P.mode_env(long) == {"TMLIB_SMOKE": "0"}
+    assert J.reference_namespace(long)["quick"] is False
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="user ids of their own need root (without root: the grader's user id)")
 def test_each_submission_gets_a_user_id_of_its_own():
     from grading import limits as L

@@ -54,3 +54,21 @@ def test_bad_objects_and_starts_are_refused():
         show_source(numpy_ref.softmax, start="no such text anywhere")
     with pytest.raises(ValueError, match="does not occur"):
         show_source(numpy_ref.softmax, end="no such text anywhere")
+
+
+def marked(n):
+    """A function with statements outside the equation."""
+    check(n)  # [not in the paper] argument checks
+    if n < 0:  # [not in the paper] argument checks
+        raise ValueError(n)
+    # [not in the paper] a cache
+    cache = {}
+    return 2 * n  # the equation
+
+
+def test_paper_view_folds_the_marked_statements():
+    full = repr(show_source(marked))
+    assert "check(n)" in full and "raise ValueError" in full and "cache = {}" in full  # the default: everything
+    paper = repr(show_source(marked, paper=True))
+    assert paper.splitlines() == ['def marked(n):', '    """A function with statements outside the equation."""',
+                                  "    # … argument checks", "    # … a cache", "    return 2 * n  # the equation"]

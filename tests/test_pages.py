@@ -196,12 +196,17 @@ def test_chapter_13_verdicts_match_the_stored_runs_and_the_printed_threshold():
     positions = [loss[n] for n in ("+RoPE", "+ALiBi", "+no positions")]
     assert max(positions) - min(positions) < threshold < min(gap[n] for n in ("+RoPE", "+ALiBi", "+no positions"))
     assert max(abs(gap[n]) for n in ("+RMSNorm", "+GQA (2 KV heads)", "+MQA (1 KV head)")) < threshold
-    assert abs(loss["Llama-style"] - loss["+RoPE"]) < threshold < gap["+SwiGLU"]
-    assert loss["pre-LN"] - loss["pre-LN, 2x lr"] > threshold  # "above the tie threshold"
-    # "Longer than trained": of the three falls beyond the sinusoids', "two below the tie threshold, one just above"
-    extra = sorted(fall["pre-LN"] - fall[n] for n in ("+RoPE", "+ALiBi", "+no positions"))
-    assert extra[1] < threshold < extra[2] < threshold + 0.02, (extra, threshold)
-    assert "two differences below the tie threshold and one just above it" in page
+    assert abs(loss["Llama-style"] - loss["+RoPE"]) < threshold
+    # SwiGLU and pre-LN at twice the rate: "gaps near the threshold", the least certain verdicts
+    for g in (gap["+SwiGLU"], loss["pre-LN"] - loss["pre-LN, 2x lr"]):
+        assert abs(g - threshold) < 0.05, (g, threshold)
+    # "Longer than trained": every scheme's loss falls beyond position 16, "by at most 0.08" apart, over the
+    # stored count of tokens at positions >= 16
+    assert max(fall.values()) < 0
+    assert round(max(fall.values()) - min(fall.values()), 2) <= 0.08
+    n_from = runs["pre-LN"]["extrapolation"]["n_from"]
+    _assert_in(page, "0.08 nats between schemes", f"over {n_from:,} tokens",
+               where="notebooks/13_modern_transformer.ipynb")
 
 
 def test_chapter_14_trainer_and_plain_loop_print_the_same_losses():
@@ -562,9 +567,11 @@ def test_intro_quotes_the_gpu_run():
 
 
 def test_clone_command_uses_the_repository_address():
-    """The welcome and installation pages' `git clone` line is the address of _config.yml (the GitHub icon's)."""
+    """The installation page's `git clone` line is the address of _config.yml (the GitHub icon's); the welcome page
+    links to it instead of repeating the commands."""
     url = re.search(r"^repository:\n  url: (\S+)", _page("_config.yml"), re.M).group(1)
-    for rel in ("book/intro.md", "book/installation.md"):
+    assert "git clone" not in _page("book/intro.md") and "{doc}`installation`" in _page("book/intro.md")
+    for rel in ("book/installation.md",):
         _assert_in(_page(rel), f"git clone {url}\ncd {url.rsplit('/', 1)[1]}\nmake lab", where=rel)
 
 

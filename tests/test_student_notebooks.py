@@ -293,7 +293,7 @@ def test_questions_in_words_of_checked_exercises_are_graded_by_hand():
 # Chapters whose quick test mode is written inside cells that a student also runs (`STEPS = 20 if smoke_mode() else
 # 400`), not in a cell of its own tagged `smoke-only`: the student edition keeps the mention until the chapter
 # moves it into such a cell. The test below fails when one of these no longer needs the exception.
-SMOKE_INLINE = {"13_modern_transformer"}
+SMOKE_INLINE: set[str] = set()  # chapters whose student notebook still mentions the quick mode: none
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

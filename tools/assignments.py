@@ -325,11 +325,45 @@ def build_one(src: Path, out_root: Path, *, zip_it: bool = True, book=None, comm
               reference=[c.source for c in nb.cells
                          if c.cell_type == "code" and SMOKE_ONLY not in c.metadata.get("tags", [])], qname=qname,
               source_dir=str(src.resolve().parent), titles=titles, manual=manual,
-              title=title).save(base / "autograder" / SPEC_FILE)
+              title=title, smoke=graded_quick(nb)).save(base / "autograder" / SPEC_FILE)
+    write_marking(base / "autograder", manual, marking_rows())
     (base / "autograder").chmod(0o700)  # hidden tests: for the instructor's user only
     if zip_it and exercises:
         otter_zip(base / "autograder", f"{stem}-autograder.zip", python_version=PYTHON_VERSION)
     return exercises
+
+
+MARKING_PAGE = ROOT / "book" / "instructors.md"  # its section "Marking the answers in words": a row per answer
+MARKING_FILE = "marking.md"
+
+
+def marking_rows(text: str | None = None) -> dict[str, str]:
+    """The marking scheme's rows of the instructors' page, by exercise label: ``{label: "| Exercise 1.4 | ... |"}``
+    (a row names its exercise as ``{ref}`1.4 <ex-01-sqrt>```, written here as "Exercise 1.4")."""
+    text = MARKING_PAGE.read_text(encoding="utf-8") if text is None else text
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"\| \{ref\}`([\d.]+) <(ex-[\w-]+)>` \|", line)
+        if m:
+            rows[m.group(2)] = f"| Exercise {m.group(1)} |" + line[m.end():]
+    return rows
+
+
+def write_marking(folder: Path, manual: list[dict], rows: dict[str, str]) -> None:
+    """``folder/marking.md``: the chapter's answers in words, with what a full answer says and a suggested weight."""
+    mine = [rows[m["label"]] for m in manual if m["label"] in rows]
+    if mine:
+        (folder / MARKING_FILE).write_text(
+            "# Marking the answers in words (from the instructors' page of the course)\n\n"
+            "| Exercise | A full answer says | Weight |\n|---|---|---|\n" + "\n".join(mine) + "\n")
+
+
+def graded_quick(nb) -> bool:
+    """Whether the chapter is graded in the quick mode (``TMLIB_SMOKE=1``; ``grading.spec.mode_env``): its notebook
+    shrinks a long run in that mode (a cell tagged ``smoke-only``, or code that asks ``smoke_mode()``). Its full run
+    trains or loads chapter 9's model, which the sandbox cannot reach, or trains for minutes: past the time limit."""
+    return any(c.cell_type == "code" and (SMOKE_ONLY in c.metadata.get("tags", []) or "smoke_mode(" in c.source)
+               for c in nb.cells)
 
 
 def check_forbid(ex: Exercise, where: str) -> None:

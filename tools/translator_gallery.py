@@ -90,6 +90,18 @@ def near_diagonal(weights) -> list[int]:
     return [int((np.abs(w[h].argmax(-1) - diagonal) <= NEAR).sum()) for h in range(w.shape[0])]
 
 
+def off_diagonal(weights) -> list[tuple[int, int, int]]:
+    """The output subwords of ``weights`` ``(n_heads, n_out, n_src)`` whose largest weight lies more than ``NEAR``
+    from the diagonal, as ``(head, output row, source subword)``."""
+    import numpy as np
+
+    w = np.asarray(weights)
+    _, n_out, n_src = w.shape
+    diagonal = np.arange(n_out) * (n_src - 1) / max(1, n_out - 1)
+    return [(h, r, int(j)) for h in range(w.shape[0]) for r, j in enumerate(w[h].argmax(-1))
+            if abs(j - diagonal[r]) > NEAR]
+
+
 def draw(layers, src_pieces, out_pieces, path: Path) -> str:
     """Draw the first and last layer's heads (``layers``: a list of ``(n_heads, n_out, n_src)`` arrays, one per
     decoder layer) as a grid in the widget's colours; return the figure's caption."""
@@ -124,11 +136,20 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
                "first example. One row per output subword, one "
                "column per source subword; `▁` (a low bar, not the underscore `_`) marks the start of a word, and the "
                "darker the cell, the larger its weight.")
-    if min(last) >= 0.75 * n_out:
-        caption += f" Every head of layer {last_number} follows the word order."
+    counts = f"{', '.join(map(str, last[:-1]))} and {last[-1]}" if n_heads > 1 else str(last[0])
+    caption += (f" In layer {last_number}, the largest weight of a word row (the `<eos>` row aside) lies within "
+                f"{NEAR:g} subwords of the diagonal, the source subword in the same relative place, in {counts} of "
+                f"the {n_out} rows of heads 0 to {n_heads - 1}")
+    off = off_diagonal(layers[-1][:, :-1])  # (head, output row, source subword) of the other rows
+    if not off:
+        caption += ": every head of the layer follows the word order."
+    elif min(last) >= 0.75 * n_out and len(off) <= 3:
+        caption += (". These heads follow the word order, with " + ("one exception" if len(off) == 1 else
+                                                                   f"{len(off)} exceptions") + ": "
+                    + "; ".join(f"head {h} reads `{src_pieces[j]}` while writing `{out_pieces[r]}`"
+                                for h, r, j in off) + ".")
     else:
-        caption += (f" Word rows (of {n_out}, the `<eos>` row aside) whose largest weight follows the word order, "
-                    f"heads 0 to {n_heads - 1} of layer {last_number}: {', '.join(map(str, last))}.")
+        caption += "."
     worst = min(range(n_heads), key=lambda h: first[h])
     if first[worst] <= 0.5 * n_out:
         most = layers[0][worst, :-1].argmax(-1).tolist()

@@ -21,8 +21,9 @@ __all__ = ["ablate_heads", "nll_per_token", "greedy_bleu", "ablation_experiments
 @contextlib.contextmanager
 def ablate_heads(model, heads: Iterable):
     """Inside ``with``, ``heads`` (``(kind, layer, head)`` tuples) are switched off: a pre-hook on ``w_o`` zeroes their
-    features ``i·d_k … (i+1)·d_k − 1`` of Concat(head_1, …, head_h) (§3.2.2), Michel et al.'s (2019) mask ξ_i = 0,
-    on every forward path (cached decoding included); removed on exit, parameters never touched. Yields the heads.
+    features ``i·d_k … (i+1)·d_k − 1`` of Concat(head_0, …, head_{h-1}) (§3.2.2, heads counted from 0), Michel et
+    al.'s (2019) mask ξ_i = 0, on every forward path (cached decoding included); removed on exit, parameters never
+    touched. Yields the heads.
 
     Raises:
         TypeError: an entry that is not a ``(kind, layer, head)`` tuple.
@@ -41,7 +42,7 @@ def ablate_heads(model, heads: Iterable):
                 keep[i * module.d_k:(i + 1) * module.d_k] = False
 
             def hook(_lin, args, keep=keep):
-                x = args[0]  # (batch, n_q, d_model): Concat(head_1, …, head_h)
+                x = args[0]  # (batch, n_q, d_model): Concat(head_0, …, head_{h-1})
                 return (x.masked_fill(~keep.to(x.device), 0.0),) + tuple(args[1:])
 
             handles.append(module.w_o.register_forward_pre_hook(hook))

@@ -246,11 +246,17 @@ def kv_cache_bytes(n_layers: int, d_model: int, n_tokens: int, src_len: int = 0,
     return {"per_token": per_token, "self_attn": self_b, "cross_attn": cross_b, "total": self_b + cross_b}
 
 
-def load_result(name: str, device: str = "cpu", folder=None) -> dict:
-    """A benchmark record ``<name>_<device>.json`` (``benchmarks/README.md``): from ``folder``, else the checkout's
-    ``benchmarks/results`` and its :data:`GPU_RESULTS` sub-folder (the GPU run's records, ``tools/gpu_check.py``),
-    else downloaded from :data:`RESULTS_URL` (Colab), from the same two places. FileNotFoundError: neither."""
-    filename = f"{name}_{device}.json"
+def load_result(name: str | None = None, device: str = "cpu", folder=None, *, file: str | None = None) -> dict:
+    """A benchmark record ``<name>_<device>.json`` (``benchmarks/README.md``), or the record named ``file`` (for the
+    files that do not follow that pattern, e.g. ``load_result(file="cpu_recipe.json")``): from ``folder``, else the
+    checkout's ``benchmarks/results`` and its :data:`GPU_RESULTS` sub-folder (the GPU run's records,
+    ``tools/gpu_check.py``), else downloaded from :data:`RESULTS_URL` (Colab), from the same two places.
+    FileNotFoundError: neither. TypeError: neither or both of ``name`` and ``file``."""
+    if (name is None) == (file is None):
+        raise TypeError("load_result takes a record's name (and device) or file=..., not both or neither")
+    if file is not None and (not str(file).endswith(".json") or "/" in str(file)):
+        raise ValueError(f"file must be a record's file name, such as 'cpu_recipe.json', got {file!r}")
+    filename = str(file) if file is not None else f"{name}_{device}.json"
     candidates = [Path(folder)] if folder is not None else [Path(__file__).resolve().parents[2] / "benchmarks" /
                                                             "results"]
     for base in candidates:

@@ -41,7 +41,7 @@ SINK = 0.5  # a sink head: more than this share on the first or on the last key
 SELF_LOOKING = 0.9  # a head that passes its own position on: more than this share on the query's own position
 SAME_AS_OFF = (0.8, 1.25)  # shuffled / switched off within this range: "about as much as switching it off"
 FEW_CHANGED = 0.2  # a head whose shuffle changes less than this share of the predictions changes "few"
-KEPT_ALONE = "Δ nll, best head kept alone"  # a column of layer_table
+KEPT_ALONE = "delta_nll_best_alone"  # a column of layer_table
 
 
 @dataclass
@@ -275,7 +275,7 @@ def layer_table(ablation) -> "pd.DataFrame":
     """The whole-layer rows of ``ablation`` (:func:`~tmlib.analysis.ablation.ablation_table`) and the row with every
     head off (kind and layer ``"all"``), indexed by experiment, kind and layer: heads off, cross-entropy and its
     change, BLEU and its change, and the change of the cross-entropy with the layer reduced to its best head
-    (``"Δ nll, best head kept alone"``, where ``ablation`` measured it). Formatted as the chapter prints them:
+    (``"delta_nll_best_alone"``, where ``ablation`` measured it). Formatted as the chapter prints them:
     strings with 3 decimals, BLEU with 1, and "–" where a number was not measured."""
     import pandas as pd
 

@@ -8,7 +8,7 @@ that report them (``print(findings)``).
 
 * :func:`attention_rows`, :func:`attention_series`, :func:`disturbed_cases`, :func:`exponent_table`,
   :func:`attention_cost_findings`: attention's time and peak memory against the sequence length n;
-* :func:`gpu_attention_findings`: the same on a GPU, with the fused kernels forced one by one;
+* :func:`gpu_attention_findings`: a GPU's record, with the fused kernels forced one by one;
 * :func:`table1_ratios`, :func:`table1_findings`: self-attention against an LSTM and a convolution;
 * :func:`kv_cache_findings`: decoding with and without the KV cache, on the CPU and on a GPU;
 * :func:`throughput_findings`: training windows divided by the eager window of the same round;
@@ -91,26 +91,27 @@ def disturbed_cases(record: dict, factor: float = 2.0) -> pd.DataFrame:
     return hit[["method", "pass", "n", "median_s", "times_s", "next_n", "next_median_s"]].reset_index(drop=True)
 
 
-def exponent_table(record: dict) -> pd.DataFrame:
+def exponent_table(record: dict, quantities=("time", "memory")) -> pd.DataFrame:
     """The fitted exponents of time and peak memory (``t = c·n^p``), each with its 95% interval, one row per method
-    and pass (passes named as in the figures: ``forward``, ``forward + backward``)."""
+    and pass (passes named as in the figures: ``forward``, ``forward + backward``); ``quantities`` picks the
+    columns (``"time"``, ``"memory"``)."""
     def cell(f):
         return f"{f['exponent']:.2f} [{f['low']:.2f}, {f['high']:.2f}]"
 
     table = pd.DataFrame([{"method": f["method"], "pass": PASSES[f["pass"]],
-                           "time exponent [95% interval]": cell(f["time"]),
-                           "memory exponent [95% interval]": cell(f["memory"])}
+                           **{f"{q} exponent [95% interval]": cell(f[q]) for q in quantities}}
                           for f in record["results"]["fits"]])
     return table.set_index(["method", "pass"])
 
 
-def attention_cost_findings(record: dict) -> Findings:
-    """Attention on the CPU at the largest n, in units of one ``(n, n)`` score matrix of the batch, the time
-    exponent of each doubling of n from 512 on (forward pass), and the repeats of the :func:`disturbed_cases`.
+def attention_cost_findings(memory_record: dict, time_record: dict, methods=CPU_METHODS) -> Findings:
+    """Attention's peak memory at the largest n, in units of one ``(n, n)`` score matrix of the batch (from
+    ``memory_record``), and the time exponent of each doubling of n from 512 on, in both passes (from
+    ``time_record``, a record whose machine ran nothing else: the chapter takes the GPU's).
 
-    Numbers: ``matrices`` (pass → method → peak memory in score matrices), ``doublings`` (a table: n × method, the
-    exponent log2(t(n) / t(n/2))) and ``disturbed`` (the table of :func:`disturbed_cases`)."""
-    rows = attention_rows(record)
+    Numbers: ``matrices`` (pass → method → peak memory in score matrices) and ``doublings`` (pass → a table:
+    n × method, the exponent log2(t(n) / t(n/2)))."""
+    rows = attention_rows(memory_record)
     n_max = rows["n"].max()
     lines, matrices = [], {}
     for pass_ in PASSES:
@@ -119,59 +120,40 @@ def attention_cost_findings(record: dict) -> Findings:
         matrices[pass_] = mats.to_dict()
         lines.append(f"n = {n_max}, {PASSES[pass_]}: peak memory {mats['explicit']:.1f} score matrices "
                      f"(explicit), {mats['sdpa']:.2f} (sdpa)")
-    fwd = rows[rows["pass"] == "forward"].pivot(index="n", columns="method", values="median_s")
-    doublings = np.log2(fwd / fwd.shift(1)).loc[1024:]  # from 512 -> 1024 on
-    steps = " -> ".join(str(n) for n in [512, *doublings.index])
-    lines.append(f"time exponent of each doubling of n ({steps}), forward:")
-    lines += [f"  {m:>9}: " + ", ".join(f"{v:.2f}" for v in doublings[m]) for m in doublings]
-    disturbed = disturbed_cases(record)
-    for _, d in disturbed.iterrows():
-        times = 1e3 * np.asarray(d["times_s"])
-        lines.append(f"{d['method']} {PASSES[d['pass']]}, n = {d['n']}: its {len(times)} repeats took "
-                     f"{times.min():.2f} to {times.max():.2f} ms;")
-        lines.append(f"  the median at n = {d['next_n']:.0f}: {1e3 * d['next_median_s']:.2f} ms")
-    return Findings({"matrices": matrices, "doublings": doublings, "disturbed": disturbed}, lines)
+    timed = attention_rows(time_record)
+    doublings = {}
+    for pass_ in PASSES:
+        t = timed[timed["pass"] == pass_].pivot(index="n", columns="method", values="median_s")[list(methods)]
+        doublings[pass_] = np.log2(t / t.shift(1)).loc[1024:]  # from 512 -> 1024 on
+    steps = " -> ".join(str(n) for n in [512, *doublings["forward"].index])
+    lines += [f"time exponent of each doubling of n ({steps}):",
+              f"  {'':>10} {'forward':<18} forward + backward"]
+    lines += [f"  {m + ':':>10} " + f"{', '.join(f'{v:.2f}' for v in doublings['forward'][m]):<18} "
+              + ", ".join(f"{v:.2f}" for v in doublings["forward_backward"][m]) for m in methods]
+    return Findings({"matrices": matrices, "doublings": doublings}, lines)
 
 
-def gpu_attention_findings(gpu_record: dict, cpu_record: dict) -> Findings:
-    """The GPU's attention record read beside the CPU's: which forced kernel the default call's memory matches,
-    the default call against the forced cuDNN kernel at short and long n, the time exponent of the last doubling,
-    and explicit / default at the largest n on both machines.
+def gpu_attention_findings(record: dict) -> Findings:
+    """The GPU's attention record with the fused kernels forced one by one: which forced kernel the default call's
+    memory matches, the time exponent of the last doubling of n for each forced kernel, and the explicit path's
+    time over each fused kernel's at the largest n.
 
     Numbers: ``table`` (each method at the largest n: times in ms, peaks in MB and in score matrices),
-    ``default_kernels``, ``doubling`` (method → exponent, forward), ``ratio_gpu`` and ``ratio_cpu``."""
-    rows = attention_rows(gpu_record)
+    ``default_kernels`` and ``doubling`` (method → exponent, forward)."""
+    rows = attention_rows(record)
     n_max = rows["n"].max()
     at = rows.pivot_table(index=["method", "n"], columns="pass", values=["median_s", "peak_bytes"])
     methods = [m for m in GPU_METHODS if m in at.index.get_level_values("method")]
     peak = at["peak_bytes"]
     default = [m for m in methods[2:] if (peak.loc[m] == peak.loc["sdpa"]).all().all()]
     lines = [f"the default call's peak memory equals {' and '.join(default)}'s at every n, in both passes"]
-    us = 1e6 * at["median_s"]  # microseconds per call, (method, n) x pass
-    for pass_, name in PASSES.items():
-        short = us[pass_].unstack("method").loc[:1024]
-        lines += [f"{name}, n = 64 to 1024: default call {short['sdpa'].min():.0f} to "
-                  f"{short['sdpa'].max():.0f} µs,",
-                  f"  forced cuDNN {short['sdpa_cudnn'].min():.0f} to {short['sdpa_cudnn'].max():.0f} µs"]
-    long_ = us["forward"].unstack("method").loc[2048:]
-    lines.append(f"forward, n = {' and '.join(map(str, long_.index))}: default call "
-                 + " and ".join(f"{v:.0f}" for v in long_["sdpa"]) + " µs, forced cuDNN "
-                 + " and ".join(f"{v:.0f}" for v in long_["sdpa_cudnn"]) + " µs")
     times = at["median_s"]["forward"]
     doubling = np.log2(times.xs(n_max, level="n") / times.xs(n_max // 2, level="n"))
-    lines.append(f"time exponent from n = {n_max // 2} to {n_max} (log2 of the time ratio), forward:")
-    lines += ["  " + ", ".join(f"{m} {doubling[m]:.2f}" for m in group) for group in (methods[:3], methods[3:])]
-    cpu = attention_rows(cpu_record)
-    cpu_big = cpu[(cpu["n"] == cpu["n"].max()) & (cpu["pass"] == "forward")].set_index("method")["median_s"]
-    ratio_gpu = times[("explicit", n_max)] / times[("sdpa", n_max)]
-    ratio_cpu = cpu_big["explicit"] / cpu_big["sdpa"]
-    gs, cs = gpu_record["settings"], cpu_record["settings"]
-    lines += [f"at n = {n_max}, forward, explicit / default fused call, at each machine's settings:",
-              f"  {ratio_gpu:.1f} here (bf16, batch {gs['batch']} x {gs['heads']} heads), "
-              f"{ratio_cpu:.1f} on the CPU (float32, batch {cs['batch']} x {cs['heads']} heads)"]
     big = at.xs(n_max, level="n").reindex(methods)
     fused = [m for m in ("sdpa_cudnn", "sdpa_flash", "sdpa_efficient") if m in big.index]
-    lines.append(f"at n = {n_max}, explicit time / each fused kernel's ({', '.join(m[5:] for m in fused)}):")
+    lines += [f"time exponent from n = {n_max // 2} to {n_max}, forward, each fused kernel forced:",
+              "  " + ", ".join(f"{m} {doubling[m]:.2f}" for m in fused),
+              f"at n = {n_max}, explicit time / each fused kernel's ({', '.join(m[5:] for m in fused)}):"]
     for pass_, name in PASSES.items():
         t = big[("median_s", pass_)]
         lines.append(f"  {name}: " + ", ".join(f"{t['explicit'] / t[m]:.1f}" for m in fused))
@@ -182,8 +164,7 @@ def gpu_attention_findings(gpu_record: dict, cpu_record: dict) -> Findings:
                           "forward peak, in score matrices": big[("peak_bytes", "forward")] / one_matrix,
                           "forward + backward peak, MB": big[("peak_bytes", "forward_backward")] / 1e6})
     table = table.round(2).rename_axis(f"n = {n_max}")
-    return Findings({"table": table, "default_kernels": default, "doubling": doubling.to_dict(),
-                     "ratio_gpu": float(ratio_gpu), "ratio_cpu": float(ratio_cpu)}, lines)
+    return Findings({"table": table, "default_kernels": default, "doubling": doubling.to_dict()}, lines)
 
 
 # --------------------------------------------------------------------------- the paper's Table 1
@@ -230,17 +211,15 @@ TABLE1_HEADERS = {"median_ratio": "median time ratio", "attention_slower": "atte
 
 # --------------------------------------------------------------------------- the KV cache
 def kv_cache_findings(cpu_record: dict, gpu_record: dict) -> Findings:
-    """One cached decoding step profiled on each machine (its time, its operator calls, the output projection's
-    share), the spread of the GPU's repeats, and the speed-ups of the lengths both machines timed.
+    """One cached decoding step profiled on each machine (its time and the output projection's share of it), the
+    spread of the GPU's repeats, and the speed-ups of the lengths both machines timed.
 
     Numbers: ``table`` (CPU and GPU side by side: speed-up, ms per token with and without the cache) and
     ``gpu_spread`` (the largest ratio slower / faster repeat of one GPU case)."""
     lines = []
     for where, record in (("CPU", cpu_record), ("GPU", gpu_record)):
         prof = record["results"]["profile"]
-        calls, s = prof["aten_calls_per_step"], prof["s_per_step"]
-        lines += [f"{where}: a cached step at {prof['tokens']} tokens: {s * 1e3:.2f} ms, {calls:.0f} operator "
-                  f"calls ({s / calls * 1e6:.1f} µs each);",
+        lines += [f"{where}: a cached step at {prof['tokens']} tokens: {prof['s_per_step'] * 1e3:.2f} ms;",
                   f"  the output projection, the largest product: "
                   f"{prof['output_projection_share_of_step']:.1%} of the step"]
     cpu, gpu = (pd.DataFrame(r["results"]["timing"]).set_index("output_tokens") for r in (cpu_record, gpu_record))

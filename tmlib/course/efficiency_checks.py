@@ -38,11 +38,13 @@ def check_skipped_pairs(answer, n: int, block_size: int, what: str = "the block 
 
 
 def check_against_measured(answer, measured, what: str, *, rtol: float = 0.0, atol: float = 0.0,
-                           measured_as: str = "measured") -> str:
+                           measured_as: str = "measured",
+                           hint: str = "which term is missing or counted twice?") -> str:
     """Check a count by hand against a value measured on a model (bytes held, FLOPs counted by PyTorch).
 
     A failure gives the ratio answer / measured (too large or too small, and by what factor), which points at the
-    term that is missing or doubled without giving the formula.
+    term that is missing or doubled without giving the formula; ``hint`` ends the message (a question, or where
+    to look).
 
     Raises:
         TypeError: the answer is still ``...`` or None.
@@ -54,5 +56,5 @@ def check_against_measured(answer, measured, what: str, *, rtol: float = 0.0, at
     except AssertionError:
         ratio = float(answer) / float(measured) if float(measured) != 0 else math.inf
         side = "too large" if ratio > 1 else "too small"
-        raise AssertionError(f"{what}: yours is {ratio:.3g} times the value {measured_as} ({side});\n  which term "
-                             "is missing or counted twice?") from None
+        raise AssertionError(f"{what}: yours is {ratio:.3g} times the value {measured_as} ({side});\n  "
+                             f"{hint}") from None

@@ -2,13 +2,19 @@
 
 A chapter that prints a class or function with :func:`show_source` shows exactly the code that runs: the listing
 is produced from the live source at execution time, so it cannot drift from the library. Docstrings are folded to
-their first line, so that a listing is code.
+their first line, so that a listing is code. The library marks the statements that the paper's equations do not need
+(argument checks, caches) with a comment ``# [not in the paper] what it does``; ``paper=True`` folds each of them
+into that one comment line, so that the listing shows the equation.
 """
 from __future__ import annotations
 
 import ast
 import inspect
+import io
 import textwrap
+import tokenize
+
+ASIDE = "[not in the paper]"  # the mark of a statement that paper=True folds
 
 
 class Listing:
@@ -35,10 +41,13 @@ class Listing:
         return highlight(self.code, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
 
 
-def show_source(obj, *, start: str | None = None, end: str | None = None, full_docstrings: bool = False) -> Listing:
+def show_source(obj, *, start: str | None = None, end: str | None = None, full_docstrings: bool = False,
+                paper: bool = False) -> Listing:
     """The source of ``obj`` (a class, function, method or module), highlighted, each docstring folded to its first
     line and ``…`` (``full_docstrings=True``: as written). ``start``: show from the first line containing it;
-    ``end``: stop before the next line containing it (some methods of a long class).
+    ``end``: stop before the next line containing it (some methods of a long class). ``paper``: each statement
+    marked ``# [not in the paper] what`` (on its first line, or on a comment line just above it) folded into one
+    line ``# … what`` (:func:`fold_asides`).
 
     Raises:
         TypeError: ``obj`` has no Python source (a built-in, for example).
@@ -61,7 +70,42 @@ def show_source(obj, *, start: str | None = None, end: str | None = None, full_d
             raise ValueError(f"{end!r} does not occur in the source of {obj!r} after its first line")
         source = "".join(lines[:hits[0]])
     source = textwrap.dedent(source).rstrip("\n")
-    return Listing(source if full_docstrings else fold_docstrings(source))
+    source = source if full_docstrings else fold_docstrings(source)
+    return Listing(fold_asides(source) if paper else source)
+
+
+def fold_asides(source: str) -> str:
+    """``source`` with each statement marked ``# [not in the paper] what`` folded into one comment line ``# … what``
+    at its indentation (a compound statement with its whole block; neighbours with the same text into one line).
+    The mark sits on the statement's first line or alone on the line above it. ``source`` itself if it does not
+    parse."""
+    try:
+        tree = ast.parse(source)
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (SyntaxError, tokenize.TokenError):
+        return source
+    lines = source.split("\n")
+    marks = {}  # line number -> (what, whether the comment stands alone on its line)
+    for tok in tokens:
+        if tok.type == tokenize.COMMENT and ASIDE in tok.string:
+            what = tok.string.split(ASIDE, 1)[1].strip()
+            marks[tok.start[0]] = (what, not lines[tok.start[0] - 1][:tok.start[1]].strip())
+    statements = sorted((node for node in ast.walk(tree) if isinstance(node, ast.stmt)),
+                        key=lambda node: (node.lineno, -node.end_lineno))
+    folded: list[tuple[int, int, int, str]] = []  # (first line, last line, indentation, what)
+    for node in statements:  # the outermost statement that starts on a marked line, or below a marked comment
+        first = node.lineno
+        above = first - 1 if marks.get(first - 1, ("", False))[1] else None
+        if (first not in marks and above is None) or (folded and first <= folded[-1][1]):
+            continue
+        what = marks[first][0] if first in marks else marks[above][0]
+        span = (above or first, node.end_lineno, node.col_offset, what)
+        if folded and folded[-1][2:] == span[2:] and span[0] == folded[-1][1] + 1:
+            span = (folded.pop()[0], *span[1:])  # the next line, the same text: one line for both
+        folded.append(span)
+    for first, last, col, what in reversed(folded):
+        lines[first - 1:last] = [" " * col + f"# … {what}"]
+    return "\n".join(lines)
 
 
 def fold_docstrings(source: str) -> str:

@@ -147,7 +147,8 @@ def positional_encoding_heatmap(pe, title: str = "Sinusoidal positional encoding
 
 def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
                 suptitle: str = "Attention masks (dark = may attend)", xlabel: str = "key position",
-                ylabel: str = "query position", square_cells: bool = False, xtick_rotation: float = 45):
+                ylabel: str = "query position", square_cells: bool = False, xtick_rotation: float = 45,
+                figsize: tuple[float, float] | None = None, share_ylabel: bool = False):
     """Boolean masks side by side, one panel each, True (may attend) drawn dark.
 
     Args:
@@ -158,6 +159,8 @@ def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
         square_cells: draw every panel's cells at the size of the tallest panel's, so that masks of
             different shapes compare cell for cell (default: each panel fills its own box).
         xtick_rotation: rotation of the key labels in degrees (0: horizontal and centred).
+        figsize: the figure's size in inches (default: 3.2 wide per panel, at most 16, and 3.4 high).
+        share_ylabel: write ``ylabel`` on the first panel only.
 
     Returns:
         The matplotlib ``Figure``.
@@ -177,12 +180,13 @@ def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
             raise TypeError(f"mask {i} must be boolean (True = may attend), got dtype {m.dtype}")
         if m.ndim != 2:
             raise ValueError(f"mask {i} must be 2-D (n_q, n_k), got shape {m.shape}")
-    fig, axes = plt.subplots(1, len(masks), figsize=(min(3.2 * len(masks), 16), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(masks), figsize=figsize or (min(3.2 * len(masks), 16), 3.4), squeeze=False)
     for i, (ax, m) in enumerate(zip(axes[0], masks)):
         ax.imshow(m, cmap="Greys", vmin=0, vmax=1.4)
         ax.set_title(titles[i])
         ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
+        if i == 0 or not share_ylabel:
+            ax.set_ylabel(ylabel)
         n_q, n_k = m.shape
         ax.set_xticks(range(n_k))
         ax.set_yticks(range(n_q))
@@ -347,19 +351,20 @@ def alignment_panels(alignments, titles: Sequence[str] | None = None, suptitle: 
             raise ValueError(f"panel {i}: weights of shape {w.shape} do not match {len(q)} query and {len(k)} key "
                              f"labels")
     widths = [w.shape[1] for w, _, _ in alignments]
-    fig, axes = plt.subplots(1, len(alignments), squeeze=False,
+    fig, axes = plt.subplots(1, len(alignments), squeeze=False, layout="constrained",  # no gaps between panels
                              figsize=(min(16, 1.5 + 0.36 * sum(widths) + 1.3 * len(alignments)),
                                       1.3 + 0.3 * max(w.shape[0] for w, _, _ in alignments)),
                              gridspec_kw={"width_ratios": widths})
     last = len(alignments) - 1
     for i, (ax, (w, keys, queries)) in enumerate(zip(axes[0], alignments)):
-        sns.heatmap(w, ax=ax, cmap=cmap, vmin=0.0, vmax=1.0, square=True, xticklabels=keys, yticklabels=queries,
+        sns.heatmap(w, ax=ax, cmap=cmap, vmin=0.0, vmax=1.0, xticklabels=keys, yticklabels=queries,
                     cbar=i == last, cbar_kws={"label": "weight", "shrink": 0.8} if i == last else None)
         ax.set_title(titles[i] if titles else "")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel if i == 0 else "")
+        ax.set_xlabel("")
+        ax.set_ylabel("")
         ax.tick_params(axis="x", rotation=90)
         ax.tick_params(axis="y", rotation=0)
     fig.suptitle(suptitle)
-    fig.tight_layout()
+    fig.supxlabel(xlabel)  # one label for all the panels
+    fig.supylabel(ylabel)
     return fig

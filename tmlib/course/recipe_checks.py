@@ -26,6 +26,8 @@ def check_lrate(my_lrate, *, seed: int = 606) -> str:
     lines = []
     for d_model, warmup in [(2 ** int(rng.integers(6, 11)), int(rng.integers(20, 60))) for _ in range(2)]:
         steps = np.arange(1, 3 * warmup + 1)
+        first = my_lrate(1, d_model, warmup)
+        require_answered(first, f"my_lrate(1, {d_model}, {warmup})")  # `...` or a missing `return`: say so
         lr = np.array([float(my_lrate(int(s), d_model, warmup)) for s in steps])
         if not (np.isfinite(lr).all() and (lr > 0).all()):
             raise AssertionError("the learning rate must be a positive, finite number at every step")

@@ -139,6 +139,7 @@ class MultiHeadAttention(nn.Module):
         True = real token; ``cache``: a KVCache the new keys join (``static_kv``: projected once) → ``(batch, n_q,
         d_model)``, weights ``(batch, n_heads, n_q, n_k)`` or None. Raises TypeError, ValueError (shapes named).
         """
+        # [not in the paper] argument checks (shapes, dtypes, masks)
         attn_mask, real_keys = check_multi_head_args(self, query, key, value, attn_mask, real_keys, cache,
                                                      static_kv, is_causal)
         q = self.split_heads(self.w_q(query))  # (batch, n_heads, n_q, d_k)

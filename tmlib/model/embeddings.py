@@ -29,9 +29,9 @@ class TokenEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = None, device=None, dtype=None):
         super().__init__()
-        check_int(vocab_size, "vocab_size", minimum=1)
-        check_int(d_model, "d_model", minimum=1)
-        if pad_id is not None and not 0 <= pad_id < vocab_size:
+        check_int(vocab_size, "vocab_size", minimum=1)  # [not in the paper] argument checks
+        check_int(d_model, "d_model", minimum=1)  # [not in the paper] argument checks
+        if pad_id is not None and not 0 <= pad_id < vocab_size:  # [not in the paper] argument checks
             raise ValueError(f"pad_id {pad_id} is outside the vocabulary [0, {vocab_size})")
         self.vocab_size, self.d_model, self.pad_id = vocab_size, d_model, pad_id
         self.scale = math.sqrt(d_model)
@@ -53,8 +53,8 @@ class Generator(nn.Module):
     def __init__(self, d_model: int, vocab_size: int, bias: bool = True, log_softmax: bool = False,
                  device=None, dtype=None):
         super().__init__()
-        check_int(d_model, "d_model", minimum=1)
-        check_int(vocab_size, "vocab_size", minimum=1)
+        check_int(d_model, "d_model", minimum=1)  # [not in the paper] argument checks
+        check_int(vocab_size, "vocab_size", minimum=1)  # [not in the paper] argument checks
         self.d_model, self.vocab_size, self.log_softmax = d_model, vocab_size, log_softmax
         self.proj = nn.Linear(d_model, vocab_size, bias=bias, device=device, dtype=dtype)
 

@@ -34,7 +34,7 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, bias: bool = True, device=None, dtype=None):
         super().__init__()
-        _check_sizes(d_model, d_ff, dropout)
+        _check_sizes(d_model, d_ff, dropout)  # [not in the paper] argument checks
         self.d_model, self.d_ff = d_model, d_ff
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias, device=device, dtype=dtype)  # W₁, b₁
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias, device=device, dtype=dtype)  # W₂, b₂

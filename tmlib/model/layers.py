@@ -117,7 +117,7 @@ class DecoderLayer(AttentionRecording):
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
                 memory_real_keys: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
                 cache: tuple[KVCache, KVCache | None] | None = None, is_causal: bool = False) -> torch.Tensor:
-        self_kv, cross_kv = cache or (None, None)
+        self_kv, cross_kv = cache or (None, None)  # [not in the paper] the KV caches of incremental decoding
 
         def self_attention(h):  # (batch, n_new, d_model) -> same; the new keys/values join the cache
             return self.record("self", self.self_attn(h, h, h, attn_mask, need_weights=self.keep_attention,

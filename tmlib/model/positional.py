@@ -51,13 +51,14 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
         super().__init__()
+        # [not in the paper] argument checks
         check_float(dropout, "dropout", minimum=0.0, maximum=1.0, max_inclusive=False)
         self.d_model, self.max_len = d_model, max_len
         self.register_buffer("pe", sinusoid_table(max_len, d_model), persistent=False)  # (max_len, d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        check_positions(x, offset, self.max_len)
+        check_positions(x, offset, self.max_len)  # [not in the paper] argument checks
         pe = self.pe[offset:offset + x.shape[1]].to(dtype=x.dtype, device=x.device)  # (seq_len, d_model)
         return self.dropout(x + pe)  # (batch, seq_len, d_model)
 

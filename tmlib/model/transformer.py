@@ -53,12 +53,13 @@ class Transformer(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        check_model_config(config)
+        check_model_config(config)  # [not in the paper] argument checks
         self.config = c = config
         self.src_vocab_size, self.tgt_vocab_size = c.vocab_size, c.tgt_vocab_size or c.vocab_size
         self.tie_embeddings = c.vocab_size == self.tgt_vocab_size if c.tie_embeddings is None else c.tie_embeddings
-        self.d_model, self.n_heads, self.max_len, self.pad_id = c.d_model, c.n_heads, c.max_len, c.pad_id
-        self.norm_first = c.norm_first
+        self.d_model, self.n_heads = c.d_model, c.n_heads  # [not in the paper] settings kept for the methods
+        self.max_len, self.pad_id = c.max_len, c.pad_id  # [not in the paper] settings kept for the methods
+        self.norm_first = c.norm_first  # [not in the paper] settings kept for the methods
         self.src_embed = TokenEmbedding(c.vocab_size, c.d_model, c.pad_id)  # (§3.4)
         self.tgt_embed = TokenEmbedding(self.tgt_vocab_size, c.d_model, c.pad_id)
         self.positional = make_positional(c.positions, c.d_model, c.max_len, c.dropout)  # (§3.5)
@@ -70,7 +71,7 @@ class Transformer(nn.Module):
         xavier_init_(self, (self.src_embed, self.tgt_embed))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        check_model_inputs(self, src, tgt)
+        check_model_inputs(self, src, tgt)  # [not in the paper] argument checks
         real_src = self.real_tokens(src)  # (batch, src_len), True = real token; None: no padding
         memory = self.encoder(self.positional(self.src_embed(src)), real_src)  # (batch, src_len, d_model)
         y = self.decoder(self.positional(self.tgt_embed(tgt)), memory, real_src)  # (batch, tgt_len, d_model)
@@ -78,7 +79,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
         """Source ids ``(batch, src_len)`` → the memory ``(batch, src_len, d_model)``."""
-        check_model_inputs(self, src)
+        check_model_inputs(self, src)  # [not in the paper] argument checks
         return self.encoder(self.positional(self.src_embed(src)), self.real_tokens(src))  # (batch, src_len, d_model)
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor,
@@ -86,7 +87,7 @@ class Transformer(nn.Module):
         """Target ids ``(batch, n_new)`` (the whole prefix, or with ``cache`` the new positions, at ``len(cache)``
         onwards), the memory and the source ids → logits ``(batch, n_new, tgt_vocab_size)``; ``cache`` (from
         :meth:`new_cache`) is updated in place."""
-        check_model_inputs(self, src, tgt, memory, padding_rows=True)
+        check_model_inputs(self, src, tgt, memory, padding_rows=True)  # [not in the paper] argument checks
         offset = len(cache) if cache is not None else 0
         y = self.positional(self.tgt_embed(tgt), offset=offset)  # (batch, n_new, d_model)
         y = self.decoder(y, memory, self.real_tokens(src), cache=cache)  # (batch, n_new, d_model)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import driver
-from .spec import AssignmentSpec, CheckSpec
+from .spec import AssignmentSpec, CheckSpec, graded_mode, mode_env
 from .values import Decoder, decode_message, fresh_value
 
 CHECK_SECONDS = 60  # one check on one submission's values; a check is the instructor's code, this is a backstop
@@ -62,12 +62,13 @@ def _quiet_in(folder: str):
 
 
 def _key(spec: AssignmentSpec) -> str:
-    return hashlib.sha256(json.dumps([spec.notebook, spec.reference, [str(e) for e in spec.exercises]]).encode()
-                          ).hexdigest()
+    return hashlib.sha256(json.dumps([spec.notebook, spec.reference, [str(e) for e in spec.exercises],
+                                      mode_env(spec)]).encode()).hexdigest()
 
 
 def reference_namespace(spec: AssignmentSpec) -> dict:
-    """The globals of the chapter's reference code, run once per process (cached by the code's hash).
+    """The globals of the chapter's reference code, run once per process (cached by the code's hash), in the
+    chapter's quick mode (:func:`grading.spec.mode_env`), as its sandbox runs it.
 
     Raises:
         ReferenceError: a cell of the reference code raised (the message names the cell and the error).
@@ -79,7 +80,7 @@ def reference_namespace(spec: AssignmentSpec) -> dict:
     shell = driver._Shell(namespace)
     namespace.update(get_ipython=lambda: shell, display=lambda *args, **kwargs: None)
     folder = spec.source_dir if spec.source_dir and Path(spec.source_dir).is_dir() else tempfile.gettempdir()
-    with _quiet_in(folder):
+    with _quiet_in(folder), graded_mode(spec):  # the quick mode of the chapter's sandbox (spec.mode_env)
         for i, cell in enumerate(spec.reference):
             try:  # optimize=0: the course's asserts run even when the grader runs with -O or PYTHONOPTIMIZE
                 exec(compile(driver.python_source(cell), f"<{spec.notebook} reference cell {i}>", "exec", optimize=0),
@@ -134,10 +135,11 @@ def calls_for(spec: AssignmentSpec) -> Calls:
             return fn(*args, **kwargs)
         return record
 
-    for check in (c for e in spec.exercises for c in e.checks):
-        names = [n for n in check.names if n in calls.nodes]
-        if names:
-            run_check(check, reference, {n: (lambda n=n: recorder(n, reference[n])) for n in names})
+    with graded_mode(spec):
+        for check in (c for e in spec.exercises for c in e.checks):
+            names = [n for n in check.names if n in calls.nodes]
+            if names:
+                run_check(check, reference, {n: (lambda n=n: recorder(n, reference[n])) for n in names})
     calls.blob = bytes(enc.blob)
     _CALLS[key] = calls
     return calls
@@ -241,7 +243,8 @@ def judge(spec: AssignmentSpec, message: bytes) -> tuple[list[ExerciseResult], l
     for ex in spec.exercises:
         res = ExerciseResult(ex.qname, 0.0, ex.points)
         for check in ex.checks:
-            why = run_check(check, reference, student)
+            with graded_mode(spec):
+                why = run_check(check, reference, student)
             if why is None:
                 res.points += check.points
                 continue
@@ -272,7 +275,8 @@ def self_check(spec: AssignmentSpec) -> list[str]:
     """
     reference, calls = reference_namespace(spec), calls_for(spec)
     forbid = forbid_map(spec)
-    results_ = driver.call_results(reference, calls.nodes, calls.blob, forbid)
+    with graded_mode(spec):
+        results_ = driver.call_results(reference, calls.nodes, calls.blob, forbid)
     refs = {n: driver.references(reference[n], names) for n, names in forbid.items() if callable(reference.get(n))}
     message = driver.message(reference, job_names(spec), [], results_, refs)
     results, notes = judge(spec, message)

@@ -151,7 +151,8 @@ class Sandbox:
                 return src
         return None
 
-    def _env(self, lib: str) -> dict[str, str]:
+    def _env(self, lib: str, mode: dict[str, str] | None = None) -> dict[str, str]:
+        """The submission's whole environment; ``mode``: the chapter's quick-mode setting (``spec.mode_env``)."""
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONPATH": lib,
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "MPLBACKEND": "Agg",
                "MPLCONFIGDIR": "/tmp/.matplotlib", "XDG_CACHE_HOME": "/tmp/.cache", "IPYTHONDIR": "/tmp/.ipython",
@@ -159,6 +160,7 @@ class Sandbox:
                "OPENBLAS_NUM_THREADS": "1"}
         if "TMLIB_SMOKE" in os.environ:
             env["TMLIB_SMOKE"] = os.environ["TMLIB_SMOKE"]
+        env.update(mode or {})
         data = os.environ.get("TMLIB_DATA_DIR")
         if data:  # passed on when exposed, as the resolved path (the one bound in the sandbox), links followed
             real = os.path.realpath(data)
@@ -167,15 +169,15 @@ class Sandbox:
         return env
 
     def command(self, indir: Path, limits: Limits, work: str | None = None,
-                uid: int = NOBODY) -> tuple[list[str], dict | None]:
+                uid: int = NOBODY, mode: dict[str, str] | None = None) -> tuple[list[str], dict | None]:
         """The argv (and, without bwrap, the environment) that runs the driver on ``indir/job.json``.
 
         ``work`` is the private working folder of a run without bwrap (its HOME and temporary folder); ``uid`` the
-        user id the driver runs as when the grader is root.
+        user id the driver runs as when the grader is root; ``mode`` the chapter's quick-mode variables.
         """
         lib = tmlib_dir()
         if self.kind == "none":
-            env = self._env(str(lib.parent) if lib else "")
+            env = self._env(str(lib.parent) if lib else "", mode)
             env.update(HOME=work or "", TMPDIR=work or "", MPLCONFIGDIR=f"{work}/.matplotlib",
                        XDG_CACHE_HOME=f"{work}/.cache", IPYTHONDIR=f"{work}/.ipython")
             return [sys.executable, str(indir / "driver.py"), str(indir / "job.json")], env
@@ -206,7 +208,7 @@ class Sandbox:
         for src, dst in binds:
             argv += ["--ro-bind", src, dst]
         argv += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
-        for key, value in self._env("/grader/lib").items():
+        for key, value in self._env("/grader/lib", mode).items():
             argv += ["--setenv", key, value]
         argv.append("--")
         if self.as_root and self.setpriv:
@@ -240,7 +242,8 @@ class Sandbox:
             raise
         return Slot(user, cgroup)
 
-    def run(self, indir: Path, job: dict, limits: Limits, slot: Slot | None = None) -> Outcome:
+    def run(self, indir: Path, job: dict, limits: Limits, slot: Slot | None = None,
+            mode: dict[str, str] | None = None) -> Outcome:
         """Write ``job`` (plus the pipe's descriptor) to ``indir/job.json``, run the driver, collect its output.
 
         The whole process group is killed at the time limit, past the memory limit and again after the run; with
@@ -252,7 +255,7 @@ class Sandbox:
         if slot is None:
             slot = self.open_slot(limits)
             try:
-                return self.run(indir, job, limits, slot)
+                return self.run(indir, job, limits, slot, mode)
             finally:
                 slot.close()
         import json
@@ -264,7 +267,7 @@ class Sandbox:
             path.chmod(0o644)  # readable by uid 65534 whatever the grader's umask
         indir.chmod(0o755)
         work = tempfile.mkdtemp(prefix="tm-grade-none-") if self.kind == "none" else None
-        argv, env = self.command(indir, limits, work, slot.user.uid if slot.user else NOBODY)
+        argv, env = self.command(indir, limits, work, slot.user.uid if slot.user else NOBODY, mode)
         self._tasks_now = _user_tasks(os.getuid()) if not self.as_root else 0
         start = time.monotonic()
         try:

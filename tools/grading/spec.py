@@ -16,7 +16,9 @@ checks' helpers nor their inputs can be changed by the submission.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -112,6 +114,7 @@ class AssignmentSpec:
     source_dir: str | None = None  # where the chapter notebook lived at build time (its relative paths)
     manual: list[dict] = field(default_factory=list)  # exercises graded by hand: {"label", "title"}
     title: str = ""  # the chapter's title
+    smoke: bool = False  # graded in the quick mode (TMLIB_SMOKE=1) unless the grader sets TMLIB_SMOKE (mode_env)
 
     @property
     def max_points(self) -> float:
@@ -143,7 +146,8 @@ class AssignmentSpec:
                          for e in doc["exercises"]]
             spec = cls(str(doc["chapter"]), str(doc["notebook"]), exercises, [str(s) for s in doc["reference"]],
                        doc.get("source_dir"), [{"label": str(m["label"]), "title": str(m["title"])}
-                                               for m in doc.get("manual", [])], str(doc.get("title", "")))
+                                               for m in doc.get("manual", [])], str(doc.get("title", "")),
+                       bool(doc.get("smoke", False)))
         except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as err:
             raise ValueError(f"{path}: not a grading spec ({type(err).__name__}: {err})") from None
         except ValueError as err:
@@ -155,12 +159,45 @@ class AssignmentSpec:
         return spec
 
 
+SMOKE_ENV = "TMLIB_SMOKE"
+
+
+def mode_env(spec: AssignmentSpec) -> dict[str, str]:
+    """The quick-mode setting a chapter is graded under, the same in its sandbox and in the grader's reference.
+
+    A chapter whose full run trains or loads chapter 9's model, or trains for minutes (``spec.smoke``, set by
+    ``tools/assignments.py build`` from the notebook), would run past the sandbox's time limit (the sandbox holds no
+    ``runs/``), so it gets ``TMLIB_SMOKE=1`` by default. The grader's own ``TMLIB_SMOKE``, when set, wins for every
+    chapter (``TMLIB_SMOKE=0``: the full runs, with a ``--timeout`` long enough for them).
+    """
+    if SMOKE_ENV in os.environ:
+        return {SMOKE_ENV: os.environ[SMOKE_ENV]}
+    return {SMOKE_ENV: "1"} if spec.smoke else {}
+
+
+@contextlib.contextmanager
+def graded_mode(spec: AssignmentSpec):
+    """Run the block with :func:`mode_env`'s variables set in this process (the reference and the checks)."""
+    env = mode_env(spec)
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def make_spec(*, chapter: str, notebook: str, exercises, solutions: dict[str, list[str]], reference: list[str],
               qname, source_dir: str | None = None, titles: dict[str, str] | None = None,
-              manual: list[dict] | None = None, title: str = "") -> AssignmentSpec:
+              manual: list[dict] | None = None, title: str = "", smoke: bool = False) -> AssignmentSpec:
     """The spec of a chapter from its exercises (objects with ``label``, ``forbid`` and ``checks`` of ``kind``,
     ``points``, ``code``), each exercise's solution and stub code (``solutions[label]``), the chapter's code cells,
-    the exercises' titles (``titles[label]``, "Exercise 1.5"), the exercises graded by hand and the chapter's title.
+    the exercises' titles (``titles[label]``, "Exercise 1.5"), the exercises graded by hand, the chapter's title and
+    whether it is graded in the quick mode (``smoke``, see :func:`mode_env`).
 
     Raises:
         ValueError: a check reads none of its exercise's names (it could not tell a right answer from a wrong
@@ -178,4 +215,4 @@ def make_spec(*, chapter: str, notebook: str, exercises, solutions: dict[str, li
             checks.append(CheckSpec(check.kind, float(check.points), check.code, names))
         out.append(ExerciseSpec(ex.label, qname(ex.label), checks, (titles or {}).get(ex.label, ex.label),
                                 list(getattr(ex, "forbid", []))))
-    return AssignmentSpec(chapter, notebook, out, list(reference), source_dir, list(manual or []), title)
+    return AssignmentSpec(chapter, notebook, out, list(reference), source_dir, list(manual or []), title, smoke)
