@@ -128,6 +128,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("sin and cos swapped", replace=(("pe_[:, 0::2] = np.sin(", "pe_[:, 0::2] = np.cos("),
                                                 ("pe_[:, 1::2] = np.cos(", "pe_[:, 1::2] = np.sin("))),
         Mistake("positions counted from 1", replace=(("np.arange(seq_len)[:, None]", "np.arange(1, seq_len + 1)[:, None]"),)),
+        Mistake("sines in the first half, cosines in the second", replace=(
+            ("pe_[:, 0::2] = np.sin(", "pe_[:, :d_model // 2] = np.sin("),
+            ("pe_[:, 1::2] = np.cos(", "pe_[:, d_model // 2:] = np.cos("))),
     ],
     "ex-04-pe3": [
         Mistake("rounded to 3 decimals", code="answer = [0.141, -0.99, 0.03, 0.9996]"),

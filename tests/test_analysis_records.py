@@ -72,6 +72,10 @@ def test_stored_attention_cost_record(stored):
     for pass_, doublings in found["doublings"].items():
         assert list(doublings.index) == [1024, 2048, 4096], pass_
         assert doublings.loc[4096].between(1.8, 2.3).all(), pass_  # chapter 12: the GPU's last doubling ~ n^2
+    # chapter 12's flat start: 512 or 1024 forward, 1024 or 2048 forward + backward
+    assert found["flat_until"] == {"forward": {"explicit": 512, "sdpa": 1024, "sdpa_math": 512},
+                                   "forward_backward": {"explicit": 1024, "sdpa": 2048, "sdpa_math": 1024}}
+    assert "matrices" in RC.attention_cost_findings(cpu["attention_cost"]).numbers  # memory only
     # the one case that measured the machine: explicit forward at n = 64, a hundred times n = 128's time
     assert RC.disturbed_cases(cpu["attention_cost"])[["method", "pass", "n"]].values.tolist() == [
         ["explicit", "forward", 64]]
@@ -145,4 +149,4 @@ def test_stored_mfu_record(stored):
     assert profile["bars"].sum() == pytest.approx(profile["step_ms"])
     assert profile["bars"].iloc[0] == profile["products_ms"] < profile["step_ms"]
     assert profile["bars"].index[-1] == "the rest of the step"
-    assert "22.7 ms = 20.4 ms of smaller kernels + 2.4 ms without a kernel" in str(profile)
+    assert "22.74 ms = 20.38 ms of smaller kernels + 2.36 ms without a kernel" in str(profile)

@@ -80,8 +80,9 @@ def test_results_compared_inside_the_check_with_hints_never_the_value():
         check_feed_forward_result((f.x @ f.w1 + b1) @ f.w2 + f.b2, f.x, f.w1, b1, f.w2, f.b2)
     x = E.MHA_EXAMPLE_2.q
     assert check_layer_norm_result(-R.layer_norm(x, eps=0.0), -2.0 * x + 1.0, eps=0.0).startswith("correct:")
-    with pytest.raises(AssertionError, match="opposite sign"):
+    with pytest.raises(AssertionError, match="rather than reasoning from LN") as err:  # exercise 3.5 asks the sign
         check_layer_norm_result(R.layer_norm(x, eps=0.0), -2.0 * x + 1.0, eps=0.0)
+    assert "sign" not in str(err.value)
 
 
 def test_multi_head_result_with_big_matrices_rejects_the_other_head_count_silently():
@@ -117,6 +118,9 @@ def test_attention_bytes_names_the_factor():
     assert str(right) not in str(err.value) and f"{right:,}" not in str(err.value)
     with pytest.raises(AssertionError, match="positive whole number"):
         check_attention_bytes(274_877_906_944.5, **kw)
+    with pytest.raises(AssertionError, match="within 1%: give the exact whole number") as err:
+        check_attention_bytes(275e9, **kw)  # rounded to the GB figure
+    assert str(right) not in str(err.value) and f"{right:,}" not in str(err.value)
 
 
 def test_encoder_layer_build_it_names_the_sub_layer():
@@ -717,6 +721,26 @@ def test_encoding_row_accepts_pe3_to_four_decimals_and_names_each_mistake():
             check_encoding_row(stub, 3, 4, "answer")
 
 
+def test_rope_scores_recomputed_inside_the_check_and_each_mistake_named():
+    from tmlib.course import check_rope_scores
+
+    rng = np.random.default_rng(3)
+    q, k = rng.normal(size=8), rng.normal(size=8)
+    pairs = [(0, 3), (10, 13), (50, 53)]
+    rot = lambda pos: R.relative_position_matrix(pos, 8)  # noqa: E731
+    right = [(rot(m) @ q) @ (rot(n) @ k) for m, n in pairs]
+    assert all(line.startswith("correct:") for line in check_rope_scores(right, pairs=pairs).splitlines())
+    for wrong, symptom in [([float(q @ k)] * 3, "no rotation"),
+                           ([(rot(m) @ q) @ (rot(m) @ k) for m, n in pairs], "both rotated by the same"),
+                           ([(rot(m) @ q) @ (rot(n).T @ k) for m, n in pairs], "transpose"),
+                           ([0.0, 0.0, 0.0], "not right yet")]:
+        with pytest.raises(AssertionError, match=symptom) as err:
+            check_rope_scores(wrong, pairs=pairs)
+        assert f"{right[0]:.4f}" not in str(err.value)
+    with pytest.raises(TypeError, match="still `...`"):
+        check_rope_scores(..., pairs=pairs)
+
+
 def test_one_entry_off_is_never_every_entry_off_by_a_factor():
     from tmlib.course import check_close
 
@@ -956,6 +980,10 @@ def test_alibi_slopes_check_hints_at_head_order_and_never_prints_the_slopes():
     with pytest.raises(AssertionError) as err:
         check_alibi_slopes([2.0 ** -k for k in range(1, 7)], 6)
     assert "another order" not in str(err.value)
+    # the power-of-two formula 2^(-8h/n) applied directly to n = 6 is named, without a slope
+    with pytest.raises(AssertionError, match="formula for a power of two") as err:
+        check_alibi_slopes([2.0 ** (-8 * h / 6) for h in range(1, 7)], 6)
+    assert "0.25" not in str(err.value) and "0.39" not in str(err.value)
 
 
 def test_efficiency_checks_say_which_way_without_the_answer():

@@ -115,6 +115,10 @@ def test_errata_layer_norm_epsilon_convention():
     assert f"{100 * relative_difference(0.01):.1f}" == "4.6"
     assert round(100 * relative_difference(np.sqrt(eps))) == 29
     assert round(100 * relative_difference(1e-4)) == 97
+    unbiased = np.sqrt(512 / 511)  # the unbiased standard deviation's factor at d = 512, against the ε effect
+    assert f"{unbiased:.3f}" == "1.001" and round((unbiased - 1) / relative_difference(1.0), -2) == 200
+    _assert_in(_page("book/errata.md"), r"$\sqrt{d/(d-1)} \approx 1.001$ at $d = d_{\text{model}} = 512$",
+               "about 200 times the $\\epsilon$ effect at $\\sigma = 1$", where="book/errata.md (unbiased σ)")
     _assert_in(_page("book/errata.md"), r"$5\cdot10^{-6}$ at $\sigma = 1$", "4.6% at $\\sigma = 0.01$",
                r"29% at $\sigma = \sqrt{\epsilon}", "97% at $\\sigma = 10^{-4}$", where="book/errata.md")
 
@@ -175,7 +179,7 @@ def test_chapter_13_verdicts_match_the_stored_runs_and_the_printed_threshold():
     # the unigram floor, printed by the page over the stored validation labels
     unigram = re.search(r"unigram model: (\d\.\d+) nats/token on ([\d,]+) validation labels", page)
     assert unigram and int(unigram[2].replace(",", "")) == record["data"]["val_tokens"]
-    assert abs(loss["post-LN, no warm-up"] - float(unigram[1])) < 0.05  # "ends exactly at the unigram loss"
+    assert abs(loss["post-LN, no warm-up"] - float(unigram[1])) < 0.0015  # "within about 0.001 of the unigram"
     assert loss["pre-LN, no warm-up"] < float(unigram[1]) - 1.0  # "more than a nat lower"
     assert loss["pre-LN, 2x lr"] < loss["pre-LN"] < loss["baseline"] < loss["post-LN, 2x lr"]
     # the comparison
@@ -278,26 +282,22 @@ def test_measurements_page_spreads_and_windows():
                f"at least {p90:.2f} times as long in a tenth", where="book/measurements.ipynb")
     base = next(r for r in _record("throughput_cpu.json")["results"] if r["preset"] == "base")
     ours, theirs = base["windows_tokens_per_s"]["tmlib"], base["windows_tokens_per_s"]["nn"]
-    _assert_in(text, _windows(ours), _windows(theirs),
-               f"({base['tokens_per_s']['tmlib']:.0f} against {base['tokens_per_s']['nn']:.0f})",
-               f"a factor of {base['ratio_tmlib_over_nn']:.1f}", where="book/measurements.ipynb")
-    assert abs(ours[-1] / theirs[-1] - 1) < 0.05  # "the last two windows of both agree"
+    ratios = [a / b for a, b in zip(ours, theirs)]  # printed window by window beside the ratio of the medians
+    _assert_in(text, f"ratio of the medians: {base['ratio_tmlib_over_nn']:.1f}; window by window: "
+               + ", ".join(f"{r:.2f}" for r in ratios), f"a factor of {base['ratio_tmlib_over_nn']:.1f}",
+               "That threshold is a minimum", where="book/measurements.ipynb")
+    assert min(ratios) < 1 and 3 < max(ratios) < 4  # "from below 1 to above 3"
+    assert all(abs(r - 1) < 0.1 for r in ratios[-2:])  # "in the last two windows ... about the same rate"
 
 
 def test_measurements_page_results_at_a_glance():
     text = _page("book/measurements.ipynb")  # (translate_cpu*.json: test_measurements_page_runs_side_by_side)
 
-    fits = {(f["method"], f["pass"]): f for f in _record("attention_cost_cpu.json")["results"]["fits"]}
-    rows = {(r["method"], r["pass"], r["n"]): r for r in _record("attention_cost_cpu.json")["results"]["rows"]}
-    ex, fused = fits[("explicit", "forward")], fits[("sdpa", "forward")]
-    ex_row, fused_row = rows[("explicit", "forward", 4096)], rows[("sdpa", "forward", 4096)]
-    def fit(f, what, interval="{:.2f} to {:.2f}"):  # the exponent and its 95% interval
-        return f"$n^{{{f[what]['exponent']:.2f}}}$ ({interval.format(f[what]['low'], f[what]['high'])})"
-
-    _assert_in(text, fit(ex, "memory", "95% interval {:.2f} to {:.2f}"), fit(fused, "memory"), fit(ex, "time"),
-               fit(fused, "time"),
-               f"{ex_row['median_s']:.2f} s and {ex_row['peak_bytes'] / 1e6:.0f} MB",
-               f"{fused_row['median_s']:.2f} s and {fused_row['peak_bytes'] / 1e6:.1f} MB", where="book/measurements.ipynb")
+    # the attention-cost exponents are chapter 12's (nb12-attention-cost); this page reads the fits' lessons
+    ex = {f["pass"]: f for f in _record("attention_cost_cpu.json")["results"]["fits"] if f["method"] == "explicit"}
+    ex = ex["forward"]  # "lies just below 2", "whose interval lies wholly above 2" (Figure M.2's legend)
+    assert ex["memory"]["high"] < 2 and ex["time"]["low"] > 2
+    _assert_in(text, "<nb12-attention-cost>`", where="book/measurements.ipynb")
 
     cross = {c["d"]: c["attention_slower_than_recurrent_from_n"] for c in _record("table1_cpu.json")["results"]["crossovers"]}
     assert cross == {64: 128, 128: 256, 256: 256, 512: None, 1024: 32}, "update the Table 1 row of the page"
@@ -406,13 +406,13 @@ def test_measurements_page_gpu_machine_and_records():
                f"{dec['max_abs_log_prob_difference']:.1e}", where="book/measurements.ipynb (GPU checkpoint on the CPU)")
 
     rows = {(r["method"], r["pass"], r["n"]): r for r in _gpu_record("attention_cost_cuda.json")["results"]["rows"]}
-    fwd = {m: rows[(m, "forward", 4096)] for m in ("explicit", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math")}
-    _assert_in(text, *(f"{m:15s} {1e3 * r['median_s']:6.2f} ms {r['peak_bytes'] / 1e6:8,.1f} MB" for m, r in fwd.items()),
+    # the kernels' times and memory are chapter 12's (nb12-attention-gpu); this page identifies the default's kernel
+    points = len({(p_, n) for (m, p_, n) in rows if m == "sdpa"})
+    _assert_in(text, f"sdpa_cudnn      peak memory equals the default call's at {points} of {points} points",
                where="book/measurements.ipynb (GPU attention, printed)")
-    fused = [r for m, r in fwd.items() if m.startswith("sdpa") and m != "sdpa_math"]
-    assert all(r["peak_bytes"] < 0.01 * fwd["explicit"]["peak_bytes"] for r in fused)  # "well under 1% of its memory"
-    assert fwd["sdpa_math"]["median_s"] == max(r["median_s"] for r in fwd.values())  # "the slowest and largest"
-    assert fwd["sdpa_math"]["peak_bytes"] == max(r["peak_bytes"] for r in fwd.values())
+    for other in ("sdpa_flash", "sdpa_efficient", "sdpa_math"):  # "Only cuDNN's kernel matches"
+        assert not any(rows[(other, p_, n)]["peak_bytes"] == rows[("sdpa", p_, n)]["peak_bytes"]
+                       for (m, p_, n) in rows if m == "sdpa")
     for pass_ in ("forward", "forward_backward"):  # "its memory equals the default call's at every n"
         assert all(rows[("sdpa_cudnn", pass_, n)]["peak_bytes"] == rows[("sdpa", pass_, n)]["peak_bytes"]
                    for (m, p_, n) in rows if m == "sdpa" and p_ == pass_)
@@ -420,38 +420,26 @@ def test_measurements_page_gpu_machine_and_records():
     kv = _gpu_record("kv_cache_cuda.json")["results"]
     sp = {t["output_tokens"]: t["speedup"] for t in kv["timing"]}
     spread = max(max(t["times_s"][k]) / min(t["times_s"][k]) for t in kv["timing"] for k in t["times_s"])
-    prof, cpu_prof = kv["profile"], _record("kv_cache_cpu.json")["results"]["profile"]
     _assert_in(text, f"50 tokens {sp[50]:.2f}x, 100 tokens {sp[100]:.2f}x, 200 tokens {sp[200]:.2f}x",
-               f"up to {spread:.2f}", f"{1e3 * prof['s_per_step']:.2f} ms, {prof['aten_calls_per_step']:.0f} operator",
-               f"output projection {prof['output_projection_share_of_step']:.1%} of it",
-               f"({cpu_prof['output_projection_share_of_step']:.0%} on the CPU)", where="book/measurements.ipynb (GPU KV cache)")
+               f"up to {spread:.2f}", where="book/measurements.ipynb (GPU KV cache)")
     assert all(1 / spread < s < spread for s in sp.values())  # "within the spread of the two repeats"
 
     mfu = _gpu_record("mfu_cuda.json")["results"]
     ms, comp = mfu["models"], mfu["models"]["tmlib_compiled"]
-    top = {t["name"]: t["self_device_ms"] for t in mfu["profile"]["top"]}
-    step_ms = 1e3 * mfu["batch"]["target_tokens"] / ms["tmlib"]["tokens_per_s"]
-    _assert_in(text, f"{mfu['batch']['target_tokens']:,} target tokens a step",
-               f"tmlib             {ms['tmlib']['tokens_per_s']:,.0f} target tokens/s, MFU {ms['tmlib']['mfu']:.1%}",
-               f"nn.Transformer: {mfu['ratio_tmlib_over_nn']:.2f}", f"{ms['tmlib']['mfu_vs_measured_matmul']:.1%}",
-               f"tmlib_compiled    {comp['tokens_per_s']:,.0f} target tokens/s, MFU {comp['mfu']:.1%}",
-               f"compiled in {comp['compile_s']:.0f} s", f"one eager step {step_ms:.1f} ms",
-               f"mm + addmm {top['aten::mm'] + top['aten::addmm']:.1f} ms",
-               f"copies {top['aten::copy_']:.1f} ms",
-               f"log-softmax {top['aten::_log_softmax'] + top['aten::_log_softmax_backward_data']:.1f} ms",
-               f"{mfu['peaks']['datasheet'] / 1e12:.1f} TFLOP/s in dense bf16",
-               f"ran at {mfu['peaks']['measured_matmul'] / 1e12:.0f} TFLOP/s", where="book/measurements.ipynb (MFU)")
-    assert comp["graph_breaks"] == 0
-    mm_ms = top["aten::mm"] + top["aten::addmm"]  # "less than a fifth of the time, about as long as copies"
-    assert mm_ms < step_ms / 5 and abs(mm_ms / top["aten::copy_"] - 1) < 0.1
-    assert 1.15 < comp["tokens_per_s"] / ms["tmlib"]["tokens_per_s"] < 1.25  # "compiling gains about a fifth"
+    # the MFU results are chapter 12's (nb12-mfu-gpu); this page gives the peaks and how the record was measured
+    _assert_in(text, f"{mfu['peaks']['datasheet'] / 1e12:.1f} TFLOP/s in dense bf16",
+               f"ran at {mfu['peaks']['measured_matmul'] / 1e12:.0f} TFLOP/s", "<nb12-mfu-gpu>`",
+               where="book/measurements.ipynb (MFU)")
+    assert comp["graph_breaks"] == 0 and ms["tmlib"]["mfu_vs_measured_matmul"] > ms["tmlib"]["mfu"]
 
     tests = _gpu_record("cuda_tests_cuda.json")["results"]
     counts = tests["counts"]
     _assert_in(_page("CONTRIBUTING.md"),  # the tests' outcome is for maintainers, not a measurement
                f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped",
                where="CONTRIBUTING.md (CUDA tests)")
-    _assert_in(_page("book/instructors.md"), f"all {counts['passed']} CUDA tests", where="book/instructors.md")
+    _assert_in(_page("book/instructors.md"), f"{counts['passed']} of the library's "
+               f"{counts['passed'] + counts['skipped']} CUDA tests run on one GPU",
+               f"all {counts['passed']} passed", where="book/instructors.md")
     assert counts["failed"] == counts["error"] == 0
     assert "cuda_tests_cuda" not in text
 
@@ -797,7 +785,8 @@ def test_paper_page_uses_the_notation_pages_symbols():
     assert "$k$ best partial translations" in paper and "$b$" not in paper
     assert "perplexity $\\lvert\\mathcal{V}\\rvert$" in paper and "$pos + k$" in paper
     assert "in any\n  one reference" in paper
-    assert paper.index("(paper-approach)=") < paper.index("(paper-terms)=") < paper.index("(paper-results)=")
+    assert paper.index("(paper-approach)=") < paper.index("(paper-results)=") < paper.index("(paper-terms)=") \
+        < paper.index("(paper-questions)=")  # the four terms follow the results, which point to them
     assert "y_1 \\ldots y_T" in notation and "y_m" not in notation and "| $T$ |" in notation
     assert "length penalty's exponent" in notation and "$\\mathrm{MultiHead}(X_q, X_k, X_v)$" in notation
     assert "sum_{s=1}" not in paper and "multi_head_attention.svg" not in paper  # s is the step; one copy of Fig. 2.1

@@ -51,7 +51,9 @@ NEAR = 1.5
 
 
 def _wrap(text: str) -> str:
-    return textwrap.fill(text, width=115, break_long_words=False, break_on_hyphens=False)
+    # a {ref} role stays on one line
+    text = re.sub(r"\{ref\}`[^`]*`", lambda m: m.group(0).replace(" ", "\x00"), text)
+    return textwrap.fill(text, width=115, break_long_words=False, break_on_hyphens=False).replace("\x00", " ")
 
 
 def _cell(text: str) -> str:
@@ -138,7 +140,8 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
                "darker the cell, the larger its weight.")
     counts = f"{', '.join(map(str, last[:-1]))} and {last[-1]}" if n_heads > 1 else str(last[0])
     caption += (f" In layer {last_number}, the largest weight of a word row (the `<eos>` row aside) lies within "
-                f"{NEAR:g} subwords of the diagonal, the source subword in the same relative place, in {counts} of "
+                f"{NEAR:g} subwords of the diagonal (the straight line from the first source subword in the first row "
+                f"to the last source subword in the last row), in {counts} of "
                 f"the {n_out} rows of heads 0 to {n_heads - 1}")
     off = off_diagonal(layers[-1][:, :-1])  # (head, output row, source subword) of the other rows
     if not off:

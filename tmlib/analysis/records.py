@@ -104,13 +104,13 @@ def exponent_table(record: dict, quantities=("time", "memory")) -> pd.DataFrame:
     return table.set_index(["method", "pass"])
 
 
-def attention_cost_findings(memory_record: dict, time_record: dict, methods=CPU_METHODS) -> Findings:
+def attention_cost_findings(memory_record: dict, time_record: dict | None = None, methods=CPU_METHODS) -> Findings:
     """Attention's peak memory at the largest n, in units of one ``(n, n)`` score matrix of the batch (from
-    ``memory_record``), and the time exponent of each doubling of n from 512 on, in both passes (from
-    ``time_record``, a record whose machine ran nothing else: the chapter takes the GPU's).
+    ``memory_record``), and, given ``time_record``, the findings of :func:`attention_time_findings` (the chapter
+    takes the GPU's, a record whose machine ran nothing else).
 
-    Numbers: ``matrices`` (pass → method → peak memory in score matrices) and ``doublings`` (pass → a table:
-    n × method, the exponent log2(t(n) / t(n/2)))."""
+    Numbers: ``matrices`` (pass → method → peak memory in score matrices), and with ``time_record`` also
+    ``doublings`` and ``flat_until``."""
     rows = attention_rows(memory_record)
     n_max = rows["n"].max()
     lines, matrices = [], {}
@@ -120,17 +120,36 @@ def attention_cost_findings(memory_record: dict, time_record: dict, methods=CPU_
         matrices[pass_] = mats.to_dict()
         lines.append(f"n = {n_max}, {PASSES[pass_]}: peak memory {mats['explicit']:.1f} score matrices "
                      f"(explicit), {mats['sdpa']:.2f} (sdpa)")
+    numbers = {"matrices": matrices}
+    if time_record is not None:
+        timed = attention_time_findings(time_record, methods)
+        numbers.update(timed.numbers)
+        lines += list(timed.lines)
+    return Findings(numbers, lines)
+
+
+def attention_time_findings(time_record: dict, methods=CPU_METHODS, flat: float = 1.5) -> Findings:
+    """The time exponent of each doubling of n from 512 on, in both passes, and the flat start of each path:
+    the largest n up to which its time stays within ``flat`` times its time at the smallest n.
+
+    Numbers: ``doublings`` (pass → a table: n × method, the exponent log2(t(n) / t(n/2))) and ``flat_until``
+    (pass → method → n)."""
     timed = attention_rows(time_record)
-    doublings = {}
+    doublings, flat_until = {}, {}
     for pass_ in PASSES:
         t = timed[timed["pass"] == pass_].pivot(index="n", columns="method", values="median_s")[list(methods)]
         doublings[pass_] = np.log2(t / t.shift(1)).loc[1024:]  # from 512 -> 1024 on
+        within = (t <= flat * t.iloc[0]).cummin()  # still within `flat` times the first time
+        flat_until[pass_] = {m: int(t.index[within[m]].max()) for m in methods}
     steps = " -> ".join(str(n) for n in [512, *doublings["forward"].index])
-    lines += [f"time exponent of each doubling of n ({steps}):",
-              f"  {'':>10} {'forward':<18} forward + backward"]
+    n_min = int(timed["n"].min())
+    lines = [f"time exponent of each doubling of n ({steps}):",
+             f"  {'':>10} {'forward':<18} forward + backward"]
     lines += [f"  {m + ':':>10} " + f"{', '.join(f'{v:.2f}' for v in doublings['forward'][m]):<18} "
               + ", ".join(f"{v:.2f}" for v in doublings["forward_backward"][m]) for m in methods]
-    return Findings({"matrices": matrices, "doublings": doublings}, lines)
+    lines += [f"time within {flat:g} times its n = {n_min} value up to n = ({', '.join(methods)}):"]
+    lines += [f"  {name}: " + ", ".join(str(flat_until[p][m]) for m in methods) for p, name in PASSES.items()]
+    return Findings({"doublings": doublings, "flat_until": flat_until}, lines)
 
 
 def gpu_attention_findings(record: dict) -> Findings:
@@ -295,8 +314,7 @@ def mfu_findings(record: dict, flops_per_token: float) -> Findings:
     compiled = models["tmlib_compiled"]
     lines = [f"{gpu}: datasheet dense bf16 peak {peaks['datasheet'] / 1e12:.1f} TFLOP/s; an {size} x {size} bf16",
              f"  product ran at {peaks['measured_matmul'] / 1e12:.0f} TFLOP/s",
-             f"{models['tmlib']['parameters']:,} parameters, {flops_per_token / 1e6:.1f} MFLOP per target token "
-             f"(the record: {res['flops_per_token'] / 1e6:.1f}),",
+             f"{models['tmlib']['parameters']:,} parameters, {flops_per_token / 1e6:.1f} MFLOP per target token,",
              f"  {tokens:,} target tokens a step = {flops_per_token * tokens / 1e12:.1f} TFLOP",
              f"torch.compile: {compiled['compile_s']:.0f} s to compile, {compiled['graph_breaks']} graph breaks, "
              f"{res['ratio_compiled_over_eager']:.2f} times as fast",
@@ -353,8 +371,8 @@ def step_profile(record: dict, flops_per_token: float) -> Findings:
              f"GPU kernels of the profiled step: {prof['device_kernel_ms']:.1f} ms, against {step_ms:.1f} ms for "
              f"a step without",
              "  the profiler: the step is not waiting for the host",
-             f"the rest of the step: {step_ms - ms.sum():.1f} ms = {prof['device_kernel_ms'] - ms.sum():.1f} ms of "
-             f"smaller kernels + {step_ms - prof['device_kernel_ms']:.1f} ms without a kernel"]
+             f"the rest of the step: {step_ms - ms.sum():.2f} ms = {prof['device_kernel_ms'] - ms.sum():.2f} ms of "
+             f"smaller kernels + {step_ms - prof['device_kernel_ms']:.2f} ms without a kernel"]
     bars = pd.Series({"matrix products (mm, addmm)": products,
                       **{OPERATOR_NAMES.get(n, n): v for n, v in ms.drop(_PRODUCTS).items()},
                       "the rest of the step": step_ms - ms.sum()})

@@ -16,7 +16,7 @@ from tmlib import ref
 from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered
 
 __all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forward_result", "check_layer_norm_result", "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer",
-           "check_score_spread", "check_encoding_row", "check_decoder_layer"]
+           "check_score_spread", "check_encoding_row", "check_decoder_layer", "check_rope_scores"]
 
 
 def _compare(answer, expected, what: str, variants=(), **tolerance) -> str:
@@ -131,12 +131,17 @@ def check_layer_norm_result(answer, x, what: str = "your answer", *, gamma=None,
                             **tolerance) -> str:
     """Compare ``answer`` with the layer normalisation of ``x`` over its last axis (biased variance, ``eps`` inside
     the square root). An answer that is the layer normalisation with another epsilon (the default 1e-5 kept where
-    the exercise asks for none, say) is named as such; the expected value is never printed."""
+    the exercise asks for none, say) is named as such; an answer of the opposite sign is not (the sign of
+    LN(ax + b) for a < 0 is what exercise 3.5 asks); the expected value is never printed."""
     x = np.asarray(x, dtype=float)
     tolerance = tolerance or {"atol": 1e-9}
     try:
         return _compare(answer, ref.layer_norm(x, gamma, beta, eps=eps), what, **tolerance)
     except AssertionError as err:
+        sign = " Your answer has the opposite sign of the expected one."
+        if sign in str(err):  # the sign is what exercise 3.5 asks about in words: a neutral hint instead
+            raise AssertionError(str(err).replace(sign, "") + "\n  Compute it directly with R.layer_norm(..., "
+                                 "eps=0.0) rather than reasoning from LN(x).") from None
         atol = tolerance.get("atol") or 0.0
         if tolerance.get("decimals") is not None:
             atol = 0.5 * 10.0 ** -tolerance["decimals"]
@@ -334,6 +339,27 @@ def check_encoding_row(answer, pos: int, d_model: int, what: str = "your answer"
                 (f"position {pos + 1} gives: the row for pos = {pos} uses the angles {pos}·ω_i", row((pos + 1) * omega)),
                 ("sin and cos swapped give (sin goes in the even dimensions 2i)", swapped)]
     return _compare_rounded(answer, row(pos * omega), what, variants, decimals)
+
+
+def check_rope_scores(scores, what: str = "scores", *, seed: int = 3,
+                      pairs=((0, 3), (10, 13), (50, 53)), d: int = 8) -> str:
+    """Exercise 4.4: ``scores[j]`` is (M_m q)·(M_n k) for the j-th pair (m, n) of ``pairs``, with q and k the first
+    two draws ``rng.normal(size=d)`` of ``np.random.default_rng(seed)``, recomputed here and never printed. A wrong
+    score names q·k (no rotation, or both rotated by M_m) or the key rotated by M_n^T."""
+    require_answered(scores, what)
+    got = as_float_array(scores, "scores", what)
+    check_shape(got, (len(pairs),), what)
+    rng = np.random.default_rng(seed)
+    q, k = rng.normal(size=d), rng.normal(size=d)
+    rot = lambda pos: ref.relative_position_matrix(pos, d)  # noqa: E731
+    lines = []
+    for j, (m, n) in enumerate(pairs):
+        variants = [("q·k gives, with no rotation or both rotated by the same M_m: rotate k by its own M_n",
+                     q @ k),
+                    ("the key rotated by the transpose M_n^T gives", (rot(m) @ q) @ (rot(n).T @ k))]
+        lines.append(_compare(got[j], (rot(m) @ q) @ (rot(n) @ k), f"the score for (m, n) = ({m}, {n})",
+                              variants, atol=1e-9))
+    return "\n".join(lines)
 
 
 def check_decoder_layer(fn, y, memory, self_attn, cross_attn, ffn, what: str = "your decoder layer") -> str:

@@ -2,7 +2,7 @@
 
 "In addition to attention sub-layers, each of the layers in our encoder and decoder contains a fully connected
 feed-forward network, which is applied to each position separately and identically": FFN(x) = max(0, x W₁ + b₁) W₂ +
-b₂, inner width d_ff. SwiGLU (Shazeer 2020, eq. 6; PaLM, Llama): (Swish(x W₁) ⊗ x W₃) W₂, three matrices.
+b₂, inner width d_ff. SwiGLU (Shazeer 2020, eq. 6; PaLM, Llama): (Swish(x W₁) ⊙ x W₃) W₂, three matrices.
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def swiglu_hidden_size(d_ff: int, multiple_of: int = 1) -> int:
 
 
 class SwiGLUFeedForward(nn.Module):
-    """FFN_SwiGLU(x) = (Swish(x W₁) ⊗ x W₃) W₂ (Shazeer 2020, eq. 6; Swish = SiLU): ``(..., d_model)`` → same.
+    """FFN_SwiGLU(x) = (Swish(x W₁) ⊙ x W₃) W₂ (Shazeer 2020, eq. 6; Swish = SiLU): ``(..., d_model)`` → same.
 
     The arguments of :class:`PositionwiseFeedForward`, in its order; no biases by default (Shazeer, Llama). With the
     same d_ff it has 3/2 the weights (:func:`swiglu_hidden_size`). Names as Meta's Llama: ``w1`` (gate), ``w3`` (up),
@@ -78,7 +78,7 @@ class SwiGLUFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = F.silu(self.w1(x)) * self.w3(x)  # (..., d_ff): Swish(x W₁) ⊗ x W₃
+        hidden = F.silu(self.w1(x)) * self.w3(x)  # (..., d_ff): Swish(x W₁) ⊙ x W₃
         return self.w2(self.dropout(hidden))  # (..., d_model)
 
 
