@@ -44,8 +44,9 @@ from tmlib.analysis.findings import (
 )
 from tmlib.analysis.heads import STATISTICS, attention_statistics, head_statistics
 from tmlib.analysis.records import (
-    attention_cost_findings, attention_rows, attention_series, disturbed_cases, exponent_table,
-    gpu_attention_findings, kv_cache_findings, mfu_findings, step_profile, table1_findings, table1_ratios,
+    attention_cost_findings, attention_rows, attention_series, attention_time_findings, disturbed_cases,
+    exponent_table, gpu_attention_findings, kv_cache_findings, mfu_findings, step_profile, table1_findings,
+    table1_ratios,
     throughput_findings
 )
 from tmlib.analysis.permutation import (
@@ -70,7 +71,8 @@ __all__ = [
     "translate_and_capture", "word_alignment", "word_labels", "word_spans",
     "ablation_findings", "alignment_reading", "argmax_changed_off", "head_name", "layer_breadth", "layer_table",
     "permutation_findings", "run_summary", "sink_heads", "standout_heads", "strongest_heads", "head_findings",
-    "attention_cost_findings", "attention_rows", "attention_series", "disturbed_cases", "exponent_table",
+    "attention_cost_findings", "attention_rows", "attention_series", "attention_time_findings",
+    "disturbed_cases", "exponent_table",
     "gpu_attention_findings", "kv_cache_findings", "mfu_findings", "step_profile", "table1_findings",
     "table1_ratios", "throughput_findings"
 ]

@@ -7,7 +7,8 @@ cells show the measurements rather than the plumbing. Each ``*_findings`` functi
 that report them (``print(findings)``).
 
 * :func:`attention_rows`, :func:`attention_series`, :func:`disturbed_cases`, :func:`exponent_table`,
-  :func:`attention_cost_findings`: attention's time and peak memory against the sequence length n;
+  :func:`attention_cost_findings`, :func:`attention_time_findings`: attention's time and peak memory against the
+  sequence length n;
 * :func:`gpu_attention_findings`: a GPU's record, with the fused kernels forced one by one;
 * :func:`table1_ratios`, :func:`table1_findings`: self-attention against an LSTM and a convolution;
 * :func:`kv_cache_findings`: decoding with and without the KV cache, on the CPU and on a GPU;
@@ -22,7 +23,8 @@ import pandas as pd
 from tmlib.analysis.findings import Findings
 
 __all__ = ["PASSES", "CPU_METHODS", "GPU_METHODS", "attention_rows", "attention_series", "disturbed_cases",
-           "exponent_table", "attention_cost_findings", "gpu_attention_findings", "table1_ratios",
+           "exponent_table", "attention_cost_findings", "attention_time_findings", "gpu_attention_findings",
+           "table1_ratios",
            "table1_findings", "TABLE1_HEADERS", "kv_cache_findings", "KV_HEADERS", "throughput_findings", "mfu_findings", "step_profile"]
 
 #: The passes an attention record times, and how the chapter names them.

@@ -122,16 +122,17 @@ def how_far(ratio: float) -> str:
     return f"off by {10 ** decade:,} to {10 ** (decade + 1):,} times the tolerance"
 
 
-def _pattern(a: np.ndarray, e: np.ndarray, close, n_wrong: int = 2) -> str:
+def _pattern(a: np.ndarray, e: np.ndarray, close, n_wrong: int = 2, name_sign: bool = True) -> str:
     """A hint about how the answer relates to the expected value, without giving either: a transpose, a sign, a
     constant factor or offset. ``close(x)`` tells whether ``x`` would pass; ``n_wrong``: how many entries are off
-    (a factor or an offset shared by every entry needs two of them, and a factor further from 1 than rounding)."""
+    (a factor or an offset shared by every entry needs two of them, and a factor further from 1 than rounding);
+    ``name_sign=False``: an answer of the opposite sign gets no hint (where the sign is the question)."""
     if a.size < 2 or not (np.isfinite(a).all() and np.isfinite(e).all()):
         return ""
     if a.ndim >= 2 and a.shape[-1] == a.shape[-2] and close(np.swapaxes(a, -1, -2)):
         return " Your answer is the expected one transposed (its last two axes swapped)."
     if close(-a):
-        return " Your answer has the opposite sign of the expected one."
+        return " Your answer has the opposite sign of the expected one." if name_sign else ""
     if np.ptp(a) == 0 or np.ptp(e) == 0 or n_wrong < 2:  # a constant answer or expected value, or one entry off:
         return ""  # a factor or offset shared by every entry says nothing
     denominator = float(np.dot(e.ravel(), e.ravel()))
@@ -146,7 +147,7 @@ def _pattern(a: np.ndarray, e: np.ndarray, close, n_wrong: int = 2) -> str:
 
 
 def check_close(answer, expected, what: str = "your answer", atol: float | None = None, rtol: float = 0.0,
-                *, decimals: int | None = None) -> str:
+                *, decimals: int | None = None, name_sign: bool = True) -> str:
     """Check an exercise answer against the expected value and say what, if anything, is wrong.
 
     The test is NumPy's ``allclose`` rule, entry by entry: ``|answer - expected| <= atol + rtol * |expected|``.
@@ -169,6 +170,8 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
         decimals: accept a hand computation given to this many decimals: ``atol = 0.5 * 10**-decimals`` (the
             answer must be the expected value correctly rounded, or closer). Give either ``atol`` or
             ``decimals``, not both.
+        name_sign: ``False`` leaves out the hint for an answer of the opposite sign (an exercise that asks for
+            the sign).
 
     Returns:
         A one-line confirmation that names the tolerance, e.g.
@@ -229,7 +232,7 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
         return f"correct: {what} matches the expected value ({tol})"
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(wrong, diff / np.broadcast_to(allowed, diff.shape), 0.0)
-    hint = _pattern(a, e, lambda x: not wrong_of(x)[0].any(), int(wrong.sum()))
+    hint = _pattern(a, e, lambda x: not wrong_of(x)[0].any(), int(wrong.sum()), name_sign)
     if a.ndim == 0:
         raise AssertionError(f"{what} is not right yet: {how_far(float(ratio))} (tolerance: {tol}).{hint}")
     n_wrong, n = int(wrong.sum()), a.size

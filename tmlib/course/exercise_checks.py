@@ -135,16 +135,17 @@ def check_layer_norm_result(answer, x, what: str = "your answer", *, gamma=None,
     LN(ax + b) for a < 0 is what exercise 3.5 asks); the expected value is never printed."""
     x = np.asarray(x, dtype=float)
     tolerance = tolerance or {"atol": 1e-9}
+    expected = ref.layer_norm(x, gamma, beta, eps=eps)
     try:
-        return _compare(answer, ref.layer_norm(x, gamma, beta, eps=eps), what, **tolerance)
+        return _compare(answer, expected, what, name_sign=False, **tolerance)
     except AssertionError as err:
-        sign = " Your answer has the opposite sign of the expected one."
-        if sign in str(err):  # the sign is what exercise 3.5 asks about in words: a neutral hint instead
-            raise AssertionError(str(err).replace(sign, "") + "\n  Compute it directly with R.layer_norm(..., "
-                                 "eps=0.0) rather than reasoning from LN(x).") from None
         atol = tolerance.get("atol") or 0.0
         if tolerance.get("decimals") is not None:
             atol = 0.5 * 10.0 ** -tolerance["decimals"]
+        if np.allclose(-as_float_array(answer, "answer", what), expected, rtol=0, atol=atol):
+            # the sign is what exercise 3.5 asks about in words: a neutral hint instead of naming it
+            raise AssertionError(f"{err}\n  Compute it directly with R.layer_norm(..., eps=0.0) rather than "
+                                 "reasoning from LN(x).") from None
         other = _layer_norm_eps(answer, x, gamma, beta, eps, atol)
         if other is None:
             raise

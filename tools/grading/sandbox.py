@@ -158,9 +158,7 @@ class Sandbox:
                "MPLCONFIGDIR": "/tmp/.matplotlib", "XDG_CACHE_HOME": "/tmp/.cache", "IPYTHONDIR": "/tmp/.ipython",
                "USER": "student", "LOGNAME": "student", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "OPENBLAS_NUM_THREADS": "1"}
-        if "TMLIB_SMOKE" in os.environ:
-            env["TMLIB_SMOKE"] = os.environ["TMLIB_SMOKE"]
-        env.update(mode or {})
+        env.update(mode or {})  # TMLIB_SMOKE: the grader's own setting, or the chapter's quick mode
         data = os.environ.get("TMLIB_DATA_DIR")
         if data:  # passed on when exposed, as the resolved path (the one bound in the sandbox), links followed
             real = os.path.realpath(data)
