@@ -66,12 +66,10 @@ class AttentionRecording(nn.Module):
         self.keep_attention = False
         self.attention_weights: dict[str, torch.Tensor] = {}
 
-    def record(self, name: str, result: tuple[torch.Tensor, torch.Tensor | None]) -> torch.Tensor:
-        """An attention module's ``(output, weights)`` → ``output``, keeping the weights as ``name`` if asked."""
-        out, weights = result
+    def record(self, name: str, weights: torch.Tensor | None) -> None:
+        """Keep an attention module's ``weights`` as ``name`` if asked (they are None otherwise)."""
         if self.keep_attention:
             self.attention_weights[name] = weights.detach()  # (batch, n_heads, n_q, n_k)
-        return out
 
 
 class EncoderLayer(AttentionRecording):
@@ -89,9 +87,12 @@ class EncoderLayer(AttentionRecording):
 
     def forward(self, x: torch.Tensor, real_keys: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
                 is_causal: bool = False) -> torch.Tensor:
+        extras = dict(need_weights=self.keep_attention)  # [not in the paper] extras: the kept attention weights
+
         def self_attention(h):  # (batch, n, d_model) -> same
-            return self.record("self", self.self_attn(h, h, h, attn_mask, real_keys, self.keep_attention,
-                                                      is_causal=is_causal))
+            out, weights = self.self_attn(h, h, h, attn_mask, real_keys, is_causal=is_causal, **extras)
+            self.record("self", weights)  # [not in the paper] keep the weights if asked (chapter 11)
+            return out
 
         x = residual(x, self_attention, self.norm1, self.dropout, self.norm_first)  # (batch, n, d_model)
         return residual(x, self.feed_forward, self.norm2, self.dropout, self.norm_first)  # (batch, n, d_model)
@@ -117,15 +118,21 @@ class DecoderLayer(AttentionRecording):
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
                 memory_real_keys: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
                 cache: tuple[KVCache, KVCache | None] | None = None, is_causal: bool = False) -> torch.Tensor:
-        self_kv, cross_kv = cache or (None, None)  # [not in the paper] the KV caches of incremental decoding
+        self_kv, cross_kv = cache or (None, None)  # [not in the paper] extras: KV caches, kept attention weights
+        extras = {  # [not in the paper] extras: KV caches, kept attention weights
+            "self": dict(cache=self_kv, need_weights=self.keep_attention),  # the new keys/values join the cache
+            "cross": dict(cache=cross_kv, static_kv=cross_kv is not None,  # the memory, projected once per cache
+                          need_weights=self.keep_attention)}
 
-        def self_attention(h):  # (batch, n_new, d_model) -> same; the new keys/values join the cache
-            return self.record("self", self.self_attn(h, h, h, attn_mask, need_weights=self.keep_attention,
-                                                      cache=self_kv, is_causal=is_causal))
+        def self_attention(h):  # (batch, n_new, d_model) -> same
+            out, weights = self.self_attn(h, h, h, attn_mask, is_causal=is_causal, **extras["self"])
+            self.record("self", weights)  # [not in the paper] keep the weights if asked (chapter 11)
+            return out
 
-        def cross_attention(h):  # (batch, n_new, d_model) -> same; the memory is projected once per cache
-            return self.record("cross", self.cross_attn(h, memory, memory, None, memory_real_keys, self.keep_attention,
-                                                        cache=cross_kv, static_kv=cross_kv is not None))
+        def cross_attention(h):  # (batch, n_new, d_model) -> same; queries h, keys and values the memory
+            out, weights = self.cross_attn(h, memory, memory, None, memory_real_keys, **extras["cross"])
+            self.record("cross", weights)  # [not in the paper] keep the weights if asked (chapter 11)
+            return out
 
         x = residual(x, self_attention, self.norm1, self.dropout, self.norm_first)  # (batch, n_new, d_model)
         if self.cross_attn is not None:
