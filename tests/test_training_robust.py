@@ -196,22 +196,23 @@ def test_cli_signal_while_preparing_data_says_nothing_was_saved(tmp_path, capsys
     real = T.TranslationData.__dict__["prepare"]
     monkeypatch.setattr(T.TranslationData, "prepare", prepare)
     out = tmp_path / "run"
-    # Python's own Ctrl-C handler, as in a fresh process (an earlier test in the same run may have left another)
+    # Python's own Ctrl-C handler, as in a fresh process, for every call below: an earlier test in the same run may
+    # have left another, and a process started in the background (nohup, `&`) inherits SIGINT ignored
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         got, err = _main(capsys, FAST + ["--out", str(out), "--max-steps", "10"])
+        how = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        assert got == code and err[-1] == (f"interrupted ({how}) before the first checkpoint: nothing was saved; "
+                                           "run the same command again to start")
+        assert not (out / "checkpoint.pt").exists()
+        # in a run that has a checkpoint, a signal before training says that the old one is intact
+        monkeypatch.setattr(T.TranslationData, "prepare", real)
+        assert _main(capsys, FAST + ["--out", str(out), "--max-steps", "1"])[0] == 0
+        monkeypatch.setattr(T.TranslationData, "prepare", prepare)
+        got, err = _main(capsys, ["--out", str(out), "--max-steps", "2", "--resume", "--threads", "1",
+                                  "--noprogress", "--data-dir", str(SHARED)])
     finally:
         signal.signal(signal.SIGINT, previous)
-    how = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
-    assert got == code and err[-1] == (f"interrupted ({how}) before the first checkpoint: nothing was saved; run the "
-                                       "same command again to start")
-    assert not (out / "checkpoint.pt").exists()
-    # in a run that has a checkpoint, a signal before training says that the old one is intact
-    monkeypatch.setattr(T.TranslationData, "prepare", real)
-    assert _main(capsys, FAST + ["--out", str(out), "--max-steps", "1"])[0] == 0
-    monkeypatch.setattr(T.TranslationData, "prepare", prepare)
-    got, err = _main(capsys, ["--out", str(out), "--max-steps", "2", "--resume", "--threads", "1", "--noprogress",
-                              "--data-dir", str(SHARED)])
     assert got == code and f"nothing new was saved, the checkpoint of step 1 in {out} is intact" in err[-1]
 
 
