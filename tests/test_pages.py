@@ -230,7 +230,7 @@ def _windows(values) -> str:
 
 def test_measurements_page_describes_the_machine_of_every_record():
     text = _page("book/measurements.ipynb")
-    machines, names = [], sorted(p.name for p in RESULTS.glob("*.json"))
+    machines, firsts, names = [], [], sorted(p.name for p in RESULTS.glob("*.json"))
     for name in names:  # run_all_cpu.json (how long the benchmarks take together) is for benchmarks/README.md
         page = _page("benchmarks/README.md") if name == "run_all_cpu.json" else text
         _assert_in(page, f"`{name}`", where=f"{'benchmarks/README.md' if page is not text else 'book/measurements.ipynb'}")
@@ -244,6 +244,7 @@ def test_measurements_page_describes_the_machine_of_every_record():
         found += [r["machine"] for r in results if isinstance(r, dict) and "machine" in r]
         assert found, f"{name} has no machine record"
         machines += found
+        firsts.append(found[0])
     # the second machine (an Intel Xeon with AMX) measured the book's run and the precision probe, on 27 November
     second = [m for m in machines if m["cpu_model"] != "AMD EPYC"]
     assert {m["cpu_model"] for m in second} <= {"Intel(R) Xeon(R) Processor"}
@@ -257,6 +258,19 @@ def test_measurements_page_describes_the_machine_of_every_record():
     assert all(m["cpu_flags"] == ["avx2", "fma"] and m["date"].startswith("2026-11-28") for m in fourth)
     if fourth:
         _assert_in(text, "AVX2 only", "`translate_cpu_avx2.json`", where="book/measurements.ipynb")
+        avx2 = _record("translate_cpu_avx2.json")
+        _assert_in(_page("benchmarks/README.md"), "`results/translate_cpu_avx2.json`", "28 November 2026",
+                   "--out runs/multi30k --name cpu_avx2 --threads 2",
+                   f"{avx2['minutes_trained']:.2f} minutes: {avx2['steps']:,} steps, {avx2['epochs_completed']} epochs, "
+                   f"{avx2['target_tokens_per_s_median']:,.0f} target tokens/s (median)",
+                   f"beam 4 cased BLEU {avx2['beam4']['bleu']:.2f}, lowercased {avx2['beam4']['bleu_lowercase']:.2f}",
+                   f"greedy {avx2['greedy']['bleu']:.2f} / {avx2['greedy']['bleu_lowercase']:.2f}",
+                   where="benchmarks/README.md (translate_cpu_avx2.json)")
+    # M1 (the AMD EPYC with native bf16) made every CPU record but those of the other CPUs
+    others = sum(not (m["cpu_model"] == "AMD EPYC" and m["cpu_native_bf16"]) for m in firsts)
+    but = f"every CPU record but {['none', 'one', 'two', 'three', 'four', 'five'][others]}"
+    _assert_in(text, f"made {but}.", f"natively | {but} |", where="book/measurements.ipynb (M1)")
+    _assert_in(_page("benchmarks/README.md"), f"{but}, on 21 November 2026", where="benchmarks/README.md (M1)")
     machines = [m for m in machines if m["cpu_model"] == "AMD EPYC" and m["cpu_native_bf16"]]
     assert {m["cpu_model"] for m in machines} == {"AMD EPYC"} and {m["cpu_count"] for m in machines} == {2}
     assert {m["gpu"] for m in machines} == {None}
