@@ -23,13 +23,30 @@ def test_a_path_above_the_cpu_is_skipped_and_a_failure_fails(monkeypatch, capsys
         calls.append(env)
         return 1 if env["ATEN_CPU_CAPABILITY"] == "avx2" else 0
 
-    # an AVX2-only CPU: asked for avx512, PyTorch runs AVX2
-    monkeypatch.setattr(kernels, "capability_under", lambda cap: {"": "AVX2", "avx512": "AVX2"}.get(cap, cap.upper()))
+    # an AVX2-only CPU: asked for avx512, torch 2.13 says AVX512 (and would die of an illegal instruction)
+    monkeypatch.setattr(kernels, "capability_under", lambda cap: {"": "AVX2"}.get(cap, cap.upper()))
     monkeypatch.setattr(subprocess, "call", run)
     assert kernels.main([]) == 1
     out = capsys.readouterr().out
-    assert "ATEN_CPU_CAPABILITY=avx512 skipped: this CPU has no AVX512 kernels (PyTorch would run AVX2)" in out
+    assert "ATEN_CPU_CAPABILITY=avx512 skipped: this CPU's own path is AVX2, below AVX512" in out
     assert "ATEN_CPU_CAPABILITY=default: passed" in out and "ATEN_CPU_CAPABILITY=avx2: FAILED" in out
     assert [(e["ATEN_CPU_CAPABILITY"], e["NPY_DISABLE_CPU_FEATURES"]) for e in calls] == [
         ("default", kernels.NUMPY_DISABLED["default"]), ("avx2", kernels.NUMPY_DISABLED["avx2"])]
     assert kernels.main(["default"]) == 0
+
+
+def test_supported_follows_the_cpus_own_path():
+    assert [kernels.supported(c, "AVX2") for c in kernels.CAPABILITIES] == [True, True, False]
+    assert [kernels.supported(c, "AVX512") for c in kernels.CAPABILITIES] == [True, True, True]
+    assert [kernels.supported(c, "DEFAULT") for c in kernels.CAPABILITIES] == [True, False, False]
+    assert [kernels.supported(c, "SVE256") for c in kernels.CAPABILITIES] == [True, False, False]
+
+
+def test_the_environment_does_not_decide_the_cpus_own_path(monkeypatch, capsys):
+    """`ATEN_CPU_CAPABILITY=avx512 make kernels` on an AVX2 CPU still skips avx512 (the CPU's path is asked unset)."""
+    asked = []
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx512")
+    monkeypatch.setattr(kernels, "capability_under", lambda cap: asked.append(cap) or {"": "AVX2"}.get(cap, cap.upper()))
+    monkeypatch.setattr(subprocess, "call", lambda argv, cwd, env: 0)
+    assert kernels.main(["avx512"]) == 0
+    assert asked == [""] and "avx512 skipped" in capsys.readouterr().out
