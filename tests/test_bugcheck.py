@@ -96,6 +96,11 @@ def test_no_leak():
         B.check_no_leak(lambda t: (shifted(t)[0], shifted(t)[0]), tgt)
     with pytest.raises(AssertionError, match="should both have the target's shape"):
         B.check_no_leak(lambda t: (t[:, :-1], t[:, 1:]), tgt)
+    # a decoder input of BOS only leaks nothing but hides the target (a reader's wrong answer passed before)
+    with pytest.raises(AssertionError, match="position 1 of the decoder input does not change when target token 0"):
+        B.check_no_leak(lambda t: (np.full_like(t, 1), t), tgt)
+    with pytest.raises(AssertionError, match="position 1 of the decoder input does not change when target token 0"):
+        B.check_no_leak(lambda t: (np.concatenate([np.full((len(t), 2), 1), t[:, :-2]], axis=1), t), tgt)  # 2 late
 
 
 def test_score_scale():
@@ -306,3 +311,22 @@ def test_chapter_10_shows_each_exercise_with_what_its_check_says():
         assert code.count(stubs[label]) == 1 and code.count(public[label]) == 1, label
         assert "print(check_own_work(" not in public[label], label
     assert not any(s.strip() in code for s in solutions) and "what_the_check_says" not in code
+
+
+def test_embedding_factor():
+    def embed(scale_tokens, dtype=np.float64):
+        return lambda ids, table: (table[ids] * scale_tokens(table.shape[1])
+                                   + R.positional_encoding(len(ids), table.shape[1])).astype(dtype)
+
+    assert B.token_factor(embed(math.sqrt), 64) == pytest.approx(8.0, rel=1e-12)
+    assert B.check_embedding_factor(embed(math.sqrt), (16, 64, 256)).startswith("correct")
+    assert B.check_embedding_factor(embed(math.sqrt, np.float32), (16, 64, 256)).startswith("correct")
+    # 1.3 sqrt(d_model) keeps the tokens and positions in balance (a reader's wrong answer passed that check)
+    assert B.check_token_signal(embed(lambda d: 1.3 * math.sqrt(d)), (16, 64, 256)).startswith("correct")
+    with pytest.raises(AssertionError, match=r"multiplied by 5.2 at d_model = 16, 10.4 at d_model = 64, 20.8 at "
+                                             r"d_model = 256: not the factor of §3.4 at d_model = 16, 64, 256$"):
+        B.check_embedding_factor(embed(lambda d: 1.3 * math.sqrt(d)), (16, 64, 256))
+    with pytest.raises(AssertionError, match="not the factor of §3.4 at d_model = 16, 256$"):
+        B.check_embedding_factor(embed(lambda d: 8.0), (16, 64, 256))  # right for d_model = 64 only
+    with pytest.raises(AssertionError, match="at d_model = 256$"):
+        B.check_embedding_factor(embed(lambda d: math.sqrt(d) * (1 + 1e-3)), (256,))

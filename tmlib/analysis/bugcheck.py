@@ -10,7 +10,8 @@ The tests a Transformer must pass, as functions. Checks return a line that start
 * :func:`check_no_leak`: the decoder's input must not show the token it is asked to predict;
 * :func:`score_spread`, :func:`check_score_scale`: the spread of the attention scores must not grow with d_k;
 * :func:`token_scale`, :func:`check_token_signal`: the token embeddings must weigh about as much as the positional
-  encodings, neither less nor more than twice as much;
+  encodings, neither less nor more than twice as much; :func:`token_factor`, :func:`check_embedding_factor`: and be
+  multiplied by √d_model exactly (§3.4);
 * :func:`check_queries_independent`: each query's softmax is its own (not taken across the queries);
 * :func:`check_independent`: each position (or each head) computed from its own inputs only;
 * :func:`check_loss_ignores_padding`: a loss over real tokens that more padding does not change;
@@ -30,7 +31,7 @@ import numpy as np
 from tmlib.course.checks import as_float_array
 
 __all__ = ["BUGS", "attention_with_bug", "dependency_matrix", "check_no_leak", "score_spread", "check_score_scale",
-           "token_scale", "check_token_signal", "check_confident_loss",
+           "token_scale", "check_token_signal", "token_factor", "check_embedding_factor", "check_confident_loss",
            "check_queries_independent", "check_independent", "check_loss_ignores_padding", "check_finite",
            "check_repeatable", "check_first_loss", "overfit_batch"]
 
@@ -111,13 +112,15 @@ def dependency_matrix(fn, x, *, axis: int = -2, seed: int = 0) -> np.ndarray:
 
 def check_no_leak(fn, tgt, what: str = "your teacher forcing", **kwargs) -> str:
     """Assert that ``fn(tgt, **kwargs) -> (tgt_in, tgt_out)`` (integer ``(batch, m)`` each, for targets ``tgt``
-    ``(batch, m)``) does not show the decoder the token it must predict: when target token j changes, the decoder
-    input may change only after position j, and what position j must predict changes (positions and tokens
-    counted from 0, as the arrays' indices and the course's other checks count them).
+    ``(batch, m)``) does not show the decoder the token it must predict, and does show it the tokens before: when
+    target token j changes, the decoder input may change only after position j, must change at position j + 1
+    (teacher forcing feeds each step the target tokens before it), and what position j must predict changes
+    (positions and tokens counted from 0, as the arrays' indices and the course's other checks count them).
 
     Raises:
         AssertionError: a shape that is not the target's, a decoder input that shows token j at a position ≤ j
-            ("the decoder can read the answer"), or a position whose prediction target ignores its token.
+            ("the decoder can read the answer"), one that hides token j from position j + 1, or a position whose
+            prediction target ignores its token.
     """
     tgt = np.asarray(tgt)
     tgt_in, tgt_out = (np.asarray(a) for a in fn(tgt, **kwargs))
@@ -132,10 +135,14 @@ def check_no_leak(fn, tgt, what: str = "your teacher forcing", **kwargs) -> str:
         if len(seen) and seen.min() <= j:
             raise AssertionError(f"{what}: position {int(seen.min())} of the decoder input changes when target "
                                  f"token {j} changes: the decoder can read the answer it must predict (a leak)")
+        if j + 1 < tgt.shape[-1] and j + 1 not in seen:
+            raise AssertionError(f"{what}: position {j + 1} of the decoder input does not change when target token "
+                                 f"{j} changes: with teacher forcing, each position reads the target tokens before "
+                                 "it")
         if (new_out[..., j] == tgt_out[..., j]).all():
             raise AssertionError(f"{what}: what position {j} must predict does not change when target token {j} "
                                  "changes")
-    return f"correct: {what} never shows the decoder the token it must predict"
+    return f"correct: {what} never shows the decoder the token it must predict, and shows it the tokens before"
 
 
 def score_spread(weights_fn, d_k: int, n_q: int = 64, n_k: int = 128, seed: int = 0, tensor: bool = False) -> float:
@@ -217,6 +224,37 @@ def check_token_signal(embed_fn, widths=(16, 256), what: str = "your embedding",
         raise AssertionError(f"{what}: changing the tokens moves the output by {shown} per entry, while the positional "
                              f"encodings' entries are about 0.71: {'; '.join(problems)}")
     return f"correct: {what} keeps both the tokens and their positions readable ({shown} per entry)"
+
+
+def token_factor(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed: int = 0) -> float:
+    """The factor by which ``embed_fn(ids, table)`` multiplies the table's rows, measured: the root mean square of
+    the output's change when every token changes, over that of the table rows' change (the positions cancel).
+    Exactly the factor for an embedding linear in the table (√d_model for §3.4's), whatever the table."""
+    rng = np.random.default_rng(seed + d_model)
+    table = rng.normal(size=(vocab_size, d_model)) / math.sqrt(d_model)
+    a = rng.integers(0, vocab_size, n)
+    b = (a + rng.integers(1, vocab_size, n)) % vocab_size  # another token at every position
+    ea, eb = (as_float_array(embed_fn(ids, table), "answer", "the embeddings") for ids in (a, b))
+    if ea.shape != (n, d_model):
+        raise AssertionError(f"the embeddings have shape {ea.shape} for {n} tokens, expected ({n}, {d_model})")
+    return float(np.sqrt(((ea - eb) ** 2).mean() / ((table[a] - table[b]) ** 2).mean()))
+
+
+def check_embedding_factor(embed_fn, widths=(16, 256), what: str = "your embedding", rtol: float = 1e-5) -> str:
+    """Assert that ``embed_fn(ids, table)`` multiplies the table's rows by √d_model (§3.4: "In the embedding layers,
+    we multiply those weights by √d_model"), measured by :func:`token_factor` at every d_model in ``widths``, to a
+    relative ``rtol`` (a float32 embedding rounds to about 1e-7).
+
+    Raises:
+        AssertionError: the factors measured, and the widths at which they are not §3.4's (never the factor due).
+    """
+    factors = {d: token_factor(embed_fn, d) for d in widths}
+    shown = ", ".join(f"{f:.4g} at d_model = {d}" for d, f in factors.items())
+    wrong = [d for d, f in factors.items() if not math.isclose(f, math.sqrt(d), rel_tol=rtol)]
+    if wrong:
+        raise AssertionError(f"{what}: the token embeddings come out multiplied by {shown}: not the factor of §3.4 "
+                             f"at d_model = {', '.join(map(str, wrong))}")
+    return f"correct: {what} multiplies the token embeddings by §3.4's factor at every d_model checked ({shown})"
 
 
 def check_confident_loss(loss_fn, vocab_size: int = 7, label_smoothing: float = 0.1,
