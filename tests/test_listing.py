@@ -72,3 +72,19 @@ def test_paper_view_folds_the_marked_statements():
     paper = repr(show_source(marked, paper=True))
     assert paper.splitlines() == ['def marked(n):', '    """A function with statements outside the equation."""',
                                   "    # … argument checks", "    # … a cache", "    return 2 * n  # the equation"]
+
+
+def linted(k):
+    """A function whose lines carry linters' markers."""
+    chunk = lambda i: i * k  # noqa: E731 - the i-th chunk
+    out = open(k)  # the file: read below  # noqa: SIM115
+    text = "# noqa stays in a string"  # noqa
+    return chunk, out, text
+
+
+def test_lint_markers_are_left_out():
+    listing = repr(show_source(linted))
+    assert "noqa:" not in listing and listing.count("noqa") == 1  # the one in the string
+    assert listing.splitlines()[2:5] == ["    chunk = lambda i: i * k  # the i-th chunk",
+                                         "    out = open(k)  # the file: read below",
+                                         '    text = "# noqa stays in a string"']

@@ -257,7 +257,8 @@ def test_measurements_page_describes_the_machine_of_every_record():
     fourth = [m for m in machines if m["cpu_model"] == "AMD EPYC" and not m["cpu_native_bf16"]]
     assert all(m["cpu_flags"] == ["avx2", "fma"] and m["date"].startswith("2026-11-28") for m in fourth)
     if fourth:
-        _assert_in(text, "AVX2 only", "`translate_cpu_avx2.json`", where="book/measurements.ipynb")
+        _assert_in(text, "AVX2 only", "`translate_cpu_avx2.json`", "| M3 | AMD EPYC, 2 logical CPUs | AVX2 only",
+                   where="book/measurements.ipynb")
         avx2 = _record("translate_cpu_avx2.json")
         _assert_in(_page("benchmarks/README.md"), "`results/translate_cpu_avx2.json`", "28 November 2026",
                    "--out runs/multi30k --name cpu_avx2 --threads 2",
@@ -325,15 +326,17 @@ def test_measurements_page_results_at_a_glance():
     mem = _record("kv_cache_cpu.json")["results"]["memory"]
     assert all(m["equal"] for m in mem)
     by_threads = _record("kv_cache_cpu.json")["results"]["profile"]["s_per_token_by_threads"]
-    _assert_in(text, f"10: {kv[10]:.1f}x", f"50: {kv[50]:.1f}x", f"200: {kv[200]:.1f}x",
-               f"cache: {mem[0]['formula']['per_token']:,} bytes per token + {mem[0]['formula']['cross_attn']:,} for 20",
-               where="book/measurements.ipynb (kv_cache_cpu.json, printed)")
+    # the speed-ups and the cache's bytes are chapter 12's (nb12-kv-cache); this page times one step twice
+    assert sorted(kv) == [10, 25, 50, 100, 200] and kv[200] > kv[10] > 1
+    _assert_in(text, "<nb12-kv-cache>`", where="book/measurements.ipynb (kv_cache_cpu.json)")
     step_s, again_s = _record("kv_cache_cpu.json")["results"]["profile"]["s_per_step"], by_threads["1"]["with_cache"]
     two_s = by_threads["2"]["with_cache"]
     _assert_in(text, f"1 thread: {1e3 * step_s:.2f} ms; timed again {1e3 * again_s:.2f} ms "
                      f"({step_s / again_s - 1:.0%} apart); 2 threads: {1e3 * two_s:.2f} ms",
                f"lie {step_s / again_s - 1:.0%} apart", where="book/measurements.ipynb (kv_cache_cpu.json, one step)")
     assert again_s / two_s < step_s / again_s  # "the second thread's gain is within the spread"
+    _assert_in(text, f"second thread: {again_s / two_s:.2f} times as fast; two timings with 1 thread: "
+                     f"{step_s / again_s:.2f} apart", where="book/measurements.ipynb (kv_cache_cpu.json, threads)")
 
     small = next(r for r in _record("throughput_cpu.json")["results"] if r["preset"] == "small")
     v = small["variants"]
@@ -427,8 +430,9 @@ def test_measurements_page_gpu_machine_and_records():
     rows = {(r["method"], r["pass"], r["n"]): r for r in _gpu_record("attention_cost_cuda.json")["results"]["rows"]}
     # the kernels' times and memory are chapter 12's (nb12-attention-gpu); this page identifies the default's kernel
     points = len({(p_, n) for (m, p_, n) in rows if m == "sdpa"})
-    _assert_in(text, f"sdpa_cudnn      peak memory equals the default call's at {points} of {points} points",
-               where="book/measurements.ipynb (GPU attention, printed)")
+    assert points == 14  # 7 lengths, 2 passes
+    _assert_in(text, "had the\npeak of cuDNN's kernel at every length, in both passes", "<nb12-attention-gpu>`",
+               where="book/measurements.ipynb (GPU attention)")
     for other in ("sdpa_flash", "sdpa_efficient", "sdpa_math"):  # "Only cuDNN's kernel matches"
         assert not any(rows[(other, p_, n)]["peak_bytes"] == rows[("sdpa", p_, n)]["peak_bytes"]
                        for (m, p_, n) in rows if m == "sdpa")
@@ -439,8 +443,9 @@ def test_measurements_page_gpu_machine_and_records():
     kv = _gpu_record("kv_cache_cuda.json")["results"]
     sp = {t["output_tokens"]: t["speedup"] for t in kv["timing"]}
     spread = max(max(t["times_s"][k]) / min(t["times_s"][k]) for t in kv["timing"] for k in t["times_s"])
-    _assert_in(text, f"50 tokens {sp[50]:.2f}x, 100 tokens {sp[100]:.2f}x, 200 tokens {sp[200]:.2f}x",
-               f"up to {spread:.2f}", where="book/measurements.ipynb (GPU KV cache)")
+    _assert_in(text, "the KV cache's speed-ups on the GPU lie within the spread of its two repeats",
+               "<nb12-kv-cache-gpu>`", where="book/measurements.ipynb (GPU KV cache)")
+    assert sorted(sp) == [50, 100, 200] and all(len(t) == 2 for r in kv["timing"] for t in r["times_s"].values())
     assert all(1 / spread < s < spread for s in sp.values())  # "within the spread of the two repeats"
 
     mfu = _gpu_record("mfu_cuda.json")["results"]
@@ -580,6 +585,9 @@ def test_clone_command_uses_the_repository_address():
     assert "git clone" not in _page("book/intro.md") and "{doc}`installation`" in _page("book/intro.md")
     for rel in ("book/installation.md",):
         _assert_in(_page(rel), f"git clone {url}\ncd {url.rsplit('/', 1)[1]}\nmake lab", where=rel)
+    # the instructors' page links the repository's CONTRIBUTING.md and LICENSE at the same address
+    links = re.findall(r"\]\((\S+?)/blob/main/(CONTRIBUTING\.md|LICENSE)\b", _page("book/instructors.md"))
+    assert {f for _, f in links} == {"CONTRIBUTING.md", "LICENSE"} and {a for a, _ in links} == {url}, links
 
 
 def test_installation_check_prints_what_it_says():
@@ -658,21 +666,27 @@ def test_measurements_page_runs_side_by_side():
     rows = {}
     labels = {"translate_cpu_auto.json": "15 min, amp=auto", "translate_cpu.json": "15 min, bf16",  # printed rows
               "translate_cpu_fp32_emulated_run1.json": "stand-in, run 1",
-              "translate_cpu_fp32_emulated.json": "stand-in, run 2"}
+              "translate_cpu_fp32_emulated.json": "stand-in, run 2", "translate_cpu_avx2.json": "15 min, AVX2 only",
+              "gpu/translate_cuda.json": "GPU, 4 min"}
     for name, label in labels.items():
         r = _record(name)
         step = re.search(r"step (\d+)", r["weights_scored"])
         weights = f"{int(step.group(1)):,}" if r["weights_scored"].startswith("kept best") else "last"
-        machine = "M1" if r["machine"]["cpu_model"] == "AMD EPYC" else "M2"
+        machine = ("H200" if r["machine"]["gpu"] else "M3" if not r["machine"]["cpu_native_bf16"]
+                   else "M1" if r["machine"]["cpu_model"] == "AMD EPYC" else "M2")
         precision = {"float32": "float32", "bfloat16": "bf16"}[r["precision"]]
         b, g = r["beam4"], r["greedy"]
         _assert_in(section, f"{label} {machine} {precision} {r['minutes_trained']:.1f} {r['steps']:,} "
-                            f"{r['epochs_completed']} {r['steps'] / r['minutes_trained']:.0f} "
+                            f"{r['epochs_completed']} {r['steps'] / r['minutes_trained']:,.0f} "
                             f"{r['target_tokens_per_s_median']:,.0f} {weights}",
                    f"{label} {b['bleu']:.2f} / {b['bleu_lowercase']:.2f}, {b['chrf']:.2f} "
                    f"{g['bleu']:.2f} / {g['bleu_lowercase']:.2f}, {g['chrf']:.2f}", where=f"book/measurements.ipynb ({name})")
         assert r["parameters"] == 4_691_776 and "4,691,776 parameters" in section, name
         rows[name] = r
+    gpu_best = _record("gpu/gpu_train_cuda.json")["results"]["best"]["step"]  # the GPU run's kept weights, two records
+    assert f"step {gpu_best}" in rows["gpu/translate_cuda.json"]["weights_scored"]
+    # your run: the run chapter 9 trained where the page runs, named as such
+    _assert_in(section, "its last\nline is your run", 'print(f"your run: {h[', where="book/measurements.ipynb (your run)")
     fast, auto = rows["translate_cpu.json"], rows["translate_cpu_auto.json"]
     run1, run2 = rows["translate_cpu_fp32_emulated_run1.json"], rows["translate_cpu_fp32_emulated.json"]
     per_min = {n: r["steps"] / r["minutes_trained"] for n, r in rows.items()}

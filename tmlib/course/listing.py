@@ -2,15 +2,17 @@
 
 A chapter that prints a class or function with :func:`show_source` shows exactly the code that runs: the listing
 is produced from the live source at execution time, so it cannot drift from the library. Docstrings are folded to
-their first line, so that a listing is code. The library marks the statements that the paper's equations do not need
-(argument checks, caches) with a comment ``# [not in the paper] what it does``; ``paper=True`` folds each of them
-into that one comment line, so that the listing shows the equation.
+their first line and linters' ``# noqa`` markers are left out, so that a listing is code. The library marks the
+statements that the paper's equations do not need (argument checks, caches) with a comment
+``# [not in the paper] what it does``; ``paper=True`` folds each of them into that one comment line, so that the
+listing shows the equation.
 """
 from __future__ import annotations
 
 import ast
 import inspect
 import io
+import re
 import textwrap
 import tokenize
 
@@ -47,7 +49,7 @@ def show_source(obj, *, start: str | None = None, end: str | None = None, full_d
     line and ``…`` (``full_docstrings=True``: as written). ``start``: show from the first line containing it;
     ``end``: stop before the next line containing it (some methods of a long class). ``paper``: each statement
     marked ``# [not in the paper] what`` (on its first line, or on a comment line just above it) folded into one
-    line ``# … what`` (:func:`fold_asides`).
+    line ``# … what`` (:func:`fold_asides`). Linters' ``# noqa`` markers are left out (:func:`strip_lint_markers`).
 
     Raises:
         TypeError: ``obj`` has no Python source (a built-in, for example).
@@ -69,9 +71,33 @@ def show_source(obj, *, start: str | None = None, end: str | None = None, full_d
         if not hits:
             raise ValueError(f"{end!r} does not occur in the source of {obj!r} after its first line")
         source = "".join(lines[:hits[0]])
-    source = textwrap.dedent(source).rstrip("\n")
+    source = strip_lint_markers(textwrap.dedent(source).rstrip("\n"))
     source = source if full_docstrings else fold_docstrings(source)
     return Listing(fold_asides(source) if paper else source)
+
+
+_NOQA = re.compile(r"\s*#\s*noqa\b(?::\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?\s*(?:-\s*)?")
+
+
+def strip_lint_markers(source: str) -> str:
+    """``source`` without linters' ``# noqa`` markers: a comment ``# why  # noqa: E731`` keeps ``# why``, a comment
+    ``# noqa: E731 - why`` becomes ``# why``, and a bare ``# noqa`` goes with the spaces before it. Only comments are
+    touched (a string that contains ``# noqa`` stays); ``source`` itself if it does not tokenize."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (SyntaxError, tokenize.TokenError):
+        return source
+    lines = source.split("\n")
+    for tok in tokens:
+        marker = _NOQA.search(tok.string) if tok.type == tokenize.COMMENT else None
+        if marker is None:
+            continue
+        before, why = tok.string[:marker.start()].rstrip(), tok.string[marker.end():].strip()
+        comment = " - ".join(part for part in (before, why) if part and part != "#")
+        comment = comment if not comment or comment.startswith("#") else f"# {comment}"
+        row, col = tok.start
+        lines[row - 1] = (lines[row - 1][:col] + comment).rstrip()
+    return "\n".join(lines)
 
 
 def fold_asides(source: str) -> str:
