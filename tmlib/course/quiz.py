@@ -197,10 +197,13 @@ PAPER_QUIZ = (
     choice("paper-q1", "Q1. What was the key claim of 'Attention Is All You Need'?", [
         ("Attention was invented in this paper.", False,
          "Attention on top of recurrent encoder-decoders dates from Bahdanau et al. (2015)."),
-        ("Recurrent networks need attention to be trained at all.", False),
+        ("Adding self-attention to a recurrent encoder-decoder makes it train faster.", False,
+         "The paper removes recurrence altogether: a model that still has recurrent layers still runs over the "
+         "positions one after another."),
         ("Attention alone, without recurrence or convolution, is enough for state-of-the-art sequence "
          "transduction (translation).", True),
-        ("Deeper LSTMs translate better than shallow ones.", False),
+        ("More attention heads translate better: the more heads, the higher the BLEU.", False,
+         "The paper's Table 3 shows otherwise: 32 heads score lower than 8 or 16."),
     ], "The title is the claim: a model built only from attention and position-wise feed-forward layers, with no "
        "recurrence and no convolution, set a new state of the art on WMT 2014 English-German (28.4 BLEU) and "
        "English-French (41.8 BLEU) at a fraction of the training cost.", title="The paper in five questions"),
@@ -218,7 +221,10 @@ PAPER_QUIZ = (
         ("An LSTM, an attention layer and a softmax.", False),
         ("Masked self-attention, cross-attention and a feed-forward network.", False,
          "That is a decoder layer: it adds masked self-attention and attention over the encoder output."),
-        ("A convolution with kernel width 3 and a pooling layer.", False),
+        ("Layer normalisation, then multi-head self-attention, then a residual connection; the same again around "
+         "a feed-forward network.", False,
+         "That is the pre-LN order of later models. The paper's layer adds the residual first and normalises the "
+         "sum: LayerNorm(x + Sublayer(x))."),
         ("Multi-head self-attention and a position-wise feed-forward network, each wrapped in a residual "
          "connection followed by layer normalisation.", True),
     ], "Encoder layer: LayerNorm(x + SelfAttention(x)), then LayerNorm(x + FFN(x)) (post-LN, as in the paper). "
@@ -234,13 +240,13 @@ PAPER_QUIZ = (
     ], "Parallel training over positions and a simple, uniform architecture made it practical to scale models and "
        "data; encoder-only (BERT, 2018) and decoder-only (GPT, 2018-2020) pre-trained models followed within two "
        "years. Its success came from results and scalability, not from an award."),
-    numeric("paper-q5", "Q5. A stack of dilated convolutions with kernel width 3 (dilations 1, 3, 9, ...) reads a "
-            "sentence of 50 tokens. How many layers must information from the first token pass through to reach "
-            "the last one? (A recurrent layer needs 49 steps; self-attention needs one.)",
+    numeric("paper-q5", "Q5. A stack of causal dilated convolutions with kernel width 3 (dilations 1, 3, 9, ...), "
+            "each position reading only itself and earlier positions, reads a sentence of 50 tokens. How many "
+            "layers must information from the first token pass through to reach the last one? (A recurrent layer needs 49 steps; self-attention needs one.)",
             _DILATED_LAYERS, 0, "Each layer of kernel width k multiplies the span a position sees by k: after L "
             "layers it covers k to the power L positions, and 3³ = 27 < 50 ≤ 81 = 3⁴, so 4 layers. This is the "
             "O(logₖ n) path of the paper's Table 1, against O(n) for recurrence and O(1) for self-attention; "
-            "contiguous kernels of width 3 would need 25 layers (chapter 12 evaluates the table). Short paths make "
+            "undilated causal kernels of width 3 would need 25 layers (chapter 12 evaluates the table). Short paths make "
             "long-range dependencies easier to learn (§4)."),
 )
 
