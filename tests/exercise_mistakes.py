@@ -168,6 +168,10 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the old query (1, 1)", code="my_weights = np.array([np.exp(1 / np.sqrt(2))] * 2 + [np.exp(np.sqrt(2))]) / "
                                             "(2 * np.exp(1 / np.sqrt(2)) + np.exp(np.sqrt(2)))"),
         Mistake("weights not normalised", replace=(("/ (1 + 2 * b)", ""),)),
+        Mistake("right weights, the scores not scaled by sqrt(d_k)", replace=(
+            ("my_scores = np.array([0.0, 2.0, 2.0]) / np.sqrt(2)", "my_scores = np.array([0.0, 2.0, 2.0])"),)),
+        Mistake("right weights, the scores shifted by their maximum", replace=(
+            ("my_scores = np.array([0.0, 2.0, 2.0]) / np.sqrt(2)", "my_scores = (np.array([0.0, 2.0, 2.0]) - 2) / np.sqrt(2)"),)),
     ],
     "ex-05-prefix": [
         Mistake("the unchanged causal mask", code="n_seq, p = 5, 2\nprefix_mask = R.causal_mask(n_seq)"),
