@@ -176,8 +176,11 @@ def part_fp16(args) -> int:
     amp = "fp16" if device.type == "cuda" else "bf16"  # fp16 runs on CUDA only; the rehearsal has no scaler
     config = recipe(args)
     minutes = config.max_minutes or 0.1
+    # a checkpoint at 90 % of the time; on the CPU (the rehearsal, whose emulated bf16 steps can take longer than
+    # the last 10 %) after every step as well, so that one is always written before the last step
     config = dataclasses.replace(config, amp=amp, max_minutes=minutes, max_steps=None,
-                                 checkpoint_minutes=0.9 * minutes)
+                                 checkpoint_minutes=0.9 * minutes,
+                                 checkpoint_every=None if device.type == "cuda" else 1)
     data = prepare(config, args.quick, _tokenizer_of_part_2(args))
     tok = data.tokenizer
     model_config = dataclasses.replace(config.model, vocab_size=tok.vocab_size, tgt_vocab_size=None, pad_id=tok.pad_id)
@@ -193,9 +196,9 @@ def part_fp16(args) -> int:
     full, mid, scales = trainer("full"), work / "mid.pt", []
     real_save, real_step = full.save, full.amp.step
 
-    def save():  # keep a copy of the last checkpoint written before the end
+    def save():  # keep a copy of the last checkpoint written before the end (not one written as time ran out)
         real_save()
-        if not full.finished:
+        if not full.finished and full.elapsed_s < 60 * minutes:
             shutil.copyfile(full.checkpoint_path, mid)
 
     def step(optimizer):  # the loss scale after every step, kept on the device (no synchronisation)

@@ -842,6 +842,11 @@ def test_chapter_8_checks_answer_a_stub_and_name_each_slip():
         check_greedy_decode(lambda w, s, m: decode_with(w, s, m, first=True) if w == "early" else
                             [[-1] * len(x) for x in decode_with(w, s, m)], models)
     assert len(calls) == 4  # every case called before the first assertion
+    # a wrong token that also ends the sentence early is named as a wrong token, not as a length (reader r42)
+    with pytest.raises(AssertionError, match="differs from greedy decoding at 1 of its first 1 tokens"):
+        check_greedy_decode(lambda w, s, m: [[(x[0] + 1) % 13] if x else x for x in decode_with(w, s, m)], models)
+    with pytest.raises(AssertionError, match="sentence lengths .* are not right"):  # BOS kept: one token longer
+        check_greedy_decode(lambda w, s, m: [[1] + x for x in decode_with(w, s, m)], models)
     namespace = {}
     exec("def my_greedy_decode(model, src, bos_id, eos_id, max_len):\n    ...\n\n\n"
          "def decode_with(which, src, max_len):\n    return my_greedy_decode(None, src, 1, 2, max_len)\n", namespace)

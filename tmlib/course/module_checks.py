@@ -178,9 +178,8 @@ def check_my_mha(run, what: str = "your module", *, module: str = "MyMultiHeadAt
                                  "attends to every key", _mha_torch(state, n_heads, x, x, x, None).numpy()))
                 flipped = _mha_torch(state, n_heads, x, x, x, ~mask).numpy()
                 if np.allclose(got, flipped, rtol=0, atol=1e-10, equal_nan=True):
-                    raise AssertionError(f"{what}: {case}\n  reads the mask the wrong way round: True means "
-                                         "may attend,\n  so the scores to set to -inf are those where the mask "
-                                         "is False")
+                    raise AssertionError(f"{what}: {case}\n  reads the mask the wrong way round: each query "
+                                         "attends to exactly\n  the keys it must not see")
         _compare(got, want.numpy(), f"{what}: {case}", variants, atol=1e-10)
     m = MHA_EXAMPLE_2
     d, h = np.asarray(m.q).shape[-1], np.asarray(m.w_q).shape[0]
