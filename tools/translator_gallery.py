@@ -192,8 +192,9 @@ def main() -> int:
     caption = draw(layers, pair["src_pieces"], pair["produced_pieces"], FIGURE)
 
     minutes = f"{trained.elapsed_s / 60:.0f} minutes" if trained.elapsed_s else "chapter 9's time budget"
-    kept = (", and keeps the weights of the validation pass with the lowest cross-entropy"
-            if trained.best_step is not None else "")
+    minutes += f", {trained.step:,} steps on the computer that trained this one"
+    kept = (", and keeps the weights of the validation pass with the lowest cross-entropy, here those of step "
+            f"{trained.best_step:,}" if trained.best_step is not None else "")
     scores = chapter_9_scores(trained.step, trained.best_step)
     if scores is None:
         print(f"{CHAPTER_9.relative_to(ROOT)} shows no scores of this run: the gallery leaves them out "
@@ -207,8 +208,9 @@ def main() -> int:
                                          is not None else ")")
     from tmlib.model import count_parameters
     c = model.config
-    size = (f"It has {c.n_encoder_layers} encoder and {c.n_decoder_layers} decoder layers of width $d_{{model}}$ = "
-            f"{c.d_model}, {c.n_heads} heads and $d_{{ff}}$ = {c.d_ff}: {count_parameters(model):,} parameters, "
+    size = (f"It has {c.n_encoder_layers} encoder and {c.n_decoder_layers} decoder layers of width "
+            f"$d_{{\\text{{model}}}}$ = {c.d_model}, {c.n_heads} heads and $d_{{\\text{{ff}}}}$ = {c.d_ff}: "
+            f"{count_parameters(model):,} parameters, "
             f"with a vocabulary of {c.vocab_size:,} subwords shared by German and English.")
     facts = "\n".join([
         MODEL_START,
