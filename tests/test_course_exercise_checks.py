@@ -386,6 +386,12 @@ def test_decoder_layer_properties_name_each_slip_with_positions_from_1():
                         (layer(last_norm=False), "not normalised"), (lambda *a: None, "returned None")]:
         with pytest.raises(AssertionError, match=symptom):
             check_decoder_layer_properties(fn, sa, ca, ffn)
+    # the two weight sets swapped, given the same set twice as in the chapter's worked example (a reader's wrong
+    # answer that passed before)
+    wrong_weights = lambda y, memory, self_attn, cross_attn, ffn: layer()(y, memory, cross_attn, self_attn, ffn)  # noqa: E731
+    with pytest.raises(AssertionError, match="uses them the other way round"):
+        check_decoder_layer_properties(wrong_weights, sa, sa, ffn)
+    assert check_decoder_layer_properties(layer(), sa, sa, ffn).startswith("correct:")
 
 
 def test_blocked_weights_checks_every_blocked_position():

@@ -824,3 +824,14 @@ def test_paper_page_uses_the_notation_pages_symbols():
     assert "y_1 \\ldots y_T" in notation and "y_m" not in notation and "| $T$ |" in notation
     assert "length penalty's exponent" in notation and "$\\mathrm{MultiHead}(X_q, X_k, X_v)$" in notation
     assert "sum_{s=1}" not in paper and "multi_head_attention.svg" not in paper  # s is the step; one copy of Fig. 2.1
+
+
+def test_measurements_page_checks_the_emulation_against_m3():
+    """The emulation of a 2-core CPU without bf16 (1,215 steps) is set against the real one (M3's record)."""
+    text = _page("book/measurements.ipynb")
+    m3, bf16 = _record("translate_cpu_avx2.json"), _record("translate_cpu.json")  # the bf16 run (M1)
+    _assert_in(text, f"M3, such a CPU, then made {m3['steps']:,} steps", where="book/measurements.ipynb (M3)")
+    _assert_in(text, f"scored {m3['beam4']['bleu']:.2f} BLEU with beam search (cased), "
+               f"{bf16['beam4']['bleu'] - m3['beam4']['bleu']:.2f} below the bf16 run's {bf16['beam4']['bleu']:.2f}",
+               where="book/measurements.ipynb (M3 against bf16)")
+    assert round(m3["steps"] / 1215 * 4) == 3  # "about three quarters"

@@ -102,10 +102,13 @@ def check_decoder_layer_properties(fn, self_attn, cross_attn, ffn, what: str = "
     """Exercise 5.5: properties of the post-LN decoder layer ``fn(y, memory, self_attn, cross_attn, ffn)`` on random
     inputs (d_model = 4), each named when it fails: the cross-attention's queries and memory not swapped (tried first
     with a memory as long as the target, where a swap raises no error), every output row normalised, the output
-    depending on the memory, and causality (positions counted from 1, as in the chapter).
+    depending on the memory, causality (positions counted from 1, as in the chapter), and the two attentions' weights
+    not swapped: the checks run with a cross-attention whose matrices are ``cross_attn``'s with their columns
+    reversed, so that the two sets differ even where the worked example gives both the same.
     """
     from tmlib import ref
 
+    cross_attn = tuple(np.asarray(w, dtype=float)[..., ::-1].copy() for w in cross_attn)  # differs from self_attn
     rng = np.random.default_rng(505)
     y, memory = rng.normal(size=(5, 4)), rng.normal(size=(3, 4))
     moved = memory + rng.normal(size=(3, 4))
@@ -126,6 +129,11 @@ def check_decoder_layer_properties(fn, self_attn, cross_attn, ffn, what: str = "
     if np.allclose(got_sq, ln(c + ff(c, *ffn)), rtol=0.0, atol=1e-9):
         raise AssertionError(f"{what}: the cross-attention's arguments are swapped: its queries come from the "
                              "decoder (a, the self-attention sub-layer's output), its keys and values from the memory")
+    swapped = ref.decoder_layer(y_sq, memory_sq, cross_attn, self_attn, ffn)
+    if np.allclose(got_sq, swapped, rtol=0.0, atol=1e-9) and \
+            not np.allclose(swapped, ref.decoder_layer(y_sq, memory_sq, self_attn, cross_attn, ffn), rtol=0, atol=1e-9):
+        raise AssertionError(f"{what}: given two different sets of attention weights, the layer uses them the other way "
+                             "round: the masked self-attention takes self_attn, the cross-attention cross_attn")
     got = run(y, memory, "on a 5-token target and a 3-token memory")
     if not (np.allclose(got.mean(axis=-1), 0, atol=1e-9) and np.allclose(got.var(axis=-1), 1, atol=1e-3)):
         raise AssertionError(f"{what}: the output rows are not normalised: the paper's layer is post-LN, each "

@@ -232,7 +232,8 @@ PAPER_QUIZ = (
        "Chapters 2, 3 and 5 build each piece."),
     choice("paper-q4", "Q4. Why did the Transformer change NLP so quickly?", [
         ("It won the NIPS 2017 best-paper award.", False,
-         "It did not: the NIPS 2017 best-paper awards went to other papers (see the errata)."),
+         "Nothing records such an award: the NIPS 2017 proceedings list the paper, and no source names a prize for "
+         "it (see the errata)."),
         ("It trained in parallel and scaled well, so much larger models could be pre-trained on much more text "
          "(BERT, GPT).", True),
         ("It was the first neural machine translation system.", False),
