@@ -263,6 +263,12 @@ def test_loss_ignores_padding():
     with pytest.raises(AssertionError, match="not finite"):
         B.check_loss_ignores_padding(lambda z, t, p: math.inf)
 
+    def per_sentence_mean(logits, targets, pad_id):  # a reader's wrong answer to exercise 10.5 that passed before
+        return float(np.mean([_token_loss(logits[b:b + 1], targets[b:b + 1], pad_id) for b in range(len(targets))]))
+
+    with pytest.raises(AssertionError, match="sentences of 5, 3, 1 real tokens is not the mean over all its real"):
+        B.check_loss_ignores_padding(per_sentence_mean)
+
 
 def _without_own_work(code: str) -> str:
     """A public check without its ``check_own_work(...)`` statement, which the page does not show (it is about the

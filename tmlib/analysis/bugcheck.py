@@ -330,11 +330,13 @@ def check_independent(fn, x, size: int = 1, what: str = "your function", *, unit
 def check_loss_ignores_padding(loss_fn, pad_id: int = 0, vocab_size: int = 7, what: str = "your loss",
                                seed: int = 0) -> str:
     """Assert that ``loss_fn(logits (batch, n, V), targets (batch, n), pad_id)`` (NumPy) is a mean over the real
-    target tokens: log |V| when all logits are equal, and the same when the sentences are padded to a longer batch
-    with any logits at the padding (padding invariance, for a loss).
+    target tokens: log |V| when all logits are equal, the same when the sentences are padded to a longer batch
+    with any logits at the padding (padding invariance, for a loss), and the mean of the sentences' own losses
+    weighted by their real tokens (not a mean over sentences).
 
     Raises:
-        AssertionError: a loss that is not finite, not log |V| for equal logits, or moved by the padding.
+        AssertionError: a loss that is not finite, not log |V| for equal logits, moved by the padding, or one that
+            weighs sentences instead of tokens.
     """
     rng = np.random.default_rng(seed)
     targets = (pad_id + rng.integers(1, vocab_size, size=(3, 5))) % vocab_size  # (3, 5): never pad_id
@@ -351,6 +353,13 @@ def check_loss_ignores_padding(loss_fn, pad_id: int = 0, vocab_size: int = 7, wh
     if abs(uniform - math.log(vocab_size)) > 1e-9:
         raise AssertionError(f"{what}: with every logit equal each real token costs log |V| = {math.log(vocab_size):.4f}"
                              f", but the loss is {uniform:.4f}: not a mean over the real tokens")
+    lengths = (targets != pad_id).sum(axis=1)  # (3,): 5, 3 and 1 real tokens
+    alone = [float(as_float_array(loss_fn(logits[b:b + 1], targets[b:b + 1], pad_id), "answer", what))
+             for b in range(len(targets))]  # each sentence's loss on its own
+    if abs(before - float(np.dot(lengths, alone) / lengths.sum())) > 1e-9 * max(1.0, abs(before)):
+        raise AssertionError(f"{what}: the loss of a batch of sentences of {', '.join(map(str, lengths))} real tokens "
+                             "is not the mean over all its real tokens: each token should weigh the same, so a sentence "
+                             "of 5 tokens weighs five times one of 1")
     return f"correct: {what} is a mean over the real tokens, whatever the padding"
 
 
