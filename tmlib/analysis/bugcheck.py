@@ -180,10 +180,9 @@ def check_score_scale(weights_fn, widths=(16, 256), what: str = "your attention"
     return f"correct: {what} keeps the scores' spread near 1 at every d_k ({shown})"
 
 
-def token_scale(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed: int = 0) -> float:
-    """How far ``embed_fn(ids, table)`` moves, per entry (root mean square over √2), when every token changes, for a
-    table ``(vocab_size, d_model)`` with entries of standard deviation 1/√d_model: about 1 for embeddings scaled by
-    √d_model, whatever d_model (a positional encoding's entries have a root mean square of 1/√2)."""
+def _embeddings_of_two_sentences(embed_fn, d_model, vocab_size, n, seed):
+    """A seeded table ``(vocab_size, d_model)`` with entries of standard deviation 1/√d_model, two sentences ``a``
+    and ``b`` of ``n`` ids that differ at every position, and ``embed_fn``'s output for each, ``(n, d_model)``."""
     rng = np.random.default_rng(seed + d_model)
     table = rng.normal(size=(vocab_size, d_model)) / math.sqrt(d_model)
     a = rng.integers(0, vocab_size, n)
@@ -191,6 +190,14 @@ def token_scale(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed
     ea, eb = (as_float_array(embed_fn(ids, table), "answer", "the embeddings") for ids in (a, b))
     if ea.shape != (n, d_model):
         raise AssertionError(f"the embeddings have shape {ea.shape} for {n} tokens, expected ({n}, {d_model})")
+    return table, a, b, ea, eb
+
+
+def token_scale(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed: int = 0) -> float:
+    """How far ``embed_fn(ids, table)`` moves, per entry (root mean square over √2), when every token changes, for a
+    table ``(vocab_size, d_model)`` with entries of standard deviation 1/√d_model: about 1 for embeddings scaled by
+    √d_model, whatever d_model (a positional encoding's entries have a root mean square of 1/√2)."""
+    _, _, _, ea, eb = _embeddings_of_two_sentences(embed_fn, d_model, vocab_size, n, seed)
     return float(np.sqrt(((ea - eb) ** 2).mean() / 2))
 
 
@@ -230,13 +237,7 @@ def token_factor(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, see
     """The factor by which ``embed_fn(ids, table)`` multiplies the table's rows, measured: the root mean square of
     the output's change when every token changes, over that of the table rows' change (the positions cancel).
     Exactly the factor for an embedding linear in the table (√d_model for §3.4's), whatever the table."""
-    rng = np.random.default_rng(seed + d_model)
-    table = rng.normal(size=(vocab_size, d_model)) / math.sqrt(d_model)
-    a = rng.integers(0, vocab_size, n)
-    b = (a + rng.integers(1, vocab_size, n)) % vocab_size  # another token at every position
-    ea, eb = (as_float_array(embed_fn(ids, table), "answer", "the embeddings") for ids in (a, b))
-    if ea.shape != (n, d_model):
-        raise AssertionError(f"the embeddings have shape {ea.shape} for {n} tokens, expected ({n}, {d_model})")
+    table, a, b, ea, eb = _embeddings_of_two_sentences(embed_fn, d_model, vocab_size, n, seed)
     return float(np.sqrt(((ea - eb) ** 2).mean() / ((table[a] - table[b]) ** 2).mean()))
 
 
