@@ -218,7 +218,8 @@ PAPER_QUIZ = (
        "and connects every pair of positions directly (the paper's Table 1). That made training much faster on "
        "GPUs: the base model trained in 12 hours on 8 P100s."),
     choice("paper-q3", "Q3. Which components make up one encoder layer of the Transformer?", [
-        ("An LSTM, an attention layer and a softmax.", False),
+        ("An LSTM, an attention layer and a softmax.", False,
+         "The Transformer has no recurrent layer at all, and the softmax sits inside attention and at the output."),
         ("Masked self-attention, cross-attention and a feed-forward network.", False,
          "That is a decoder layer: it adds masked self-attention and attention over the encoder output."),
         ("Layer normalisation, then multi-head self-attention, then a residual connection; the same again around "
@@ -236,7 +237,8 @@ PAPER_QUIZ = (
          "it (see the errata)."),
         ("It trained in parallel and scaled well, so much larger models could be pre-trained on much more text "
          "(BERT, GPT).", True),
-        ("It was the first neural machine translation system.", False),
+        ("It was the first neural machine translation system.", False,
+         "Neural translation came before it: the recurrent encoder-decoders of 2014 that the paper compares with."),
         ("It removed the need for tokenization.", False, "It uses byte-pair / word-piece subword tokens."),
     ], "Parallel training over positions and a simple, uniform architecture made it practical to scale models and "
        "data; encoder-only (BERT, 2018) and decoder-only (GPT, 2018-2020) pre-trained models followed within two "
