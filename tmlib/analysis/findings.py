@@ -297,7 +297,7 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     single heads, all-but-one and whole layers; ``stats`` for the heads that stand out).
 
     Numbers: ``median`` (the median single head's cost, nats/token), ``cheap`` (heads costing less than
-    ``cheap``), ``n_heads``, ``costliest`` (the two costliest single heads: ``(name, cost, why they stand out)``),
+    ``cheap``), ``n_heads``, ``costliest`` (the two costliest single heads: ``(name, cost, which of the most diagonal, previous-token or self-looking heads they are)``),
     ``looker`` (the most self-looking head: name, its share, cost, rank in cost), ``kept_alone`` (cost of each
     layer reduced to its best head, ``{name: cost}``), ``prunable`` (the layers whose best head alone costs no more
     than the median single head), ``by_kind`` (mean cost of a whole layer, per kind), ``top_layer`` (the costliest
@@ -315,7 +315,7 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     standout = standout_heads(stats)
     names = [head_name(r) for _, r in single.iterrows()]
     median = float(single["delta_nll"].median())
-    costliest = [(n, float(c), " and ".join(standout.get(n, [])) or "not a head that stands out")
+    costliest = [(n, float(c), " and ".join(standout.get(n, [])) or "none of the most diagonal, previous-token or self-looking heads")
                  for n, c in zip(names[:2], single["delta_nll"][:2])]
     looking = stats.loc[stats["same"].idxmax()]
     rank = names.index(head_name(looking))

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from tmlib.analysis.capture import ATTENTION_KINDS, as_pair, check_kind, capture_attention
 
-__all__ = ["STATISTICS", "attention_statistics", "head_statistics"]
+__all__ = ["STATISTICS", "attention_statistics", "head_statistics", "statistic_sums"]
 
 #: The per-head statistics of :func:`attention_statistics`, in table order.
 STATISTICS = ("entropy", "max_entropy", "previous", "same", "first", "last", "diagonal")
@@ -54,8 +54,10 @@ def _checked_lengths(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind
     return n_q_real, n_k_real
 
 
-def _statistic_sums(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind: str) -> tuple[Tensor, Tensor]:
-    """Sums over real queries and their counts: ``(len(STATISTICS), n_heads)`` float64 and ``(len(STATISTICS),)``.
+def statistic_sums(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind: str) -> tuple[Tensor, Tensor]:
+    """The sums behind :func:`attention_statistics` (which divides them): per statistic, its sum over the real
+    queries of every head, ``(len(STATISTICS), n_heads)`` float64, and the number of queries summed,
+    ``(len(STATISTICS),)``; inputs and errors as :func:`attention_statistics`.
 
     Each statistic is a value per head and query, ``(batch, n_heads, n_q')``, with the queries it is defined for,
     ``(batch, n_q')``; a statistic that does not apply to ``kind`` sums to NaN over no query.
@@ -126,7 +128,7 @@ def attention_statistics(weights: Tensor, query_mask: Tensor, key_mask: Tensor, 
             with queries but no key, self-attention with ``n_q != n_k``.
         TypeError: a mask that is not a 2-D bool tensor.
     """
-    sums, counts = _statistic_sums(weights, query_mask, key_mask, kind)
+    sums, counts = statistic_sums(weights, query_mask, key_mask, kind)
     means = sums / counts[:, None]  # NaN where nothing was counted
     return {name: means[k].cpu().numpy() for k, name in enumerate(STATISTICS)}
 
@@ -144,7 +146,7 @@ def head_statistics(model, batches: Iterable) -> "pd.DataFrame":
         for kind in ATTENTION_KINDS:
             qm, km, _ = cap.masks(kind)
             for layer, w in enumerate(cap.weights[kind]):
-                s, c = _statistic_sums(w, qm, km, kind)
+                s, c = statistic_sums(w, qm, km, kind)
                 if (kind, layer) in totals:
                     s0, c0 = totals[(kind, layer)]
                     s, c = s0 + s, c0 + c
