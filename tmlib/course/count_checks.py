@@ -60,15 +60,22 @@ def check_attention_bytes(answer, *, batch: int, n_heads: int, seq_len: int, byt
 
 
 def check_kv_cache_bytes(answer, *, n_layers: int, n_kv_heads: int, d_head: int, bytes_per_number: int,
-                         what: str = "KV cache bytes per token") -> str:
+                         what: str = "KV cache bytes per token", n_query_heads: int | None = None) -> str:
     """Check the bytes a decoder-only model's KV cache holds per token of one sequence, 2 · layers · KV heads ·
     head size · bytes (a key and a value per layer and KV head), exactly, naming the factor that is missing or
-    counted twice (or 16 bits counted instead of 2 bytes); never the value."""
+    counted twice (or 16 bits counted instead of 2 bytes); never the value. ``n_query_heads``: the query heads of a
+    grouped-query model (more than ``n_kv_heads``), so that a count with one key/value head per query head, as in
+    multi-head attention, is named as such."""
     factors = {"the factor 2 for a key and a value": 2, "the number of layers": n_layers,
                "the number of key/value heads": n_kv_heads, "the head size": d_head,
                "the bytes per number": bytes_per_number}
     expected = 2 * n_layers * n_kv_heads * d_head * bytes_per_number
     answer = _whole_number(answer, what, " of bytes")
+    if n_query_heads is not None and int(n_query_heads) != int(n_kv_heads) \
+            and answer * int(n_kv_heads) == expected * int(n_query_heads):
+        raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}): "
+                             "counted with the key/value heads of multi-head attention (one per query head) "
+                             "instead of GQA's?")
     return _check_byte_product(answer, expected, factors, what, "check each factor: 2 (a key and a "
                                "value), layers, key/value heads, head size, bytes per number")
 
