@@ -80,9 +80,9 @@ def test_results_compared_inside_the_check_with_hints_never_the_value():
         check_feed_forward_result((f.x @ f.w1 + b1) @ f.w2 + f.b2, f.x, f.w1, b1, f.w2, f.b2)
     x = E.MHA_EXAMPLE_2.q
     assert check_layer_norm_result(-R.layer_norm(x, eps=0.0), -2.0 * x + 1.0, eps=0.0).startswith("correct:")
-    with pytest.raises(AssertionError, match="rather than reasoning from LN") as err:  # exercise 3.5 asks the sign
+    with pytest.raises(AssertionError, match="not right yet") as err:  # exercise 3.5 asks the sign: no hint at all
         check_layer_norm_result(R.layer_norm(x, eps=0.0), -2.0 * x + 1.0, eps=0.0)
-    assert "sign" not in str(err.value)
+    assert "sign" not in str(err.value) and "R.layer_norm" not in str(err.value) and "LN(x)" not in str(err.value)
 
 
 def test_multi_head_result_with_big_matrices_rejects_the_other_head_count_silently():
@@ -145,6 +145,13 @@ def test_encoder_layer_build_it_names_the_sub_layer():
         with pytest.raises(AssertionError, match=symptom):
             check_encoder_layer(fn)
 
+
+    def swapped(x, a, f):  # the pair returned as (out, z)
+        z = R.sublayer(x, lambda s: R.multi_head_attention(s, s, s, *a)[0])
+        return R.encoder_layer(x, a, f), z
+    with pytest.raises(AssertionError, match=r"wrong order: the pair must be \(z, out\)") as err:
+        check_encoder_layer(swapped)
+    assert "follow x + Sublayer" not in str(err.value)
 
 def test_peak_learning_rate_names_each_mistake_and_never_the_value():
     right = R.noam_lr(4000, 1024, 4000)
@@ -1072,3 +1079,71 @@ def test_efficiency_checks_say_which_way_without_the_answer():
         check_against_measured(192, 96, "bytes")
     with pytest.raises(AssertionError, match="too small.*\n  count every score$"):
         check_against_measured(48, 96, "FLOPs", hint="count every score")
+
+
+def _raises(check, *args) -> str:
+    with pytest.raises(AssertionError) as err:
+        check(*args)
+    return str(err.value)
+
+
+def test_key_shifts_keep_q_dot_u_inside_and_name_each_slip():
+    """Exercise 1.5: the check takes only the two answers; no message shows how far a score moves (q_i·u)."""
+    from tmlib.course import check_key_shifts
+    ex = E.ATTENTION_EXAMPLE_1
+    u, one = np.array([3.0, -1.0]), np.array([[3.0, -1.0], [0, 0], [0, 0]])
+    same = R.scaled_dot_product_attention(ex.q, ex.k + u, ex.v)[1]
+    other = R.scaled_dot_product_attention(ex.q, ex.k + one, ex.v)[1]
+    assert check_key_shifts(same, other).count("correct:") == 2
+    due = ex.q @ u / np.sqrt(2)  # how far key 1's score moves, row by row: never shown
+    cases = [(same, "a shift shared by all keys gives"),
+             (R.scaled_dot_product_attention(ex.q, ex.k + one[[1, 0, 2]], ex.v)[1], "keys 2 and 3 should keep"),
+             (R.scaled_dot_product_attention(ex.q + one, ex.k, ex.v)[1], "keys 2 and 3 should keep"),
+             (R.scaled_dot_product_attention(ex.q, ex.k + 1.5 * one, ex.v)[1], "not right yet")]
+    for answer, words in cases:
+        message = _raises(check_key_shifts, same, answer)
+        assert words in message, message
+        assert "Q @" not in message and "q_i" not in message and "·u" not in message
+        assert not any(f"{v:.4f}" in message or f"{v:.3g}" in message for v in np.r_[due, other.ravel()]), message
+    with pytest.raises(TypeError, match="still"):
+        check_key_shifts(same, ...)
+
+
+def test_one_head_takes_only_the_answer_and_never_says_it_is_the_two_head_output():
+    """Exercise 2.5: the big matrices stay inside the check, and the two-head output is rejected without a reason."""
+    from tmlib.course import check_one_head
+    m = E.MHA_EXAMPLE_2
+    big = [np.concatenate(list(w), axis=1)[None] for w in (m.w_q, m.w_k, m.w_v)]
+    one = R.multi_head_attention(m.q, m.k, m.v, *big, m.w_o)[0]
+    two = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)[0]
+    assert check_one_head(one).startswith("correct:")
+    message = _raises(check_one_head, two)
+    assert "not right yet" in message and "two" not in message and "head" not in message
+    assert not any(f"{v:.4f}" in message for v in one.ravel())
+    with pytest.raises(ValueError, match="shape"):
+        check_one_head(one[:, :2])
+
+
+def test_relu_bias_takes_only_the_answer_and_names_each_slip():
+    """Exercise 3.4: the new bias and the recipe stay inside the check."""
+    from tmlib.course import check_relu_bias
+    f = E.FFN_EXAMPLE
+    b1 = np.array([-2.0, 0.0])
+    assert check_relu_bias(R.feed_forward(f.x, f.w1, b1, f.w2, f.b2)).startswith("correct:")
+    for answer, words in [((f.x @ f.w1 + b1) @ f.w2 + f.b2, "without the ReLU"),
+                          (R.feed_forward(f.x, f.w1, f.b1, f.w2, f.b2), "old bias b1 = (0, 1)"),
+                          (R.feed_forward(f.x, f.w1, -b1, f.w2, f.b2), "not right yet")]:
+        message = _raises(check_relu_bias, answer)
+        assert words in message and "[[3" not in message, message
+
+
+def test_ln_of_affine_rejects_the_wrong_sign_and_an_unnormalised_answer_without_the_rule():
+    """Exercise 3.5: the student's function gets LN(x) only, on an x it did not choose, for both signs of a."""
+    from tmlib.course import check_ln_of_affine
+    assert check_ln_of_affine(lambda ln_x, a, b: np.sign(a) * ln_x).startswith("correct:")
+    message = _raises(check_ln_of_affine, lambda ln_x, a, b: ln_x)  # the sign of a forgotten
+    assert "(a < 0)" in message and "sign" not in message and "-LN" not in message, message
+    message = _raises(check_ln_of_affine, lambda ln_x, a, b: a * ln_x + b)
+    assert "mean 0 and variance 1" in message and "means up to 7" in message, message
+    fixed = R.layer_norm(E.MHA_EXAMPLE_2.q, eps=0.0)  # reads a notebook variable instead of its argument
+    assert "compute from the argument ln_x" in _raises(check_ln_of_affine, lambda ln_x, a, b: -fixed)

@@ -727,8 +727,18 @@ def test_intro_quotes_the_cpu_runs():
 def test_instructors_failing_check_example():
     """The failing-check message the page quotes is the one of exercise 1.5's check (its label and tolerance)."""
     text = _page("book/instructors.md")
-    check = 'check_close(w_shifted, weights, "weights after shifting all keys", atol=1e-9)'
-    assert check in _page("notebooks/01_attention_by_hand.ipynb"), "update the example on book/instructors.md"
+    assert "check_key_shifts(w_shifted, w_other)" in _page("notebooks/01_attention_by_hand.ipynb"), (
+        "update the example on book/instructors.md")
+    from tmlib import ref as R
+    from tmlib.course import ATTENTION_EXAMPLE_1 as ex, check_key_shifts
+    weights = R.scaled_dot_product_attention(ex.q, ex.k, ex.v)[1]
+    other = R.scaled_dot_product_attention(ex.q, ex.k + np.array([[3.0, -1.0], [0, 0], [0, 0]]), ex.v)[1]
+    with pytest.raises(AssertionError) as err:  # the right weights transposed, as the page says
+        check_key_shifts(weights.T, other)
+    message = " ".join(str(err.value).split())
+    assert message.startswith("weights after shifting all keys is not right yet: 6 of 9 entries are off (shape (3, 3); "
+                              "tolerance: |answer - expected| <= 1e-09). Your answer is the expected one transposed "
+                              "(its last two axes swapped)."), message
     _assert_in(text, "`w_shifted` in exercise 1.5", "weights after shifting all keys is not right yet: 6 of 9",
                "tolerance: |answer - expected| <= 1e-09", "transposed (its last two axes swapped)",
                where="book/instructors.md (failing check)")

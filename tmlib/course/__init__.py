@@ -44,6 +44,7 @@ from tmlib.course.efficiency_checks import check_against_measured, check_skipped
 from tmlib.course.recipe_checks import check_lrate, check_smoothed_loss
 from tmlib.course.modern_checks import check_alibi_slopes, check_ffn_parameters, check_tokens_in_memory
 from tmlib.course.exercise_checks import check_rope_scores
+from tmlib.course.exercise_checks import check_key_shifts, check_ln_of_affine, check_one_head, check_relu_bias
 
 __all__ = [
     "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3",
@@ -68,5 +69,6 @@ __all__ = [
     "check_against_measured", "check_skipped_pairs",
     "check_lrate", "check_smoothed_loss",
     "check_alibi_slopes", "check_ffn_parameters", "check_tokens_in_memory",
-    "check_rope_scores"
+    "check_rope_scores",
+    "check_key_shifts", "check_ln_of_affine", "check_one_head", "check_relu_bias"
 ]

@@ -16,7 +16,8 @@ from tmlib import ref
 from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered
 
 __all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forward_result", "check_layer_norm_result", "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer",
-           "check_score_spread", "check_encoding_row", "check_decoder_layer", "check_rope_scores"]
+           "check_score_spread", "check_encoding_row", "check_decoder_layer", "check_rope_scores", "check_key_shifts",
+           "check_one_head", "check_relu_bias", "check_ln_of_affine"]
 
 
 def _compare(answer, expected, what: str, variants=(), **tolerance) -> str:
@@ -132,7 +133,7 @@ def check_layer_norm_result(answer, x, what: str = "your answer", *, gamma=None,
     """Compare ``answer`` with the layer normalisation of ``x`` over its last axis (biased variance, ``eps`` inside
     the square root). An answer that is the layer normalisation with another epsilon (the default 1e-5 kept where
     the exercise asks for none, say) is named as such; an answer of the opposite sign is not (the sign of
-    LN(ax + b) for a < 0 is what exercise 3.5 asks); the expected value is never printed."""
+    LN(ax + b) for a < 0 is what exercise 3.5 asks), nor given any hint; the expected value is never printed."""
     x = np.asarray(x, dtype=float)
     tolerance = tolerance or {"atol": 1e-9}
     expected = ref.layer_norm(x, gamma, beta, eps=eps)
@@ -143,9 +144,7 @@ def check_layer_norm_result(answer, x, what: str = "your answer", *, gamma=None,
         if tolerance.get("decimals") is not None:
             atol = 0.5 * 10.0 ** -tolerance["decimals"]
         if np.allclose(-as_float_array(answer, "answer", what), expected, rtol=0, atol=atol):
-            # the sign is what exercise 3.5 asks about in words: a neutral hint instead of naming it
-            raise AssertionError(f"{err}\n  Compute it directly with R.layer_norm(..., eps=0.0) rather than "
-                                 "reasoning from LN(x).") from None
+            raise  # the opposite sign is not named: the sign of LN(ax + b) for a < 0 is what exercise 3.5 asks
         other = _layer_norm_eps(answer, x, gamma, beta, eps, atol)
         if other is None:
             raise
@@ -253,8 +252,8 @@ def check_feed_forward(fn, what: str = "your feed-forward network", *, seed: int
 
 def check_encoder_layer(fn, what: str = "your encoder layer", *, seed: int = 0) -> str:
     """Call ``fn(x, self_attn, ffn) -> (z, out)`` (the first sub-layer's output and the layer's) on seeded random
-    inputs and name the first sub-layer that differs, with the cause where it is a typical one (the residual
-    missing, the normalisation before the sub-layer instead of after the addition, the FFN fed the layer's input)."""
+    inputs and name the first sub-layer that differs, with the cause where it is a typical one (the pair returned
+    in the wrong order, the residual missing, the normalisation before the sub-layer instead of after the addition, the FFN fed the layer's input)."""
     rng = np.random.default_rng(seed)
     n, d_model, n_heads, d_ff = 5, 8, 2, 16
     x = rng.normal(size=(n, d_model))
@@ -269,11 +268,16 @@ def check_encoder_layer(fn, what: str = "your encoder layer", *, seed: int = 0) 
     attn = lambda s: ref.multi_head_attention(s, s, s, *self_attn)[0]  # noqa: E731
     ff = lambda s: _ffn(s, *ffn)  # noqa: E731
     z = ref.layer_norm(x + attn(x))
+    out = ref.layer_norm(z + ff(z))
+    if (z_ans.shape == out_ans.shape == z.shape and np.allclose(z_ans, out, rtol=0, atol=1e-9)
+            and np.allclose(out_ans, z, rtol=0, atol=1e-9)):
+        raise AssertionError(f"{what} returns its two outputs in the wrong order: the pair must be (z, out), the "
+                             "self-attention sub-layer's output first and the layer's second")
     for name, ans, exp, variants in [
             ("self-attention", z_ans, z, [("the residual connection is missing (LN(MultiHead(x)))", ref.layer_norm(attn(x))),
                                           ("the normalisation comes before the sub-layer (pre-LN), not after the "
                                            "residual addition", x + attn(ref.layer_norm(x)))]),
-            ("feed-forward", out_ans, ref.layer_norm(z + ff(z)),
+            ("feed-forward", out_ans, out,
              [("the residual connection is missing (LN(FFN(z)))", ref.layer_norm(ff(z))),
               ("the feed-forward network gets the layer's input x instead of z", ref.layer_norm(z + ff(x))),
               ("the normalisation comes before the sub-layer (pre-LN)", z_ans + ff(ref.layer_norm(z_ans)))])]:
@@ -418,3 +422,100 @@ def check_decoder_layer(fn, y, memory, self_attn, cross_attn, ffn, what: str = "
     before = "" if name == "masked self-attention" else "; the sub-layers before it match"
     raise AssertionError(f"{what} is off in its {name} sub-layer (found with the later sub-layers switched off: "
                          f"their W^O, or W2 and b2, set to zero){before}. Follow {hint}")
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Checks that take only the student's answer: the inputs of the worked example, and whatever recipe the exercise
+# asks the student to find, stay inside the check (a visible call with them would spell out the computation).
+
+def check_key_shifts(w_shifted, w_other, *, names: tuple[str, str] = ("w_shifted", "w_other")) -> str:
+    """Exercise 1.5 on example 1 (:data:`tmlib.course.examples.ATTENTION_EXAMPLE_1`): ``w_shifted``, the attention
+    weights with u = [3, -1] added to every key, and ``w_other``, with u added to the first key only. Both are
+    compared with weights computed here; a failure names what is wrong in the answer (its shape, a row that does
+    not sum to 1, the keys 2 and 3 that no longer keep their ratio, a shift that reached every key or the wrong
+    one), never the weights due nor by how much a score moves."""
+    from tmlib.course.diagnostics import check_rows_sum_to_one
+    from tmlib.course.examples import ATTENTION_EXAMPLE_1 as ex
+
+    name_s, name_o = names
+    require_answered(w_shifted, name_s)  # the comparisons below are named as on book/instructors.md
+    require_answered(w_other, name_o)
+    u = np.array([3.0, -1.0])
+    q, k, v = (np.asarray(a, dtype=float) for a in (ex.q, ex.k, ex.v))
+    weights = _attention(q, k, v)[1]
+    lines = [check_close(w_shifted, weights, "weights after shifting all keys", atol=1e-9)]
+    w = as_float_array(w_other, "answer", name_o)
+    check_shape(w, (3, 3), name_o)
+    check_rows_sum_to_one(w, name_o)
+    if not (w > 0).all():
+        raise AssertionError(f"{name_o} has a weight of 0: the softmax of finite scores gives every key a positive "
+                             "weight")
+    moved = np.log(w) - np.log(weights)  # (3, 3): how far each weight moved, on the log scale
+    if not np.allclose(moved[:, 2], moved[:, 1], rtol=0, atol=1e-9):
+        raise AssertionError(f"in {name_o} the weights of keys 2 and 3 should keep their ratio in every row, since "
+                             "neither key moved: did you shift a key other than key 1?")
+    if np.allclose(w, weights, rtol=0, atol=1e-9):
+        raise AssertionError(f"{name_o} is what a shift shared by all keys gives (the weights of example 1 "
+                             "unchanged): add u to the first key only")
+    shift = np.zeros_like(k)
+    shift[0] = u
+    lines.append(check_close(w, _attention(q, k + shift, v)[1], "weights after shifting key 1 only", atol=1e-9))
+    return "\n".join(lines)
+
+
+def check_one_head(answer, what: str = "out_one") -> str:
+    """Exercise 2.5: the output of multi-head attention on chapter 2's two-head example
+    (:data:`tmlib.course.examples.MHA_EXAMPLE_2`) with its two heads' matrices used side by side as one head of
+    width 4 and the same W^O, computed here. A failure names the shape or how far the answer is off, never the
+    output due, nor whether it equals the two-head output (the question the exercise asks in words)."""
+    from tmlib.course.examples import MHA_EXAMPLE_2 as m
+
+    require_answered(answer, what)
+    big = [np.concatenate(list(np.asarray(w, dtype=float)), axis=1)[None] for w in (m.w_q, m.w_k, m.w_v)]
+    expected = ref.multi_head_attention(m.q, m.k, m.v, *big, m.w_o)[0]
+    return _compare(answer, expected, what, (), atol=1e-9)
+
+
+def check_relu_bias(answer, what: str = "out_new") -> str:
+    """Exercise 3.4: the feed-forward network of chapter 3's example (:data:`tmlib.course.examples.FFN_EXAMPLE`)
+    with b1 = (-2, 0) instead of (0, 1), computed here; a failure names a missing ReLU, a ReLU after the second
+    layer or the old bias kept, never the output due."""
+    from tmlib.course.examples import FFN_EXAMPLE as ex
+
+    require_answered(answer, what)
+    b1 = np.array([-2.0, 0.0])
+    variants = [("the network gives without the ReLU", _ffn(ex.x, ex.w1, b1, ex.w2, ex.b2, relu=False)),
+                ("the network gives with the ReLU after the second layer instead of between the two",
+                 np.maximum(0.0, _ffn(ex.x, ex.w1, b1, ex.w2, ex.b2, relu=False))),
+                ("the network gives with the chapter's old bias b1 = (0, 1)", _ffn(ex.x, ex.w1, ex.b1, ex.w2, ex.b2))]
+    return _compare(answer, _ffn(ex.x, ex.w1, b1, ex.w2, ex.b2), what, variants, atol=1e-9)
+
+
+def check_ln_of_affine(fn, what: str = "ln_of_affine", *, seed: int = 0) -> str:
+    """Exercise 3.5: call ``fn(ln_x, a, b)``, which must return LN(a x + b) (γ = 1, β = 0, no ε) from ``ln_x`` =
+    LN(x) alone, on the rows of a seeded random ``x`` the student did not choose, for a > 0 and a < 0 and several
+    b; compare with the layer normalisation of a x + b computed here. A failure names the (a, b) where the answer
+    differs, and where the student's rows are not normalised, their own means and variances; never the rule."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(loc=2.0, scale=3.0, size=(4, 6))
+    ln_x = ref.layer_norm(x, eps=0.0)
+    for a, b in [(3.0, -7.0), (0.25, 2.0), (-2.0, 1.0), (-0.5, -3.0)]:
+        call = f"{what}(ln_x, {a:g}, {b:g})"
+        ans = as_float_array(fn(ln_x.copy(), a, b), "answer", call)
+        if ans.shape != x.shape:
+            raise AssertionError(f"{call} has shape {ans.shape}, but ln_x has shape {x.shape}: compute from the "
+                                 "argument ln_x, not from a variable of the notebook")
+        expected = ref.layer_norm(a * x + b, eps=0.0)
+        if np.allclose(ans, expected, rtol=0, atol=1e-9):
+            continue
+        means, variances = np.abs(ans.mean(axis=-1)).max(), ans.var(axis=-1)
+        if means > 1e-6 or not np.allclose(variances, 1.0, rtol=0, atol=1e-6):
+            raise AssertionError(
+                f"{call} is wrong: its rows have means up to {means:.4g} in size and variances from "
+                f"{variances.min():.4g} to {variances.max():.4g}, but a layer normalisation with γ = 1, β = 0 "
+                "and no ε gives every row mean 0 and variance 1")
+        case = "a > 0" if a > 0 else "a < 0"
+        raise AssertionError(f"{call} is wrong ({case}): its rows are normalised, but they are not LN(a x + b) "
+                             "of the x whose normalisation ln_x is")
+    return (f"correct: {what} gives LN(a x + b) from LN(x) for a > 0 and a < 0 and several b, on a random x "
+            "(tolerance 1e-09)")
