@@ -253,7 +253,8 @@ def check_feed_forward(fn, what: str = "your feed-forward network", *, seed: int
 def check_encoder_layer(fn, what: str = "your encoder layer", *, seed: int = 0) -> str:
     """Call ``fn(x, self_attn, ffn) -> (z, out)`` (the first sub-layer's output and the layer's) on seeded random
     inputs and name the first sub-layer that differs, with the cause where it is a typical one (the pair returned
-    in the wrong order, the residual missing, the normalisation before the sub-layer instead of after the addition, the FFN fed the layer's input)."""
+    in the wrong order, the residual missing, the normalisation before the sub-layer instead of after the
+    addition, the FFN fed the layer's input)."""
     rng = np.random.default_rng(seed)
     n, d_model, n_heads, d_ff = 5, 8, 2, 16
     x = rng.normal(size=(n, d_model))
