@@ -110,15 +110,21 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the statistics over the wrong axis", replace=(
             ("mu = x.mean(axis=-1, keepdims=True)", "mu = x.mean(axis=0, keepdims=True)"),
             ("var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)", "var = ((x - mu) ** 2).mean(axis=0, keepdims=True)")))],
-    "ex-03-encoder-layer": [Mistake("the residual left out of the self-attention sub-layer", replace=(
+    "ex-03-encoder-layer": [Mistake("the pair returned as (out, z)", replace=(("    return z, out", "    return out, z"),)),
+        Mistake("the residual left out of the self-attention sub-layer", replace=(
         ("R.layer_norm(x + R.multi_head_attention(", "R.layer_norm(R.multi_head_attention("),)),
         Mistake("pre-LN instead of the paper's post-LN", code=(
             "def my_encoder_layer(x, self_attn, ffn):\n    w_q, w_k, w_v, w_o = self_attn\n    n = R.layer_norm(x)\n"
             "    z = x + R.multi_head_attention(n, n, n, w_q, w_k, w_v, w_o)[0]\n"
             "    return z, z + R.feed_forward(R.layer_norm(z), *ffn)")),
         Mistake("the feed-forward network fed the layer's input", replace=(("R.feed_forward(z, *ffn)", "R.feed_forward(x, *ffn)"),))],
-    "ex-03-ln-invariance": [Mistake("LN(x) instead of LN(-2x + 1)", code="flipped = R.layer_norm(x_ln, eps=0.0)"),
-                            Mistake("the default eps = 1e-5 kept", code="flipped = R.layer_norm(-2.0 * x_ln + 1.0)")],
+    "ex-03-ln-invariance": [
+        Mistake("LN(x) whatever the sign of a", replace=(("return np.sign(a) * np.asarray", "return np.asarray"),)),
+        Mistake("a x + b applied to LN(x)", replace=(
+            ("return np.sign(a) * np.asarray(ln_x, dtype=float)", "return a * np.asarray(ln_x, dtype=float) + b"),)),
+        Mistake("LN(a x + b) normalised again with R.layer_norm", replace=(
+            ("return np.sign(a) * np.asarray(ln_x, dtype=float)",
+             "return R.layer_norm(a * np.asarray(ln_x, dtype=float) + b, eps=0.0)"),))],
     # chapter 4 (each mistake is caught by the public check; the hidden test agrees)
     "ex-04-build-pe": [
         Mistake("the pair index i read as 2i (exponent halved)", replace=(
