@@ -211,6 +211,24 @@ def test_smoothing_floor_accepts_the_entropy_and_names_each_mistake():
         check_smoothing_floor(1.0, v, 1.5)
 
 
+def test_smoothing_floor_unrounded_rejects_a_rounded_value_and_the_exclusive_target():
+    """Exercise 9.2 asks for the floor unrounded: the check itself compares to within rounding, so the page's check
+    cell needs no reference computation of its own."""
+    from tmlib.course import check_smoothing_floor
+    v, eps = 8000, 0.1
+    p_true, p_other = 1 - eps + eps / v, eps / v
+    floor = -(p_true * np.log(p_true) + (v - 1) * p_other * np.log(p_other))
+    assert check_smoothing_floor(floor, v, eps, unrounded=True).startswith("correct")
+    assert check_smoothing_floor(np.float32(floor), v, eps, unrounded=True).startswith("correct")
+    exclusive = -((1 - eps) * np.log(1 - eps) + eps * np.log(eps / (v - 1)))  # eps over the V - 1 others
+    for wrong in (round(floor, 3), exclusive):
+        assert check_smoothing_floor(wrong, v, eps).startswith("correct")  # 3 decimals alone let them through
+        with pytest.raises(AssertionError, match="not to within rounding") as err:
+            check_smoothing_floor(wrong, v, eps, unrounded=True)
+        assert f"{floor:.6f}" not in str(err.value) and f"{floor:.3f}" not in str(err.value).replace(
+            f"{float(wrong)!r}", "")  # only the student's own number is named
+
+
 def test_padding_fractions_compares_every_chunk_size_without_printing_them():
     from tmlib.course import check_padding_fractions
     from tmlib.data import token_batches

@@ -48,10 +48,13 @@ def check_peak_learning_rate(my_peak, peak_step, *, d_model: int, warmup_steps: 
                                what=what)
 
 
-def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what: str = "loss floor") -> str:
+def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what: str = "loss floor", *,
+                          unrounded: bool = False) -> str:
     """Check the smallest label-smoothed cross-entropy (paper §5.4), the entropy H(q) of PyTorch's uniform target
     q = (1 - ε) one-hot + ε/V, in nats, to 3 decimals; names the correct token's term alone, the other tokens' terms
-    alone, and log base 2. Never the value."""
+    alone, and log base 2. With ``unrounded``, an answer right to 3 decimals must also be right to within the
+    rounding of float32 arithmetic over V terms (log2(V) float32 epsilons), which a rounded value or the
+    smoothing mass spread over V - 1 classes is not. Never the value."""
     v, eps = int(vocab_size), float(label_smoothing)
     if v < 2 or not 0 < eps < 1:
         raise ValueError(f"need vocab_size >= 2 and 0 < label_smoothing < 1, got {vocab_size}, {label_smoothing}")
@@ -63,7 +66,16 @@ def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what:
     variants = [("the correct token's term alone gives (the V - 1 other tokens carry probability too)", own),
                 ("the other tokens' terms alone give (the correct token's term is missing)", others),
                 ("the entropy in bits gives (the losses are in nats: natural logarithms)", (own + others) / np.log(2))]
-    return _compare_rounded(answer, own + others, what, variants, decimals=3)  # a slip rounded as the answer
+    verdict = _compare_rounded(answer, own + others, what, variants, decimals=3)  # a slip rounded as the answer
+    if not unrounded:
+        return verdict
+    tol = np.log2(v) * np.finfo(np.float32).eps  # float32 rounding of a pairwise sum over V tokens (float64's is less)
+    if not abs(float(answer) - (own + others)) <= tol:
+        raise AssertionError(
+            f"{what} {float(answer)!r} is right to 3 decimals but not to within rounding: give it unrounded, "
+            "computed from the target distribution exactly as the exercise gives it (the smoothing mass spread "
+            "over all V classes, the correct one included)")
+    return f"correct: {what} to within rounding ({tol:.1e})"
 
 
 def check_padding_fractions(answer: dict, lengths, max_tokens: int, chunk_sizes=(1, 10, 100, 10_000), *,
