@@ -191,11 +191,13 @@ def test_chapter_13_verdicts_match_the_stored_runs_and_the_printed_threshold():
     assert max(beyond["+RoPE"], beyond["+ALiBi"], beyond["+no positions"]) < beyond["pre-LN"]
     fall = {n: runs[n]["extrapolation"]["from"] - runs[n]["extrapolation"]["before"] for n in beyond}
     assert max(fall.values()) == fall["pre-LN"]  # the sinusoidal model's loss falls least
-    # the verdicts, against the threshold printed from three seeds (0.03 to 0.09 keeps every verdict of the prose)
+    # the verdicts, against the threshold printed from three seeds of the baseline, which the page's own execution
+    # trains, so it varies between executions (0.073 in an earlier one, 0.096 on a 2-core AVX2-only CPU); each
+    # verdict of the prose is asserted against it below
     found = re.search(r"tie threshold 2·√2·s = (\d\.\d+) nats", page)
     assert found, "the seed cell's threshold line is missing"
     threshold = float(found[1])
-    assert 0.03 < threshold < 0.09, threshold
+    assert threshold > 0.03, threshold
     gap = {n: loss["pre-LN"] - loss[n] for n in runs}
     positions = [loss[n] for n in ("+RoPE", "+ALiBi", "+no positions")]
     assert max(positions) - min(positions) < threshold < min(gap[n] for n in ("+RoPE", "+ALiBi", "+no positions"))
