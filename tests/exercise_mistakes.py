@@ -213,12 +213,10 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "ex-06-gap": [
         Mistake("nothing minimised (issue 24)", code="closed_form = 0\n\ndef descend(lr, steps):\n    return np.zeros(10)\n\n"
-                                                      "opt_lr, opt_steps = 1.0, 5000\nz_opt = descend(opt_lr, opt_steps)"),
+                                                      "z_opt = descend(1.0, 5000)"),
         Mistake("the closed form's logits, no descent (issue 24)", code=(
             "closed_form = math.log(0.91 / 0.01)\n\ndef descend(lr, steps):\n"
-            "    return np.log(R.label_smoothing_targets([0], 10, 0.1, 'uniform')[0])\n\nopt_lr, opt_steps = 1.0, 5000\nz_opt = descend(opt_lr, opt_steps)")),
-        Mistake("the minimum's logits written down, not the run's", replace=(
-            ("z_opt = descend(opt_lr, opt_steps)", "z_opt = np.r_[math.log(91.0), np.zeros(9)]"),)),
+            "    return np.log(R.label_smoothing_targets([0], 10, 0.1, 'uniform')[0])\n\nz_opt = descend(1.0, 5000)")),
         Mistake("gradient ascent: the step's sign flipped", replace=(
             ("z = z - lr * (R.softmax(z) - t10)", "z = z + lr * (R.softmax(z) - t10)"),)),
         Mistake("the gradient of the unsmoothed loss (a one-hot target)", replace=(
@@ -227,7 +225,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("z = z - lr * (R.softmax(z) - t10)", "z = z - lr * (R.softmax(np.zeros(10)) - t10)"),)),
         Mistake("the exclusive convention's gap", replace=(("closed_form = math.log(0.91 / 0.01)",
                                                             "closed_form = math.log(0.9 / (0.1 / 9))"),)),
-        Mistake("too few gradient steps", replace=(("opt_lr, opt_steps = 1.0, 5000", "opt_lr, opt_steps = 1.0, 20"),)),
+        Mistake("too few gradient steps", replace=(("z_opt = descend(1.0, 5000)", "z_opt = descend(1.0, 20)"),)),
     ],
     "ex-06-lrate": [
         Mistake("the warm-up exponent -0.5 instead of -1.5: the peak moves", replace=(
