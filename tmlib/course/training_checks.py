@@ -53,8 +53,8 @@ def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what:
     """Check the smallest label-smoothed cross-entropy (paper §5.4), the entropy H(q) of PyTorch's uniform target
     q = (1 - ε) one-hot + ε/V, in nats, to 3 decimals; names the correct token's term alone, the other tokens' terms
     alone, and log base 2. With ``unrounded``, an answer right to 3 decimals must also be right to within the
-    rounding of float32 arithmetic over V terms (log2(V) float32 epsilons), which a rounded value or the
-    smoothing mass spread over V - 1 classes is not. Never the value."""
+    rounding of float32 arithmetic over V terms (log2(V) + 1 float32 epsilons of its size), which a rounded value
+    or the smoothing mass spread over V - 1 classes is not. Never the value."""
     v, eps = int(vocab_size), float(label_smoothing)
     if v < 2 or not 0 < eps < 1:
         raise ValueError(f"need vocab_size >= 2 and 0 < label_smoothing < 1, got {vocab_size}, {label_smoothing}")
@@ -69,7 +69,9 @@ def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what:
     verdict = _compare_rounded(answer, own + others, what, variants, decimals=3)  # a slip rounded as the answer
     if not unrounded:
         return verdict
-    tol = np.log2(v) * np.finfo(np.float32).eps  # float32 rounding of a pairwise sum over V tokens (float64's is less)
+    # float32 rounding of V logarithms and their pairwise sum (log2(V) + 1 epsilons of the sum's size; float64's
+    # is less): smaller than what the V - 1 convention changes, about eps / V
+    tol = (np.log2(v) + 1) * np.finfo(np.float32).eps * max(1.0, own + others)
     if not abs(float(answer) - (own + others)) <= tol:
         raise AssertionError(
             f"{what} {float(answer)!r} is right to 3 decimals but not to within rounding: give it unrounded, "
