@@ -192,9 +192,10 @@ def main() -> int:
     caption = draw(layers, pair["src_pieces"], pair["produced_pieces"], FIGURE)
 
     minutes = f"{trained.elapsed_s / 60:.0f} minutes" if trained.elapsed_s else "chapter 9's time budget"
-    minutes += f", {trained.step:,} steps on the computer that trained this one"
-    kept = (", and keeps the weights of the validation pass with the lowest cross-entropy, here those of step "
-            f"{trained.best_step:,}" if trained.best_step is not None else "")
+    minutes += f" ({trained.step:,} steps on the computer that trained this one)"
+    last = " (its last)" if trained.best_step == trained.step else ""
+    kept = (", and keeps the weights of its validation pass with the lowest cross-entropy: those of step "
+            f"{trained.best_step:,}{last}" if trained.best_step is not None else "")
     scores = chapter_9_scores(trained.step, trained.best_step)
     if scores is None:
         print(f"{CHAPTER_9.relative_to(ROOT)} shows no scores of this run: the gallery leaves them out "
