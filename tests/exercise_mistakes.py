@@ -200,6 +200,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("R.layer_norm(c + R.feed_forward(c, *ffn))", "R.layer_norm(R.feed_forward(c, *ffn))"),)),
         Mistake("the cross-attention's queries and memory swapped", replace=(
             ("R.multi_head_attention(a, memory, memory, *cross_attn)", "R.multi_head_attention(memory, a, a, *cross_attn)"),)),
+        Mistake("the cross-attention with the self-attention's weights", replace=(
+            ("R.multi_head_attention(a, memory, memory, *cross_attn)", "R.multi_head_attention(a, memory, memory, *self_attn)"),)),
     ],
     # chapter 6
     "ex-06-peak": [

@@ -475,6 +475,18 @@ def test_decoder_layer_properties_name_each_slip_with_positions_from_1():
     with pytest.raises(AssertionError, match="uses them the other way round"):
         check_decoder_layer_properties(wrong_weights, sa, sa, ffn)
     assert check_decoder_layer_properties(layer(), sa, sa, ffn).startswith("correct:")
+    # one set used by both attentions (a reader's wrong answer of round r44, which passed)
+    both_self = lambda y, memory, self_attn, cross_attn, ffn: layer()(y, memory, self_attn, self_attn, ffn)  # noqa: E731
+    both_cross = lambda y, memory, self_attn, cross_attn, ffn: layer()(y, memory, cross_attn, cross_attn, ffn)  # noqa: E731
+    for fn, sub_layer in ((both_self, "the cross-attention takes"), (both_cross, "the masked self-attention takes")):
+        with pytest.raises(AssertionError, match=f"both attentions use the same set: {sub_layer}"):
+            check_decoder_layer_properties(fn, sa, sa, ffn)
+    # any other difference from the paper's layer that keeps the three properties (here W^O of the cross-attention
+    # doubled) is caught by the last comparison
+    doubled = lambda y, memory, self_attn, cross_attn, ffn: layer()(y, memory, self_attn,  # noqa: E731
+                                                                     cross_attn[:3] + (2 * cross_attn[3],), ffn)
+    with pytest.raises(AssertionError, match="differs from the paper's layer"):
+        check_decoder_layer_properties(doubled, sa, ca, ffn)
 
 
 def test_blocked_weights_checks_every_blocked_position():

@@ -103,8 +103,9 @@ def check_decoder_layer_properties(fn, self_attn, cross_attn, ffn, what: str = "
     inputs (d_model = 4), each named when it fails: the cross-attention's queries and memory not swapped (tried first
     with a memory as long as the target, where a swap raises no error), every output row normalised, the output
     depending on the memory, causality (positions counted from 1, as in the chapter), and the two attentions' weights
-    not swapped: the checks run with a cross-attention whose matrices are ``cross_attn``'s with their columns
-    reversed, so that the two sets differ even where the worked example gives both the same.
+    not swapped nor one set used twice, and last the whole output: the checks run with a cross-attention whose
+    matrices are ``cross_attn``'s with their columns reversed, so that the two sets differ even where the worked
+    example gives both the same.
     """
     from tmlib import ref
 
@@ -134,6 +135,10 @@ def check_decoder_layer_properties(fn, self_attn, cross_attn, ffn, what: str = "
             not np.allclose(swapped, ref.decoder_layer(y_sq, memory_sq, self_attn, cross_attn, ffn), rtol=0, atol=1e-9):
         raise AssertionError(f"{what}: given two different sets of attention weights, the layer uses them the other way "
                              "round: the masked self-attention takes self_attn, the cross-attention cross_attn")
+    for used, sub_layer in ((self_attn, "cross-attention"), (cross_attn, "masked self-attention")):
+        if np.allclose(got_sq, ref.decoder_layer(y_sq, memory_sq, used, used, ffn), rtol=0.0, atol=1e-9):
+            raise AssertionError(f"{what}: given two different sets of attention weights, both attentions use the same "
+                                 f"set: the {sub_layer} takes the other sub-layer's weights")
     got = run(y, memory, "on a 5-token target and a 3-token memory")
     if not (np.allclose(got.mean(axis=-1), 0, atol=1e-9) and np.allclose(got.var(axis=-1), 1, atol=1e-3)):
         raise AssertionError(f"{what}: the output rows are not normalised: the paper's layer is post-LN, each "
@@ -149,6 +154,10 @@ def check_decoder_layer_properties(fn, self_attn, cross_attn, ffn, what: str = "
             first = int(np.argmax(changed))
             raise AssertionError(f"{what}: position {first + 1} (row {first}) changes when a later input changes: "
                                  "it sees the future; mask the self-attention with R.causal_mask(n_tgt)")
+    if not np.allclose(got, ref.decoder_layer(y, memory, self_attn, cross_attn, ffn), rtol=0.0, atol=1e-9):
+        raise AssertionError(f"{what}: normalised, causal and reading the memory, but given two different sets of "
+                             "attention weights its output differs from the paper's layer: check that each sub-layer "
+                             "uses its own weights and its residual (tolerance 1e-09)")
     return f"correct: {what} reads the memory through cross-attention, normalises every row and is causal"
 
 
