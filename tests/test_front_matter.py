@@ -35,7 +35,7 @@ def test_paper_page_indexes_a_translations_tokens_with_j():
     step, as the Notation page's row for t says."""
     paper = (ROOT / "book" / "paper.md").read_text()
     notation = (ROOT / "book" / "notation.md").read_text()
-    assert r"\sum_{j=1}^{t} \log p(y_j" in paper and r"\sum_{j=1}^{T} \log p(y_j" in paper
+    assert r"\sum_{j=1}^{t} \log p(y_j" in paper and r"\sum_{j=1}^{T+1} \log p(y_j" in paper
     assert "sum_{t=1}" not in paper and "p(y_t" not in paper
     assert "| $t$ |" in notation
 
