@@ -511,10 +511,11 @@ def check_ln_of_affine(fn, what: str = "ln_of_affine", *, seed: int = 0) -> str:
             continue
         means, variances = np.abs(ans.mean(axis=-1)).max(), ans.var(axis=-1)
         if means > 1e-6 or not np.allclose(variances, 1.0, rtol=0, atol=1e-6):
+            spread = (f"variance {variances.min():.4g}" if f"{variances.min():.4g}" == f"{variances.max():.4g}"
+                      else f"variances from {variances.min():.4g} to {variances.max():.4g}")
             raise AssertionError(
-                f"{call} is wrong: its rows have means up to {means:.4g} in size and variances from "
-                f"{variances.min():.4g} to {variances.max():.4g}, but a layer normalisation with γ = 1, β = 0 "
-                "and no ε gives every row mean 0 and variance 1")
+                f"{call} is wrong: its rows have means up to {means:.4g} in size and {spread}, but a layer "
+                "normalisation with γ = 1, β = 0 and no ε gives every row mean 0 and variance 1")
         case = "a > 0" if a > 0 else "a < 0"
         raise AssertionError(f"{call} is wrong ({case}): its rows are normalised, but they are not LN(a x + b) "
                              "of the x whose normalisation ln_x is")
