@@ -14,8 +14,17 @@ from tmlib.analysis.benchmarking import load_result
 #: ``amp="auto"`` chose on each) and 4 minutes on a data-centre GPU.
 STORED_RUNS = ("cpu_auto", "cpu", "cuda")
 
-COLUMNS = ("minutes", "precision", "dropout", "steps", "epochs", "target tokens/s", "steps per minute", "kept step",
-           "lowest validation cross-entropy", "BLEU (cased, beam 4)")
+COLUMNS = ("minutes", "CPU computes bf16 natively", "precision", "dropout", "steps", "epochs", "target tokens/s",
+           "steps per minute", "kept step", "lowest validation cross-entropy", "BLEU (cased, beam 4)")
+
+
+def native_bf16(machine: dict | None) -> str:
+    """Whether the run's CPU computes bf16 natively, from its machine description: "yes", "no", "GPU" (a GPU
+    trained it) or "?" (not recorded)."""
+    machine = machine or {}
+    if machine.get("gpu"):
+        return "GPU"
+    return {True: "yes", False: "no"}.get(machine.get("cpu_native_bf16"), "?")
 
 
 def device_name(machine: dict | None) -> str:
@@ -32,8 +41,8 @@ def stored_run_row(record: dict) -> dict:
     """One stored run's budget, recipe, steps and scores (the :data:`COLUMNS`), from its record."""
     scored = record["weights_scored"]
     minutes = record["minutes_trained"]
-    return {"minutes": round(minutes, 1), "precision": record["precision"],
-            "dropout": record["model_config"]["dropout"], "steps": record["steps"],
+    return {"minutes": round(minutes, 1), "CPU computes bf16 natively": native_bf16(record.get("machine")),
+            "precision": record["precision"], "dropout": record["model_config"]["dropout"], "steps": record["steps"],
             "epochs": record["epochs_completed"], "target tokens/s": round(record["target_tokens_per_s_median"]),
             "steps per minute": round(record["steps"] / minutes),
             "kept step": int(scored.split("step ")[-1]) if "step " in scored else "last",
@@ -45,7 +54,9 @@ def trained_run_row(trained, bleu: float) -> dict:
     """The same :data:`COLUMNS` for a run loaded or trained in this session (a
     :class:`~tmlib.training.experiment.TrainedModel`) and its cased beam-4 BLEU on test 2016."""
     history, minutes = trained.history, trained.elapsed_s / 60
-    return {"minutes": round(minutes, 1), "precision": trained.precision["dtype"] if trained.precision else "?",
+    return {"minutes": round(minutes, 1),
+            "CPU computes bf16 natively": native_bf16(getattr(trained, "machine", None)),
+            "precision": trained.precision["dtype"] if trained.precision else "?",
             "dropout": trained.model.config.dropout, "steps": trained.step, "epochs": trained.epoch,
             "target tokens/s": round(float(np.nanmedian(history["tokens_per_s"]))),
             "steps per minute": round(trained.step / minutes) if minutes > 0 else 0,
@@ -70,7 +81,8 @@ def translation_runs(trained=None, bleu: float | None = None, *, label: str | No
 
     Returns:
         A DataFrame with one row per run, named "<GPU, or CPU model and cores>, <minutes> min" for a stored run, and
-        the columns (:data:`COLUMNS`): ``minutes`` of training; ``precision`` of the matrix products ("float32" or
+        the columns (:data:`COLUMNS`): ``minutes`` of training; whether the ``CPU computes bf16 natively``
+        (:func:`native_bf16`); ``precision`` of the matrix products ("float32" or
         "bfloat16"); ``dropout``; optimizer ``steps``; completed ``epochs``; the median ``target tokens/s``;
         ``steps per minute``; ``kept step``, the step whose weights were kept and scored (the lowest validation
         cross-entropy; "last" when the run kept its last weights); the ``lowest validation cross-entropy`` (nats

@@ -42,7 +42,8 @@ from tmlib.course.analysis_checks import (
 from tmlib.course.analysis_checks import check_perfect_alignment
 from tmlib.course.efficiency_checks import check_against_measured, check_skipped_pairs
 from tmlib.course.recipe_checks import check_lrate, check_smoothed_loss
-from tmlib.course.modern_checks import check_alibi_slopes, check_ffn_parameters, check_tokens_in_memory
+from tmlib.course.modern_checks import check_alibi_slopes, check_tokens_in_memory
+from tmlib.course.count_checks import check_ffn_parameters
 from tmlib.course.exercise_checks import check_rope_scores
 from tmlib.course.exercise_checks import check_key_shifts, check_ln_of_affine, check_one_head, check_relu_bias
 

@@ -9,7 +9,8 @@ import numpy as np
 from tmlib.course.checks import require_answered
 from tmlib.course.exercise_checks import _compare
 
-__all__ = ["check_attention_bytes", "check_kv_cache_bytes", "check_cache_projections", "check_decoder_only_count"]
+__all__ = ["check_attention_bytes", "check_kv_cache_bytes", "check_cache_projections", "check_decoder_only_count",
+           "check_ffn_parameters"]
 
 
 def _whole_number(answer, what: str, unit: str = "") -> int:
@@ -22,19 +23,24 @@ def _whole_number(answer, what: str, unit: str = "") -> int:
     return int(answer)
 
 
-def _check_byte_product(answer: int, expected: int, factors: dict, what: str, otherwise: str) -> str:
+def _check_byte_product(answer: int, expected: int, factors: dict, what: str, otherwise: str,
+                        instead=()) -> str:
     """Compare a byte count with ``expected`` (a product of the named ``factors``) exactly; on a failure, name the
-    one factor that is missing or counted twice (or bits counted for bytes), else say ``otherwise``. Never the
-    value."""
+    one factor that is missing or counted twice (or bits counted for bytes), else say ``otherwise``. ``instead``:
+    ``(given, other, hint)`` triples, a factor's given value and another the student may have used in its place
+    (float32's 4 bytes for bfloat16's 2, say), named by ``hint`` before anything else. Never the value."""
     if answer == expected:
         return f"correct: {what} is right (exact)"
+    size = "too small" if answer < expected else "too large"
+    for given, other, hint in instead:
+        if int(other) != int(given) and answer * int(given) == expected * int(other):
+            raise AssertionError(f"{what} is not right yet ({size}): {hint}")
     hints = [f"{name} is missing" for name, f in factors.items() if f > 1 and answer * f == expected]
     hints += [f"{name} is counted twice" for name, f in factors.items() if f > 1 and answer == expected * f]
     if answer == expected * 8:
         hints.append("bits are counted instead of bytes")
     elif answer * 8 == expected:
         hints.append("bytes are divided by 8 once too often (bits and bytes mixed up)")
-    size = "too small" if answer < expected else "too large"
     raise AssertionError(f"{what} is not right yet ({size}): " + (f"{' or '.join(hints)}?" if hints else otherwise))
 
 
@@ -46,17 +52,15 @@ def check_attention_bytes(answer, *, batch: int, n_heads: int, seq_len: int, byt
     answer = _whole_number(answer, what, " of bytes")
     expected = batch * n_heads * seq_len * seq_len * bytes_per_element * n_layers
     formats = {1: "8-bit", 2: "bfloat16", 4: "float32", 8: "float64"}
-    for other in (4, 8):
-        if other != bytes_per_element and answer * int(bytes_per_element) == expected * other:
-            mine = f"{bytes_per_element} ({formats.get(bytes_per_element, 'bytes')})"
-            raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}): "
-                                 f"{other} bytes ({formats[other]}) per element instead of {mine}?")
+    mine = f"{bytes_per_element} ({formats.get(bytes_per_element, 'bytes')})"
+    instead = [(bytes_per_element, other, f"{other} bytes ({formats[other]}) per element instead of {mine}?")
+               for other in (4, 8)]
     factors = {"the batch": batch, "the number of heads": n_heads, "the sequence length (the matrices are n × n)":
                seq_len, "the bytes per element": bytes_per_element, "the number of layers": n_layers}
     if answer != expected and abs(answer - expected) <= 0.01 * expected:  # rounded (275e9): no factor is off
         raise AssertionError(f"{what} is not right yet, but within 1%: give the exact whole number of bytes, "
                              "not a rounded one")
-    return _check_byte_product(answer, expected, factors, what, "it is not off by one of the factors alone")
+    return _check_byte_product(answer, expected, factors, what, "it is not off by one of the factors alone", instead)
 
 
 def check_kv_cache_bytes(answer, *, n_layers: int, n_kv_heads: int, d_head: int, bytes_per_number: int,
@@ -71,13 +75,10 @@ def check_kv_cache_bytes(answer, *, n_layers: int, n_kv_heads: int, d_head: int,
                "the bytes per number": bytes_per_number}
     expected = 2 * n_layers * n_kv_heads * d_head * bytes_per_number
     answer = _whole_number(answer, what, " of bytes")
-    if n_query_heads is not None and int(n_query_heads) != int(n_kv_heads) \
-            and answer * int(n_kv_heads) == expected * int(n_query_heads):
-        raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}): "
-                             "counted with the key/value heads of multi-head attention (one per query head) "
-                             "instead of GQA's?")
+    instead = [] if n_query_heads is None else [(n_kv_heads, n_query_heads, "counted with the key/value heads of "
+                                                 "multi-head attention (one per query head) instead of GQA's?")]
     return _check_byte_product(answer, expected, factors, what, "check each factor: 2 (a key and a "
-                               "value), layers, key/value heads, head size, bytes per number")
+                               "value), layers, key/value heads, head size, bytes per number", instead)
 
 
 def check_cache_projections(without_cache, with_cache, *, n_steps: int, what: str = "key projections") -> str:
@@ -135,3 +136,41 @@ def check_decoder_only_count(answer, *, d_model: int, n_layers: int, d_ff: int, 
                 ("the count gives without the feed-forward biases", expected - n_layers * (f + d)),
                 ("the count gives without the LayerNorms", expected - (2 * n_layers + 1) * ln)]
     return _compare(answer, expected, what, variants, atol=0)
+
+
+def check_ffn_parameters(answer, *, d_model: int, d_ff: int, swiglu: bool, what: str = "parameter count") -> str:
+    """Check the parameters of one feed-forward network with a bias in every linear layer, exactly: the paper's
+    ReLU FFN (two matrices) or, with ``swiglu=True``, a SwiGLU FFN (three matrices), of inner width ``d_ff``, as
+    the course's layers count it
+    (:class:`~tmlib.model.PositionwiseFeedForward`, :class:`~tmlib.model.SwiGLUFeedForward`).
+    Names a count of the weights alone (every bias left out), one bias vector missing or one too many, a bias
+    vector of the wrong length, one weight matrix missing or one too many, and a SwiGLU FFN counted like a ReLU
+    one; never the value.
+
+    Raises:
+        TypeError: still ``...`` or None.
+        AssertionError: not a positive whole number, or a wrong count (with its likely slip where one fits).
+    """
+    import torch
+
+    from tmlib.model import PositionwiseFeedForward, SwiGLUFeedForward, count_parameters
+
+    d, f = int(d_model), int(d_ff)
+    answer = _whole_number(answer, what, " of parameters")
+    layer = SwiGLUFeedForward if swiglu else PositionwiseFeedForward
+    with torch.device("meta"):  # shapes only: the course's own layers, with and without their biases
+        expected, weights = (count_parameters(layer(d, f, bias=bias)) for bias in (True, False))
+        relu = count_parameters(PositionwiseFeedForward(d, f, bias=True))
+    if answer == expected:
+        return f"correct: {what} is right (exact)"
+    hints = [(weights, "it counts the weight matrices alone: every linear layer here has a bias vector too"),
+             (expected - d, "one bias vector is missing"), (expected - f, "one bias vector is missing"),
+             (expected + d, "one bias vector too many"), (expected + f, "one bias vector too many"),
+             (expected - d * f, "one weight matrix is missing"), (expected + d * f, "one weight matrix too many"),
+             (expected + (f - d), "a bias vector of the wrong length (d_ff entries where d_model belong)?"),
+             (expected - (f - d), "a bias vector of the wrong length (d_model entries where d_ff belong)?")]
+    if swiglu:
+        hints.append((relu, "counted like the ReLU FFN, with two weight matrices and two bias vectors?"))
+    hint = next((h for value, h in hints if value == answer), "it is not off by the biases, one bias vector or one "
+                "weight matrix alone: count the weights and the bias of each linear layer")
+    raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}): {hint}")

@@ -1,9 +1,9 @@
 """Checks of chapter 13's exercises on the modern Transformer: the tokens of KV cache that fit in a memory
-(:func:`check_tokens_in_memory`), the ALiBi slopes of a head count that is not a power of two
-(:func:`check_alibi_slopes`) and the parameters of a ReLU or SwiGLU feed-forward network with biases
-(:func:`check_ffn_parameters`). Like :mod:`tmlib.course.exercise_checks`, they compute the expected values
-inside, never print them, and name the likely slip; an answer that is still the stub's ``...`` gets the course's
-"still `...`" message.
+(:func:`check_tokens_in_memory`) and the ALiBi slopes of a head count that is not a power of two
+(:func:`check_alibi_slopes`); the parameters of a ReLU or SwiGLU feed-forward network are a count,
+:func:`tmlib.course.count_checks.check_ffn_parameters`. Like :mod:`tmlib.course.exercise_checks`, they compute
+the expected values inside, never print them, and name the likely slip; an answer that is still the stub's ``...``
+gets the course's "still `...`" message.
 """
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import math
 import numpy as np
 
 from tmlib.course.checks import as_float_array, check_close, require_answered
-from tmlib.course.count_checks import _whole_number
 
-__all__ = ["check_alibi_slopes", "check_ffn_parameters", "check_tokens_in_memory"]
+__all__ = ["check_alibi_slopes", "check_tokens_in_memory"]
 
 
 def check_tokens_in_memory(answers: dict, bytes_per_token, memory_bytes: float) -> str:
@@ -55,37 +54,6 @@ def check_tokens_in_memory(answers: dict, bytes_per_token, memory_bytes: float) 
     if problems:
         raise AssertionError("; ".join(problems))
     return f"correct: {', '.join(names)} are right (exact)"
-
-
-def check_ffn_parameters(answer, *, d_model: int, d_ff: int, swiglu: bool, what: str = "parameter count") -> str:
-    """Check the parameters of one feed-forward network with a bias in every linear layer, exactly: the paper's
-    ReLU FFN (two matrices) or, with ``swiglu=True``, a SwiGLU FFN (three matrices), of inner width ``d_ff``.
-    Names a count of the weights alone (every bias left out), one bias vector missing or one too many, a bias
-    vector of the wrong length, one weight matrix missing or one too many, and a SwiGLU FFN counted like a ReLU
-    one; never the value.
-
-    Raises:
-        TypeError: still ``...`` or None.
-        AssertionError: not a positive whole number, or a wrong count (with its likely slip where one fits).
-    """
-    d, f = int(d_model), int(d_ff)
-    answer = _whole_number(answer, what, " of parameters")
-    n_matrices = 3 if swiglu else 2
-    weights = n_matrices * d * f
-    expected = weights + (2 * f + d if swiglu else f + d)
-    if answer == expected:
-        return f"correct: {what} is right (exact)"
-    hints = [(weights, "it counts the weight matrices alone: every linear layer here has a bias vector too"),
-             (expected - d, "one bias vector is missing"), (expected - f, "one bias vector is missing"),
-             (expected + d, "one bias vector too many"), (expected + f, "one bias vector too many"),
-             (expected - d * f, "one weight matrix is missing"), (expected + d * f, "one weight matrix too many"),
-             (expected + (f - d), "a bias vector of the wrong length (d_ff entries where d_model belong)?"),
-             (expected - (f - d), "a bias vector of the wrong length (d_model entries where d_ff belong)?")]
-    if swiglu:
-        hints.append((2 * d * f + f + d, "counted like the ReLU FFN, with two weight matrices and two bias vectors?"))
-    hint = next((h for value, h in hints if value == answer), "it is not off by the biases, one bias vector or one "
-                "weight matrix alone: count the weights and the bias of each linear layer")
-    raise AssertionError(f"{what} is not right yet ({'too small' if answer < expected else 'too large'}): {hint}")
 
 
 def check_alibi_slopes(answer, n_heads: int, what: str = "the slopes, in head order") -> str:
