@@ -452,6 +452,8 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the bug left in: divided by the square root of n_q", unanswered=True),
         Mistake("divided by d_k, not its square root", replace=(("/ math.sqrt(q.shape[-1])", "/ q.shape[-1]"),)),
         Mistake("divided by a constant 8 (the square root of 64)", replace=(("/ math.sqrt(q.shape[-1])", "/ 8.0"),)),
+        Mistake("divided by the square root of the values' width d_v", replace=(
+            ("/ math.sqrt(q.shape[-1])", "/ math.sqrt(v.shape[-1])"),)),
         Mistake("the weights divided after the softmax", replace=(
             ("/ math.sqrt(q.shape[-1])", ""),
             ("weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-1) / math.sqrt(q.shape[-1])"))),

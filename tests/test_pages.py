@@ -460,14 +460,17 @@ def test_measurements_page_gpu_machine_and_records():
                where="book/measurements.ipynb (MFU, printed)")
     assert comp["graph_breaks"] == 0 and ms["tmlib"]["mfu_vs_measured_matmul"] > ms["tmlib"]["mfu"]
 
-    tests = _gpu_record("cuda_tests_cuda.json")["results"]
+    tests_record = _gpu_record("cuda_tests_cuda.json")
+    tests, machine = tests_record["results"], tests_record["machine"]
+    dated = f"last GPU run on record ({machine['date'][:10]}, PyTorch {machine['torch_version'].split('+')[0]}"
     counts = tests["counts"]
     _assert_in(_page("CONTRIBUTING.md"),  # the tests' outcome is for maintainers, not a measurement
                f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped",
                where="CONTRIBUTING.md (CUDA tests)")
     _assert_in(_page("book/instructors.md"), f"{counts['passed']} of the library's "
                f"{counts['passed'] + counts['skipped']} CUDA tests run on one GPU",
-               f"all {counts['passed']} passed", where="book/instructors.md")
+               f"all {counts['passed']} passed", dated,
+               where="book/instructors.md")
     assert counts["failed"] == counts["error"] == 0
     assert "cuda_tests_cuda" not in text
 
