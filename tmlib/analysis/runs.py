@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tmlib.analysis.benchmarking import load_result
+from tmlib.machine import cpu_class
 
 #: The stored runs of chapter 9's configuration: 15 minutes on two 2-core CPUs (float32 and bf16, as
 #: ``amp="auto"`` chose on each) and 4 minutes on a data-centre GPU.
@@ -19,12 +20,15 @@ COLUMNS = ("minutes", "CPU computes bf16 natively", "precision", "dropout", "ste
 
 
 def native_bf16(machine: dict | None) -> str:
-    """Whether the run's CPU computes bf16 natively, from its machine description: "yes", "no", "GPU" (a GPU
-    trained it) or "?" (not recorded)."""
+    """Whether the run's CPU computes bf16 natively (:func:`tmlib.machine.cpu_class`, which also sees kernels capped
+    to imitate a smaller CPU), from its machine description: "yes", "no", "GPU" (a GPU trained it) or "?" (not
+    recorded)."""
     machine = machine or {}
     if machine.get("gpu"):
         return "GPU"
-    return {True: "yes", False: "no"}.get(machine.get("cpu_native_bf16"), "?")
+    if machine.get("cpu_native_bf16") is None:
+        return "?"
+    return "yes" if cpu_class(machine).startswith("native bf16") else "no"
 
 
 def device_name(machine: dict | None) -> str:
