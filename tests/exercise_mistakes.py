@@ -79,7 +79,9 @@ MISTAKES: dict[str, list[Mistake]] = {
                          ("weights = R.softmax(scores)", "weights = np.where(mask, R.softmax(scores), 0.0)"))),
                      Mistake("k.T reverses the batch axes too", replace=(("np.swapaxes(k, -1, -2)", "k.T"),)),
                      Mistake("the mask's polarity inverted", replace=(
-                         ("np.where(mask, scores, -np.inf)", "np.where(mask, -np.inf, scores)"),))],
+                         ("np.where(mask, scores, -np.inf)", "np.where(mask, -np.inf, scores)"),)),
+                     Mistake("scores divided by the square root of the values' width d_v", replace=(
+                         (" / np.sqrt(q.shape[-1])  #", " / np.sqrt(v.shape[-1])  #"),))],
     "ex-02-mha": [Mistake("scores not divided by sqrt(d_k)", replace=(("q @ k.T / np.sqrt(q.shape[-1])", "q @ k.T"),)),
                   Mistake("the softmax over the queries", replace=(
                       ("R.softmax(q @ k.T / np.sqrt(q.shape[-1]))", "R.softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=0)"),)),
@@ -228,6 +230,8 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the exclusive convention's gap", replace=(("closed_form = math.log(0.91 / 0.01)",
                                                             "closed_form = math.log(0.9 / (0.1 / 9))"),)),
         Mistake("too few gradient steps", replace=(("z_opt = descend(1.0, 5000)", "z_opt = descend(1.0, 20)"),)),
+        Mistake("z_opt written down from the closed form, not taken from the run", replace=(
+            ("z_opt = descend(1.0, 5000)", "z_opt = np.log(t10)"),)),
     ],
     "ex-06-lrate": [
         Mistake("the warm-up exponent -0.5 instead of -1.5: the peak moves", replace=(
@@ -249,6 +253,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("t[np.arange(n), targets] += 1.0 - label_smoothing", "t[np.arange(n), targets] += 1.0"),)),
         Mistake("padded rows zeroed, then a mean over all n positions", replace=(
             ("return float(per_position[real].mean())", "return float((per_position * real).sum() / n)"),)),
+        Mistake("a sum over the real positions, not their mean", replace=(
+            ("return float(per_position[real].mean())", "return float(per_position[real].sum())"),)),
     ],
     "ex-07-merge": [
         Mistake("left as the stub", unanswered=True),
@@ -447,6 +453,8 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the statistics over the whole batch", replace=(("features = -1 ", "features = None "),)),
         Mistake("gain and bias swapped", replace=(
             ("gain * (x - mean) / np.sqrt(var + eps) + bias", "bias * (x - mean) / np.sqrt(var + eps) + gain"),)),
+        Mistake("the bias inside the gain", replace=(
+            ("gain * (x - mean) / np.sqrt(var + eps) + bias", "gain * ((x - mean) / np.sqrt(var + eps) + bias)"),)),
     ],
     "ex-10-scale": [
         Mistake("the bug left in: divided by the square root of n_q", unanswered=True),

@@ -191,6 +191,13 @@ def test_merged_alignment_names_the_rule_broken():
         check_merged_alignment(summed, w, pq, pk)
     with pytest.raises((AssertionError, ValueError), match="shape"):
         check_merged_alignment(right[:2], w, pq, pk)
+    slipped = right.copy()
+    slipped[1, 1] += 0.3  # a slip of the sum by hand: "hamster"'s row adds up to 1.3
+    with pytest.raises(AssertionError, match=r"row 1 adds up to 1\.3: a merged row must still be a distribution"):
+        check_merged_alignment(slipped, w, pq, pk)
+    with pytest.raises(AssertionError) as err:  # rows that add up to 1 get no word on the sums
+        check_merged_alignment(right[:, [1, 0, 2]], w, pq, pk)
+    assert "adds up to" not in str(err.value)
 
 
 def test_smoothing_floor_accepts_the_entropy_and_names_each_mistake():
@@ -293,7 +300,8 @@ def test_tokens_in_memory_names_the_slip_and_never_the_counts():
              ({"tokens_gqa": 48_828, "tokens_mha": 6_104}, "tokens_mha is not right yet (too large): one token too many"),
              ({"tokens_gqa": 16 * 2 ** 30 // 327_680, "tokens_mha": 6_103}, "a gigabyte read as 2^30 bytes"),
              ({"tokens_gqa": 48_828, "tokens_mha": int(8 * 16e9 // 2_621_440)}, "bits and bytes mixed up"),
-             ({"tokens_gqa": 48_000, "tokens_mha": 6_103}, "tokens_gqa is not right yet (too small)")]
+             ({"tokens_gqa": 48_000, "tokens_mha": 6_103}, "tokens_gqa is not right yet (too small)"),
+             ({"tokens_gqa": 6_103, "tokens_mha": 48_828}, "the two counts swapped?")]
     for answers, words in cases:
         with pytest.raises(AssertionError) as err:
             check_tokens_in_memory(answers, sizes, 16e9)
@@ -1177,3 +1185,31 @@ def test_ln_of_affine_rejects_the_wrong_sign_and_an_unnormalised_answer_without_
     assert "mean 0 and variance 1" in message and "means up to 7" in message, message
     fixed = R.layer_norm(E.MHA_EXAMPLE_2.q, eps=0.0)  # reads a notebook variable instead of its argument
     assert "compute from the argument ln_x" in _raises(check_ln_of_affine, lambda ln_x, a, b: -fixed)
+
+
+def test_smoothed_loss_check_names_a_sum_over_the_positions():
+    """Exercise 6.5: a loss summed over the real positions is named as such (it once read as a target row that
+    does not sum to 1); the mean passes."""
+    from tmlib import ref as R
+    from tmlib.course.recipe_checks import check_smoothed_loss
+
+    def smoothed(logits, targets, label_smoothing, pad_id, reduce=np.mean):
+        z, y = np.asarray(logits, dtype=float), np.asarray(targets)
+        t = R.label_smoothing_targets(y, z.shape[-1], label_smoothing, "uniform")
+        per_position = -(t * (z - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True))
+                              - z.max(-1, keepdims=True))).sum(-1)
+        return float(reduce(per_position[y != pad_id]))
+
+    assert check_smoothed_loss(smoothed).startswith("correct")
+    with pytest.raises(AssertionError, match="a sum over the real positions, not their mean"):
+        check_smoothed_loss(lambda *a: smoothed(*a, reduce=np.sum))
+
+
+def test_lrate_check_asks_for_one_number():
+    """Exercise 6.4: a rate returned as a one-element array gets "one number, a float", not NumPy's TypeError."""
+    from tmlib import ref as R
+    from tmlib.course.recipe_checks import check_lrate
+
+    assert check_lrate(lambda s, d, w: float(R.noam_lr(s, d, w))).startswith("correct")
+    with pytest.raises(AssertionError, match="must return one number, a float"):
+        check_lrate(lambda s, d, w: np.array([R.noam_lr(s, d, w)]))

@@ -701,8 +701,9 @@ def test_measurements_page_runs_side_by_side():
     assert per_min["translate_cpu_fp32_emulated.json"] < per_min["translate_cpu_auto.json"]
     _assert_in(section, f"fewer steps per minute ({per_min['translate_cpu_fp32_emulated.json']:.0f} against "
                         f"{per_min['translate_cpu_auto.json']:.0f})",
-               f"made {per_min['translate_cpu_fp32_emulated_run1.json']:.0f} steps a minute at a median of "
-               f"{run1['target_tokens_per_s_median']:,.0f} target tokens/s", where="book/measurements.ipynb (runs)")
+               f"had a median of {run1['target_tokens_per_s_median']:,.0f} target tokens/s",
+               f"on the clock ({per_min['translate_cpu_fp32_emulated_run1.json']:.0f} steps a minute)",
+               where="book/measurements.ipynb (runs)")
     # the stand-ins' steps at the amp="auto" run's pace scaled to their median rate, against their minutes
     pace = {n: per_min["translate_cpu_auto.json"] * r["target_tokens_per_s_median"] / auto["target_tokens_per_s_median"]
             for n, r in rows.items()}
@@ -711,7 +712,8 @@ def test_measurements_page_runs_side_by_side():
                         .replace(",", "{,}"),
                f"its {run2['steps']:,} steps would have taken {run2['steps'] / pace['translate_cpu_fp32_emulated.json']:.1f}"
                f" minutes; they took {run2['minutes_trained']:.1f}",
-               f"{run1['steps'] / pace['translate_cpu_fp32_emulated_run1.json']:.1f} minutes at that pace, "
+               f"{pace['translate_cpu_fp32_emulated_run1.json']:.0f} steps a minute, its steps would have taken "
+               f"{run1['steps'] / pace['translate_cpu_fp32_emulated_run1.json']:.1f} minutes, against "
                f"{run1['minutes_trained']:.1f} on the clock", where="book/measurements.ipynb (runs, slow stretches)")
     _assert_in(section, f"{fast['steps']:,} / {auto['steps']:,} = {fast['steps'] / auto['steps']:.2f} times the steps",
                f"= {fast['target_tokens_per_s_median'] / auto['target_tokens_per_s_median']:.2f} times the median rate",

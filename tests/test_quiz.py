@@ -91,3 +91,56 @@ def test_built_pages_contain_the_questions():
         for name in names:
             assert f'class="tm-quiz" id="tm-quiz-{name}"' in html, (page, name)
         assert html.count("<script>\n(function () {") >= len(names)
+
+
+_FAKE_DOM = r"""
+function element(attrs) {
+  var el = {attrs: attrs || {}, hidden: true, textContent: "", handlers: {}};
+  el.getAttribute = function (k) { return k in el.attrs ? el.attrs[k] : null; };
+  el.setAttribute = function (k, v) { el.attrs[k] = String(v); };
+  el.addEventListener = function (kind, fn) { el.handlers[kind] = fn; };
+  el.click = function () { el.handlers.click({currentTarget: el}); };
+  return el;
+}
+var feedback = element(), explanation = element(), input = element(), submit = element();
+var options = [element({"data-correct": "false"}), element({"data-correct": "true"})];
+var root = element(KIND === "choice" ? {"data-kind": "choice"}
+                   : {"data-kind": "numeric", "data-answer": "4", "data-tolerance": "0"});
+root.querySelector = function (sel) {
+  return {".tm-quiz-feedback": feedback, ".tm-quiz-explanation": explanation, ".tm-quiz-input": input,
+          ".tm-quiz-submit": submit}[sel];
+};
+root.querySelectorAll = function () { return options; };
+var document = {getElementById: function () { return root; }};
+SCRIPT
+var seen = [];
+function state() { seen.push([root.getAttribute("data-state"), explanation.hidden, feedback.textContent]); }
+if (KIND === "choice") { options[0].click(); state(); options[0].click(); state(); }
+else { input.value = "3"; submit.click(); state(); input.value = "4"; submit.click(); state(); }
+console.log(JSON.stringify(seen));
+"""
+
+
+@pytest.mark.parametrize("kind", ["choice", "numeric"])
+def test_the_explanation_waits_for_a_right_answer_or_a_second_try(kind, tmp_path):
+    """The explanation gives the answer away: a first wrong try shows only the verdict (and, for a number, not the
+    tolerance); a second try, or a right answer, shows the explanation. Runs the widget's script in Node."""
+    import json
+    import shutil
+    import subprocess
+
+    import os
+
+    node = shutil.which("node")
+    if node is None:
+        assert not os.environ.get("TM_REQUIRE_BROWSER"), "Node.js is required here (.ci/run installs it)"
+        pytest.skip("Node.js is not installed: the widget's script cannot run here (.ci/run installs it)")
+    script = Q._SCRIPT % {"id": '"tm-quiz-t"'}
+    script = script.replace("<script>", "").replace("</script>", "")
+    (tmp_path / "quiz.js").write_text(_FAKE_DOM.replace("KIND", json.dumps(kind)).replace("SCRIPT", script))
+    seen = json.loads(subprocess.run([node, str(tmp_path / "quiz.js")], capture_output=True, text=True,
+                                     check=True).stdout)
+    (state1, hidden1, text1), (state2, hidden2, _) = seen
+    assert state1 == "wrong" and hidden1 and "Try again" in text1
+    assert "off by" not in text1 and "more than" not in text1
+    assert not hidden2 and state2 == ("wrong" if kind == "choice" else "correct")

@@ -428,6 +428,12 @@ def exercise_kinds(nb) -> dict[str, str]:
     return kinds
 
 
+def asks_in_words(text: str) -> bool:
+    """Whether an exercise's text asks a question (a "?" outside its code and maths), which the student answers in
+    words beside the code of their work."""
+    return "?" in re.sub(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$", "", text, flags=re.S)
+
+
 def has_ellipsis(code: str) -> bool:
     """Whether Python code holds the `...` a student is to complete (comments and strings do not count)."""
     try:
@@ -496,6 +502,8 @@ def make(path: Path, book: Book | None = None):
                         cells.append(answer_markdown(f"Your answer to Exercise {number[1]}"))
                     else:
                         cells.append(nbformat.v4.new_code_cell(f"# Exercise {number[1]}: your work"))
+                        if asks_in_words(text):
+                            cells.append(answer_markdown(f"Your answer to Exercise {number[1]}, in words"))
             continue
         quiz = quiz_markdown(cell.source, where) if "remove-input" in cell.metadata.get("tags", []) else None
         if quiz is not None:

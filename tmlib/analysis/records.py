@@ -240,7 +240,7 @@ def kv_cache_findings(cpu_record: dict, gpu_record: dict) -> Findings:
     lines = []
     for where, record in (("CPU", cpu_record), ("GPU", gpu_record)):
         prof = record["results"]["profile"]
-        lines += [f"{where}: a cached step at {prof['tokens']} tokens: {prof['s_per_step'] * 1e3:.2f} ms;",
+        lines += [f"{where}: cached step {prof['tokens']}, profiled alone: {prof['s_per_step'] * 1e3:.2f} ms;",
                   f"  the output projection, the largest product: "
                   f"{prof['output_projection_share_of_step']:.1%} of the step"]
     cpu, gpu = (pd.DataFrame(r["results"]["timing"]).set_index("output_tokens") for r in (cpu_record, gpu_record))

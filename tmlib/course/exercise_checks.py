@@ -57,7 +57,7 @@ def check_attention_result(answer, q, k, v, what: str = "your answer", *, part: 
 def check_merged_alignment(answer, weights, query_pieces, key_pieces, what: str = "merged alignment") -> str:
     """Check a word-by-word attention matrix merged from BPE pieces (sum over a word's key pieces, mean over its
     query pieces; :func:`tmlib.analysis.alignment.merge_attention`) to 4 decimals, naming the sum and the mean
-    exchanged or a word's pieces left unmerged; never the matrix."""
+    exchanged, a word's pieces left unmerged or rows that no longer add up to 1; never the matrix."""
     from tmlib.analysis.alignment import word_spans
 
     w = np.asarray(weights, dtype=float)
@@ -72,7 +72,18 @@ def check_merged_alignment(answer, weights, query_pieces, key_pieces, what: str 
                  merge(np.sum, np.sum)),
                 ("averaging over the key pieces gives (a row then no longer adds up to 1)", merge(np.mean, np.mean)),
                 ("the mean and the sum exchanged give", merge(np.sum, np.mean))]
-    return _compare(answer, merge(np.mean, np.sum), what, variants, decimals=4)
+    try:
+        return _compare(answer, merge(np.mean, np.sum), what, variants, decimals=4)
+    except AssertionError as err:
+        if "Your answer is what" in str(err):
+            raise
+        sums = as_float_array(answer, "answer", what).sum(axis=1)
+        off = [(i, s) for i, s in enumerate(sums) if not abs(s - 1.0) <= 1e-4]
+        if not off:
+            raise
+        rows = ", ".join(f"row {i} adds up to {s:.4g}" for i, s in off)
+        raise AssertionError(f"{err}\n  {rows}: a merged row must still be a distribution over the key words "
+                             "(adding up to 1).") from None
 
 
 def _ffn(x, w1, b1, w2, b2, relu: bool = True):

@@ -20,7 +20,7 @@ def check_tokens_in_memory(answers: dict, bytes_per_token, memory_bytes: float) 
     """Check, for each entry of ``answers`` (a name, such as ``"tokens_gqa"``, and the student's count), how many
     whole tokens of a KV cache of ``bytes_per_token`` bytes each (in the same order) fit in ``memory_bytes`` bytes,
     exactly. A count that is not a whole number, one token too many (the last one's cache does not fit whole), a
-    gigabyte read as 2^30 bytes, and bits mixed with bytes are named; never the values.
+    gigabyte read as 2^30 bytes, bits mixed with bytes, and two counts swapped are named; never the values.
 
     Raises:
         TypeError: a count still ``...`` or None.
@@ -32,6 +32,12 @@ def check_tokens_in_memory(answers: dict, bytes_per_token, memory_bytes: float) 
         raise ValueError(f"{len(names)} answers but {len(sizes)} sizes in bytes_per_token")
     for name in names:
         require_answered(answers[name], name)
+    expected = [int(memory_bytes // size) for size in sizes]
+    given = [answers[n] for n in names]
+    if len(names) == 2 and expected[0] != expected[1] and all(
+            isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool) for a in given) \
+            and [int(a) for a in given] == expected[::-1]:
+        raise AssertionError(f"{names[0]} and {names[1]} are not right yet: the two counts swapped?")
     problems = []
     for name, size in zip(names, sizes):
         a = answers[name]

@@ -2,10 +2,10 @@
 from a network.
 
 A notebook cell returns a :class:`Quiz` (multiple choice or numeric); Jupyter, Colab and the site (myst-nb renders
-``text/html`` outputs) show it as a question with buttons or an input box. After the first try the widget says
-whether the answer is right and shows the explanation. Everything is in the cell's output: one ``<div>`` with a
-small ``<style>`` and an inline ``<script>`` that wires up that div only (ES5, no library, no CDN; MathJax is not
-needed: write formulas in plain text/Unicode).
+``text/html`` outputs) show it as a question with buttons or an input box. After each try the widget says whether
+the answer is right; the explanation, which gives the answer away, follows a right answer or a second try.
+Everything is in the cell's output: one ``<div>`` with a small ``<style>`` and an inline ``<script>`` that wires up
+that div only (ES5, no library, no CDN; MathJax is not needed: write formulas in plain text/Unicode).
 
 Stable hooks for browser tests (documented in CONTRIBUTING.md, "Self-check questions"):
 
@@ -13,7 +13,8 @@ Stable hooks for browser tests (documented in CONTRIBUTING.md, "Self-check quest
   ``unanswered`` → ``correct`` or ``wrong`` after a try;
 * choice: ``button.tm-quiz-option`` (``data-correct="true"`` on the right ones); numeric:
   ``input.tm-quiz-input`` and ``button.tm-quiz-submit``;
-* ``div.tm-quiz-feedback`` (verdict) and ``div.tm-quiz-explanation`` (hidden until a try).
+* ``div.tm-quiz-feedback`` (verdict) and ``div.tm-quiz-explanation`` (hidden until a right answer or a second
+  try).
 
 Why not ``jupyterquiz``: its JavaScript force-loads MathJax from a CDN when the page's MathJax has not finished
 loading (``show_questions.js``), which breaks the offline site, and a quiz written in a notebook would need it
@@ -59,11 +60,14 @@ _SCRIPT = """<script>
   root.setAttribute("data-ready", "1");
   var feedback = root.querySelector(".tm-quiz-feedback");
   var explanation = root.querySelector(".tm-quiz-explanation");
+  var tries = 0;
   function show(ok, message) {
+    tries += 1;
+    var reveal = ok || tries >= 2;  // the explanation gives the answer: after a right answer or a second try
     root.setAttribute("data-state", ok ? "correct" : "wrong");
-    feedback.textContent = message;
+    feedback.textContent = message + (reveal ? "" : " Try again: the explanation appears after a second try.");
     feedback.hidden = false;
-    explanation.hidden = false;
+    if (reveal) { explanation.hidden = false; }
   }
   if (root.getAttribute("data-kind") === "choice") {
     var options = root.querySelectorAll(".tm-quiz-option");
@@ -84,7 +88,7 @@ _SCRIPT = """<script>
       var value = parseFloat(String(input.value).replace(",", "."));
       if (isNaN(value)) { feedback.textContent = "Please type a number."; feedback.hidden = false; return; }
       var ok = Math.abs(value - answer) <= tolerance;
-      show(ok, ok ? "Correct." : "Not quite: " + value + " is off by more than " + tolerance + ".");
+      show(ok, ok ? "Correct." : "Not quite: " + value + " is not the answer.");
     };
     root.querySelector(".tm-quiz-submit").addEventListener("click", check);
     input.addEventListener("keydown", function (event) { if (event.key === "Enter") { check(); } });
@@ -195,51 +199,48 @@ _DILATED_LAYERS = next(n for n in range(1, 64) if 3 ** n >= 50)
 
 PAPER_QUIZ = (
     choice("paper-q1", "Q1. What was the key claim of 'Attention Is All You Need'?", [
-        ("Attention was invented in this paper.", False,
+        ("Attention was invented in this paper, as a replacement for the recurrent networks of earlier translators.", False,
          "Attention on top of recurrent encoder-decoders dates from Bahdanau et al. (2015)."),
-        ("Adding self-attention to a recurrent encoder-decoder makes it train faster.", False,
+        ("Adding self-attention to a recurrent encoder-decoder makes it train faster and translate better.", False,
          "The paper removes recurrence altogether: a model that still has recurrent layers still runs over the "
          "positions one after another."),
-        ("Attention alone, without recurrence or convolution, is enough for state-of-the-art sequence "
-         "transduction (translation).", True),
-        ("More attention heads translate better: the more heads, the higher the BLEU.", False,
+        ("Attention alone, without recurrence or convolution, is enough for state-of-the-art translation.", True),
+        ("More attention heads translate better: the more heads a layer has, the higher the BLEU score.", False,
          "The paper's Table 3 shows otherwise: 32 heads score lower than 8 or 16."),
     ], "The title is the claim: a model built only from attention and position-wise feed-forward layers, with no "
        "recurrence and no convolution, set a new state of the art on WMT 2014 English-German (28.4 BLEU) and "
        "English-French (41.8 BLEU) at a fraction of the training cost.", title="The paper in five questions"),
     choice("paper-q2", "Q2. What is the main advantage of the Transformer over a recurrent encoder-decoder?", [
-        ("Its cost grows only linearly with the sentence length.", False,
+        ("Its cost grows only linearly with the sentence length, where a recurrent layer's grows quadratically.", False,
          "Self-attention costs O(n²·d) per layer: quadratic in the length n."),
-        ("All positions of a sentence are processed in parallel, and any two positions are one attention step "
-         "apart.", True),
-        ("It has far fewer parameters.", False, "The base model has about 65 million parameters."),
-        ("It needs no positional information.", False, "It needs positional encodings, because attention ignores order."),
+        ("All positions are processed in parallel, and any two positions are one attention step apart.", True),
+        ("It has far fewer parameters than a recurrent encoder-decoder of the same quality.", False, "The base model has about 65 million parameters."),
+        ("It needs no positional information, since attention sees every position at once.", False, "It needs positional encodings, because attention ignores order."),
     ], "A recurrent layer needs n sequential steps for n tokens; self-attention needs O(1) sequential operations "
        "and connects every pair of positions directly (the paper's Table 1). That made training much faster on "
        "GPUs: the base model trained in 12 hours on 8 P100s."),
     choice("paper-q3", "Q3. Which components make up one encoder layer of the Transformer?", [
-        ("An LSTM, an attention layer and a softmax.", False,
+        ("An LSTM over the positions, then a multi-head attention layer, then a softmax over the vocabulary.", False,
          "The Transformer has no recurrent layer at all, and the softmax sits inside attention and at the output."),
-        ("Masked self-attention, cross-attention and a feed-forward network.", False,
+        ("Masked self-attention, cross-attention over the encoder's output and a feed-forward network.", False,
          "That is a decoder layer: it adds masked self-attention and attention over the encoder output."),
         ("Layer normalisation, then multi-head self-attention, then a residual connection; the same again around "
          "a feed-forward network.", False,
          "That is the pre-LN order of later models. The paper's layer adds the residual first and normalises the "
          "sum: LayerNorm(x + Sublayer(x))."),
-        ("Multi-head self-attention and a position-wise feed-forward network, each wrapped in a residual "
-         "connection followed by layer normalisation.", True),
+        ("Self-attention and a feed-forward network, each followed by a residual addition and then layer "
+         "normalisation.", True),
     ], "Encoder layer: LayerNorm(x + SelfAttention(x)), then LayerNorm(x + FFN(x)) (post-LN, as in the paper). "
        "A decoder layer has three sub-layers: masked self-attention, encoder-decoder (cross) attention and the FFN. "
        "Chapters 2, 3 and 5 build each piece."),
     choice("paper-q4", "Q4. Why did the Transformer change NLP so quickly?", [
-        ("It won the NIPS 2017 best-paper award.", False,
+        ("It won the NIPS 2017 best-paper award, which drew the whole field's attention to it at once.", False,
          "Nothing records such an award: the NIPS 2017 proceedings list the paper, and no source names a prize for "
          "it (see the errata)."),
-        ("It trained in parallel and scaled well, so much larger models could be pre-trained on much more text "
-         "(BERT, GPT).", True),
-        ("It was the first neural machine translation system.", False,
+        ("It trained in parallel and scaled, so far larger models could be pre-trained on text (BERT, GPT).", True),
+        ("It was the first neural machine translation system, replacing the phrase-based systems of the time.", False,
          "Neural translation came before it: the recurrent encoder-decoders of 2014 that the paper compares with."),
-        ("It removed the need for tokenization.", False, "It uses byte-pair / word-piece subword tokens."),
+        ("It removed the need for tokenization: it reads raw characters and needs no vocabulary.", False, "It uses byte-pair / word-piece subword tokens."),
     ], "Parallel training over positions and a simple, uniform architecture made it practical to scale models and "
        "data; encoder-only (BERT, 2018) and decoder-only (GPT, 2018-2020) pre-trained models followed within two "
        "years. Its success came from results and scalability, not from an award."),

@@ -28,6 +28,9 @@ def check_lrate(my_lrate, *, seed: int = 606) -> str:
         steps = np.arange(1, 3 * warmup + 1)
         first = my_lrate(1, d_model, warmup)
         require_answered(first, f"my_lrate(1, {d_model}, {warmup})")  # `...` or a missing `return`: say so
+        if np.ndim(first) != 0:
+            raise AssertionError(f"my_lrate must return one number, a float; my_lrate(1, {d_model}, {warmup}) "
+                                 f"returned an array of shape {np.shape(first)}")
         lr = np.array([float(my_lrate(int(s), d_model, warmup)) for s in steps])
         if not (np.isfinite(lr).all() and (lr > 0).all()):
             raise AssertionError("the learning rate must be a positive, finite number at every step")
@@ -58,7 +61,7 @@ def _smoothed(z, y, eps, pad, convention) -> float:
 
 def check_smoothed_loss(smoothed_loss, *, seed: int = 616) -> str:
     """Exercise 6.5: ``smoothed_loss(logits, targets, label_smoothing, pad_id)`` on random logits with two padded
-    positions. Names: not one number; a mean over the classes; a mean over all n positions (padding dilutes it);
+    positions. Names: not one number; a mean over the classes; a mean over all n positions (padding dilutes it); a sum over the positions;
     a target row that does not sum to 1; padding not excluded; log 0 for logits far apart; the exclusive
     convention. Never the loss itself."""
     rng = np.random.default_rng(seed)
@@ -81,6 +84,9 @@ def check_smoothed_loss(smoothed_loss, *, seed: int = 616) -> str:
     if math.isclose(flat, math.log(v) * n_real / n, rel_tol=1e-9):
         raise AssertionError("you average over all n positions, the padded ones included: padding must not dilute "
                              "the mean; divide by the number of real positions")
+    if math.isclose(flat, math.log(v) * n_real, rel_tol=1e-9):
+        raise AssertionError("the loss is a sum over the real positions, not their mean: divide by the number of "
+                             "real positions")
     if not math.isclose(flat, math.log(v), rel_tol=1e-9):
         raise AssertionError("a row's target distribution does not sum to 1 (with all logits equal, the loss must be "
                              "ln |V| whatever the smoothing)")
