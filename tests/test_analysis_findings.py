@@ -165,6 +165,7 @@ def test_permutation_findings_of_a_hand_made_table():
     assert "of the 4 heads whose attention moved at least the median (TVD 0.65)" in str(f)
     assert "the one that changed the fewest predictions: cross L0 H0" in str(f)
     assert f["loud"] == ("cross L0 H1", 0.2, 1)  # the costliest single head too
+    assert f["loud_head"] == I.Head("cross", 0, 1)  # the same head, for chapter 11 to run it again
     assert f["layer_ratio"] == ("cross L0", 2.0, 0.5, 4.0)
     assert all(len(line) <= WIDTH for line in f.lines)
     assert "the most diagonal cross head" in str(f)

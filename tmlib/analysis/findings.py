@@ -417,7 +417,7 @@ def permutation_findings(perm, ablation, stats) -> Findings:
     predictions), ``changed_off`` (the same heads switched off), ``ratio`` (median over heads of shuffled against
     switched off), ``moved_median`` (the median over heads of the attention's move), ``calm`` (among the heads
     whose attention moved at least that median, the one whose shuffle changed the fewest predictions: a
-    :class:`Head`), ``loud`` (the head whose shuffle changed the most: name,
+    :class:`Head`), ``loud_head`` (the head whose shuffle changed the most, a :class:`Head`) and ``loud`` (its name,
     share, rank in the cost of switching it off), ``layer_ratio`` (the costliest whole layer against the costliest
     single head).
 
@@ -433,6 +433,7 @@ def permutation_findings(perm, ablation, stats) -> Findings:
     calm_row = moved.sort_values("argmax_changed").iloc[0]
     calm = Head(calm_row["kind"], int(calm_row["layer"]), int(calm_row["head"]))
     loud_row = perm.sort_values("argmax_changed").iloc[-1]
+    loud = Head(loud_row["kind"], int(loud_row["layer"]), int(loud_row["head"]))
     rank = [head_name(r) for _, r in single.iterrows()].index(head_name(loud_row)) + 1
     top = whole.sort_values("delta_nll").iloc[-1]
     numbers = {
@@ -440,7 +441,8 @@ def permutation_findings(perm, ablation, stats) -> Findings:
         "changed": (float(perm["argmax_changed"].min()), float(perm["argmax_changed"].max())),
         "changed_off": (float(perm["argmax_changed_off"].min()), float(perm["argmax_changed_off"].max())),
         "ratio": float((perm["argmax_changed"] / perm["argmax_changed_off"]).median()),
-        "moved_median": median, "calm": calm, "loud": (head_name(loud_row), float(loud_row["argmax_changed"]), rank),
+        "moved_median": median, "calm": calm, "loud_head": loud,
+        "loud": (head_name(loud_row), float(loud_row["argmax_changed"]), rank),
         "layer_ratio": (head_name(top), float(top["delta_nll"]), float(single["delta_nll"].iloc[0]),
                         float(top["delta_nll"] / single["delta_nll"].iloc[0]))}
     (t0, t1), (c0, c1), (o0, o1) = numbers["tvd"], numbers["changed"], numbers["changed_off"]

@@ -20,9 +20,10 @@ __all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forwa
            "check_one_head", "check_relu_bias", "check_ln_of_affine"]
 
 
-def _compare(answer, expected, what: str, variants=(), **tolerance) -> str:
+def _compare(answer, expected, what: str, variants=(), *, otherwise=None, **tolerance) -> str:
     """``check_close(answer, expected)``; on a failure, add the hint of the first variant ``(hint, value)`` that the
-    answer matches (a typical mistake recomputed here, never printed)."""
+    answer matches (a typical mistake recomputed here, never printed), or else ``otherwise(answer)`` (a rule the
+    answer breaks, as a line of text, or None)."""
     try:
         return check_close(answer, expected, what, **tolerance)
     except AssertionError as err:
@@ -31,6 +32,9 @@ def _compare(answer, expected, what: str, variants=(), **tolerance) -> str:
             v = np.asarray(value, dtype=float)
             if v.shape == a.shape and np.all(np.isfinite(v)) and np.allclose(a, v, rtol=0, atol=1e-9):
                 raise AssertionError(f"{err}\n  Your answer is what {hint}.") from None
+        rule = otherwise(a) if otherwise is not None else None
+        if rule:
+            raise AssertionError(f"{err}\n  {rule}") from None
         raise
 
 
@@ -72,18 +76,12 @@ def check_merged_alignment(answer, weights, query_pieces, key_pieces, what: str 
                  merge(np.sum, np.sum)),
                 ("averaging over the key pieces gives (a row then no longer adds up to 1)", merge(np.mean, np.mean)),
                 ("the mean and the sum exchanged give", merge(np.sum, np.mean))]
-    try:
-        return _compare(answer, merge(np.mean, np.sum), what, variants, decimals=4)
-    except AssertionError as err:
-        if "Your answer is what" in str(err):
-            raise
-        sums = as_float_array(answer, "answer", what).sum(axis=1)
-        off = [(i, s) for i, s in enumerate(sums) if not abs(s - 1.0) <= 1e-4]
-        if not off:
-            raise
-        rows = ", ".join(f"row {i} adds up to {s:.4g}" for i, s in off)
-        raise AssertionError(f"{err}\n  {rows}: a merged row must still be a distribution over the key words "
-                             "(adding up to 1).") from None
+    def rows_off(a):  # the rule a hand slip most often breaks
+        off = [f"row {i} adds up to {s:.4g}" for i, s in enumerate(a.sum(axis=1)) if not abs(s - 1.0) <= 1e-4]
+        return (", ".join(off) + ": a merged row must still be a distribution over the key words (adding up to "
+                "1).") if off else None
+
+    return _compare(answer, merge(np.mean, np.sum), what, variants, otherwise=rows_off, decimals=4)
 
 
 def _ffn(x, w1, b1, w2, b2, relu: bool = True):
