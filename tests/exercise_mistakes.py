@@ -295,6 +295,16 @@ MISTAKES: dict[str, list[Mistake]] = {
             "x.view(x.shape[0], self.n_heads, x.shape[1], self.d_k)"),)),
         Mistake("softmax over the queries instead of the keys", replace=(
             ("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),)),
+        Mistake("the attention handed to F.scaled_dot_product_attention inside forward", replace=(
+            ("heads = torch.softmax(scores, dim=-1) @ v",
+             "heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)"),)),
+        Mistake("a subclass of the library's MultiHeadAttention that runs its forward", replace=(
+            ("class MyMultiHeadAttention(nn.Module):",
+             "from tmlib.model import MultiHeadAttention\n\n\nclass MyMultiHeadAttention(MultiHeadAttention):"),
+            ("        super().__init__()\n", "        super().__init__(d_model, n_heads)\n"),
+            ("        q = self.split(self.w_q(query))",
+             "        return super().forward(query, key, value, attn_mask=attn_mask)\n"
+             "        q = self.split(self.w_q(query))"),)),
     ],
     "ex-07-cache-cost": [
         Mistake("n set so that any count passes", code=(

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from tmlib import ref as R
+from tmlib.model import MultiHeadAttention as R_MHA
 from tmlib.course import (check_causal, check_own_work, check_padding_invariance, check_rows_sum_to_one, check_stages,
                           forbidden_references, module_stages)
 
@@ -148,6 +149,27 @@ def test_forbidden_references_are_found_through_aliases():
     assert forbidden_references(own, ["tmlib"]) == []
     assert forbidden_references(Mine, ["torch.nn.functional.scaled_dot_product_attention"]) == [
         "torch.nn.functional.scaled_dot_product_attention"]
+
+
+class Inherits(R_MHA):
+    """A subclass that runs the library's methods: its own body names nothing forbidden."""
+
+
+class InheritsMine(Mine):
+    pass
+
+
+def run_inherits(query):
+    return Inherits(4, 2)(query, query, query)
+
+
+def test_forbidden_references_follow_a_class_to_its_bases():
+    mha = ["tmlib.model.MultiHeadAttention"]
+    assert forbidden_references(Inherits, mha) == mha
+    assert forbidden_references(run_inherits, mha) == mha  # through the function that builds it
+    sdpa = ["torch.nn.functional.scaled_dot_product_attention"]
+    assert forbidden_references(InheritsMine, sdpa) == sdpa  # through the student's own base class
+    assert forbidden_references(Mine, mha) == []
 
 
 def test_check_own_work_tells_the_student_to_write_it():

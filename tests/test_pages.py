@@ -215,6 +215,17 @@ def test_chapter_13_verdicts_match_the_stored_runs_and_the_printed_threshold():
                where="notebooks/13_modern_transformer.ipynb")
 
 
+def test_chapter_12_states_the_profiled_and_the_averaged_cached_step():
+    """"the profiled 50th step took 1.26 ms and the table's time per token at 50 tokens is 1.34 ms": both as printed
+    (the profile line and the CPU's cached column of the KV-cache table)."""
+    page = _page("notebooks/12_efficiency.ipynb")
+    profiled = re.search(r"CPU: cached step 50, profiled alone: (\d+\.\d+) ms", page)
+    row = re.search(r"\n50 +[\d.]+ +(\d+\.\d+) +", page)  # output tokens, CPU speed-up, CPU ms per token cached
+    assert profiled and row, "chapter 12's profile line or its KV-cache table is missing"
+    _assert_in(page, f"the profiled 50th step took {profiled[1]} ms", f"at 50 tokens is {row[1]} ms",
+               where="notebooks/12_efficiency.ipynb (the cache on a GPU)")
+
+
 def test_chapter_14_trainer_and_plain_loop_print_the_same_losses():
     """"The two lists agree": the losses that Seq2SeqTrainer logged and those of the plain loop, as printed."""
     page = _page("notebooks/14_your_model_everywhere.ipynb")
