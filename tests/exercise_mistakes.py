@@ -62,7 +62,10 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("any row-stochastic matrix", code=(
             "u = np.array([3.0, -1.0])\n_, w_shifted = R.scaled_dot_product_attention(Q, K + u, V)\nw_other = np.eye(3)")),
         Mistake("key 2 shifted instead of key 1", replace=(
-            ("np.array([[3.0, -1.0], [0, 0], [0, 0]])", "np.array([[0, 0], [3.0, -1.0], [0, 0]])"),))],
+            ("np.array([[3.0, -1.0], [0, 0], [0, 0]])", "np.array([[0, 0], [3.0, -1.0], [0, 0]])"),)),
+        Mistake("w_other from scores not divided by sqrt(d_k)", replace=(
+            ("_, w_other = R.scaled_dot_product_attention(Q, K + np.array([[3.0, -1.0], [0, 0], [0, 0]]), V)",
+             "w_other = R.softmax(Q @ (K + np.array([[3.0, -1.0], [0, 0], [0, 0]])).T)"),))],
     "ex-01-temperature": [Mistake("left as the stub", unanswered=True),
                           Mistake("the scores multiplied by the temperature", replace=(("scores[2] / t", "scores[2] * t"),)),
                           Mistake("the already-scaled scores divided by the temperature", replace=(
@@ -255,6 +258,24 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("return float(per_position[real].mean())", "return float((per_position * real).sum() / n)"),)),
         Mistake("a sum over the real positions, not their mean", replace=(
             ("return float(per_position[real].mean())", "return float(per_position[real].sum())"),)),
+    ],
+    "ex-06-smoothing-mass": [
+        Mistake("left as the stub", unanswered=True),
+        Mistake("per_wrong of the uniform convention", replace=(
+            ("per_wrong = eps / (V_paper - 1)", "per_wrong = eps / V_paper"),)),
+        Mistake("times_larger as 1 / per_wrong", replace=(
+            ("times_larger = (1 - eps) / per_wrong", "times_larger = 1 / per_wrong"),)),
+        Mistake("uniform_change without its sign", replace=(
+            ("uniform_change = (eps / V_paper - per_wrong) / per_wrong",
+             "uniform_change = (per_wrong - eps / V_paper) / per_wrong"),)),
+    ],
+    "ex-07-wrong-view": [
+        Mistake("left as the stub", unanswered=True),
+        Mistake("rows_from of the true split: one token a row", replace=(
+            ("rows_from = [1, 1, 2]", "rows_from = [1, 2, 3]"),)),
+        Mistake("rows_from counted from 0", replace=(("rows_from = [1, 1, 2]", "rows_from = [0, 0, 1]"),)),
+        Mistake("the true split instead of the shortcut", replace=(
+            ("wrong = q.view(1, 2, 3, 2)", "wrong = q.view(1, 3, 2, 2).transpose(1, 2)"),)),
     ],
     "ex-07-merge": [
         Mistake("left as the stub", unanswered=True),

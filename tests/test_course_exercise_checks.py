@@ -371,6 +371,22 @@ def test_view_shortcut_rejects_zeros_and_the_true_split_without_printing_the_ten
         check_view_shortcut(q, q, 2)
 
 
+def test_view_rows_names_the_true_split_and_a_count_from_0_and_no_row():
+    """Exercise 7.2: the token each row of the shortcut's "head 1" comes from. Wrong answers are told apart only by
+    the two typical slips, never row by row."""
+    import torch
+    from tmlib.course import check_view_rows
+    q = torch.arange(12.0, dtype=torch.float64).reshape(1, 3, 4)    # (batch, seq_len, d_model), 2 heads of d_k = 2
+    assert check_view_rows([1, 1, 2], q, 2).startswith("correct")
+    assert check_view_rows([1, 1, 2, 2], torch.zeros(1, 4, 8), 2).startswith("correct")  # d_k = 4: two rows a token
+    for wrong, words in (([1, 2, 3], "true split"), ([0, 0, 1], "from 1"), ([1, 2, 2], "match each row")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_view_rows(wrong, q, 2)
+        assert "index" not in str(err.value) and "[1, 1, 2]" not in str(err.value)
+    with pytest.raises(ValueError, match="shape"):
+        check_view_rows([1, 1], q, 2)
+
+
 def test_merged_heads_names_each_slip_without_printing_the_tensor():
     """Exercise 7.1: the heads merged back with transpose and view; the merge without the transpose, the head and
     d_k axes exchanged and the heads in reverse order are named; no entry of the tensor is printed."""
@@ -1137,7 +1153,8 @@ def test_key_shifts_keep_q_dot_u_inside_and_name_each_slip():
     cases = [(same, "a shift shared by all keys gives"),
              (R.scaled_dot_product_attention(ex.q, ex.k + one[[1, 0, 2]], ex.v)[1], "keys 2 and 3 should keep"),
              (R.scaled_dot_product_attention(ex.q + one, ex.k, ex.v)[1], "keys 2 and 3 should keep"),
-             (R.scaled_dot_product_attention(ex.q, ex.k + 1.5 * one, ex.v)[1], "not right yet")]
+             (R.scaled_dot_product_attention(ex.q, ex.k + 1.5 * one, ex.v)[1], "not right yet"),
+             (R.softmax(ex.q @ (ex.k + one).T), "without the division by √d_k")]  # unscaled: not "another key"
     for answer, words in cases:
         message = _raises(check_key_shifts, same, answer)
         assert words in message, message
@@ -1145,6 +1162,8 @@ def test_key_shifts_keep_q_dot_u_inside_and_name_each_slip():
         assert not any(f"{v:.4f}" in message or f"{v:.3g}" in message for v in np.r_[due, other.ravel()]), message
     with pytest.raises(TypeError, match="still"):
         check_key_shifts(same, ...)
+    message = _raises(check_key_shifts, R.softmax(ex.q @ ex.k.T), other)  # w_shifted unscaled
+    assert "without the division by √d_k" in message, message
 
 
 def test_one_head_takes_only_the_answer_and_never_says_it_is_the_two_head_output():
@@ -1213,3 +1232,22 @@ def test_lrate_check_asks_for_one_number():
     assert check_lrate(lambda s, d, w: float(R.noam_lr(s, d, w))).startswith("correct")
     with pytest.raises(AssertionError, match="must return one number, a float"):
         check_lrate(lambda s, d, w: np.array([R.noam_lr(s, d, w)]))
+
+
+def test_smoothing_mass_names_each_slip_and_shows_no_value():
+    """Exercise 6.3: the exclusive target of a wrong token, the true class's multiple of it, and the uniform
+    convention's change as a fraction of it; each typical slip named, no expected value printed."""
+    from tmlib.course import check_smoothing_mass
+    pw, uniform = 0.1 / 36_999, 0.1 / 37_000
+    right = (pw, 0.9 / pw, uniform / pw - 1)
+    assert check_smoothing_mass(*right).count("correct:") == 3
+    cases = [((uniform, *right[1:]), "uniform convention gives"), ((0.1, *right[1:]), "together"),
+             ((pw, 1 / pw, right[2]), "1 - ε_ls, not 1"), ((pw, pw / 0.9, right[2]), "upside down"),
+             ((*right[:2], -right[2]), "without its sign"), ((*right[:2], uniform - pw), "not as a fraction"),
+             ((*right[:2], -1 / 36_999), "not right yet")]
+    for answer, words in cases:
+        with pytest.raises(AssertionError, match=words) as err:
+            check_smoothing_mass(*answer)
+        assert not any(f"{v:.3g}" in str(err.value) for v in right), str(err.value)
+    with pytest.raises(TypeError, match="still"):
+        check_smoothing_mass(pw, ..., right[2])

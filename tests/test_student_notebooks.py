@@ -331,12 +331,13 @@ def test_smoke_only_and_site_only_cells_are_left_out(tmp_path):
     assert "smoke_mode" not in code and "the page only" not in code
 
 
-def test_unchecked_exercise_with_a_question_gets_a_work_cell_and_an_answer_cell():
-    """An exercise without checks that asks for code and a question in words (chapter 6's exercise 6.3) gets a code
-    cell for the work and a Markdown cell for the answer; one without a question gets the work cell only."""
+def test_checked_exercise_with_a_question_gets_its_answer_cell_after_its_checks():
+    """Chapter 6's exercise 6.3 asks for three numbers (a stub and its public check) and a question in words: the
+    Markdown answer cell follows the check. An unchecked exercise's text is read for a question the same way."""
     cells = _student(next(p for p in CHAPTERS if p.name.startswith("06_"))).cells
-    work = next(i for i, c in enumerate(cells) if c.source == "# Exercise 6.3: your work")
-    assert cells[work + 1].cell_type == "markdown"
-    assert cells[work + 1].source.startswith("*Your answer to Exercise 6.3, in words")
+    stub = next(i for i, c in enumerate(cells) if c.cell_type == "code" and c.source.startswith("per_wrong = ..."))
+    assert "check_smoothing_mass" in cells[stub + 1].source
+    assert cells[stub + 2].cell_type == "markdown"
+    assert cells[stub + 2].source.startswith("*Your answer to Exercise 6.3, in words")
     assert sn.asks_in_words("Why can a model not favour a wrong token? Compute `x`.")
     assert not sn.asks_in_words("Compute `per_wrong` (is it `a?`) and $p(x?)$.")

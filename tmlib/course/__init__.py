@@ -14,11 +14,13 @@ from tmlib.course.exercise_checks import (
     check_attention_result, check_encoder_layer, check_feed_forward, check_feed_forward_result, check_layer_norm_result,
     check_merged_alignment, check_multi_head_attention, check_multi_head_result
 )
-from tmlib.course.module_checks import check_merged_heads, check_my_mha, check_padding_masks, check_view_shortcut
+from tmlib.course.module_checks import (check_merged_heads, check_my_mha, check_padding_masks, check_view_rows,
+                                       check_view_shortcut)
 from tmlib.course.module_checks import check_additive_mask, check_cache_numbers
 from tmlib.course.training_checks import (
     check_case_sensitive_sentences, check_learning_rate, check_lengths_per_batch, check_padding_fractions,
-    check_peak_learning_rate, check_schedule_crossing, check_smoothing_floor, check_train_step
+    check_peak_learning_rate, check_schedule_crossing, check_smoothing_floor, check_smoothing_mass,
+    check_train_step
 )
 from tmlib.course.examples import (
     ATTENTION_EXAMPLES, ATTENTION_EXAMPLE_1, ATTENTION_EXAMPLE_2, ATTENTION_EXAMPLE_3, AttentionExample,
@@ -58,8 +60,8 @@ __all__ = [
     "check_merged_alignment", "check_merged_heads", "check_padding_masks", "check_multi_head_attention", "check_multi_head_result", "check_my_mha",
     "check_own_work",
     "check_padding_fractions", "check_padding_invariance", "check_peak_learning_rate", "check_rows_sum_to_one",
-    "check_schedule_crossing", "check_shape", "check_smoothing_floor", "check_stages", "check_train_step",
-    "check_view_shortcut",
+    "check_schedule_crossing", "check_shape", "check_smoothing_floor", "check_smoothing_mass", "check_stages", "check_train_step",
+    "check_view_rows", "check_view_shortcut",
     "check_additive_mask", "check_cache_numbers",
     "choice", "forbidden_references", "head_grid", "mask_panels", "module_stages", "numeric", "paper_quiz_block",
     "positional_encoding_heatmap", "power_law_plot", "resolve_dotted", "show_source", "tolerance_text",

@@ -442,8 +442,8 @@ def check_key_shifts(w_shifted, w_other, *, names: tuple[str, str] = ("w_shifted
     """Exercise 1.5 on example 1 (:data:`tmlib.course.examples.ATTENTION_EXAMPLE_1`): ``w_shifted``, the attention
     weights with u = [3, -1] added to every key, and ``w_other``, with u added to the first key only. Both are
     compared with weights computed here; a failure names what is wrong in the answer (its shape, a row that does
-    not sum to 1, the keys 2 and 3 that no longer keep their ratio, a shift that reached every key or the wrong
-    one), never the weights due nor by how much a score moves."""
+    not sum to 1, scores left undivided by √d_k, the keys 2 and 3 that no longer keep their ratio, a shift that
+    reached every key or the wrong one), never the weights due nor by how much a score moves."""
     from tmlib.course.diagnostics import check_rows_sum_to_one
     from tmlib.course.examples import ATTENTION_EXAMPLE_1 as ex
 
@@ -453,13 +453,19 @@ def check_key_shifts(w_shifted, w_other, *, names: tuple[str, str] = ("w_shifted
     u = np.array([3.0, -1.0])
     q, k, v = (np.asarray(a, dtype=float) for a in (ex.q, ex.k, ex.v))
     weights = _attention(q, k, v)[1]
-    lines = [check_close(w_shifted, weights, "weights after shifting all keys", atol=1e-9)]
+    shift = np.zeros_like(k)
+    shift[0] = u
+    unscaled = "the scores without the division by √d_k give"
+    lines = [_compare(w_shifted, weights, "weights after shifting all keys",
+                      [(unscaled, _attention(q, k, v, scale=False)[1])], atol=1e-9)]
     w = as_float_array(w_other, "answer", name_o)
     check_shape(w, (3, 3), name_o)
     check_rows_sum_to_one(w, name_o)
     if not (w > 0).all():
         raise AssertionError(f"{name_o} has a weight of 0: the softmax of finite scores gives every key a positive "
                              "weight")
+    if any(np.allclose(w, _attention(q, k + s, v, scale=False)[1], rtol=0, atol=1e-9) for s in (shift, 0 * shift)):
+        raise AssertionError(f"{name_o} is what {unscaled}: divide the scores by √d_k, as in example 1")
     moved = np.log(w) - np.log(weights)  # (3, 3): how far each weight moved, on the log scale
     if not np.allclose(moved[:, 2], moved[:, 1], rtol=0, atol=1e-9):
         raise AssertionError(f"in {name_o} the weights of keys 2 and 3 should keep their ratio in every row, since "
@@ -467,8 +473,6 @@ def check_key_shifts(w_shifted, w_other, *, names: tuple[str, str] = ("w_shifted
     if np.allclose(w, weights, rtol=0, atol=1e-9):
         raise AssertionError(f"{name_o} is what a shift shared by all keys gives (the weights of example 1 "
                              "unchanged): add u to the first key only")
-    shift = np.zeros_like(k)
-    shift[0] = u
     lines.append(check_close(w, _attention(q, k + shift, v)[1], "weights after shifting key 1 only", atol=1e-9))
     return "\n".join(lines)
 

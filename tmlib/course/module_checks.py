@@ -1,5 +1,6 @@
 """Checks of chapter 7's exercises, on the PyTorch side: the heads merged back with ``view``
-(:func:`check_merged_heads`), the head split without a transpose (:func:`check_view_shortcut`), a student's
+(:func:`check_merged_heads`), the head split without a transpose (:func:`check_view_shortcut`,
+:func:`check_view_rows`), a student's
 multi-head attention module against ``nn.MultiheadAttention`` (:func:`check_my_mha`), the masks of a padded batch
 in the conventions of other code (:func:`check_padding_masks`, :func:`check_additive_mask`) and the size of a KV
 cache (:func:`check_cache_numbers`). Like :mod:`tmlib.course.exercise_checks`, they
@@ -15,7 +16,7 @@ from tmlib.course.count_checks import _whole_number
 from tmlib.course.exercise_checks import _compare
 
 __all__ = ["check_additive_mask", "check_cache_numbers", "check_merged_heads", "check_my_mha", "check_padding_masks",
-           "check_view_shortcut"]
+           "check_view_rows", "check_view_shortcut"]
 
 
 def check_merged_heads(answer, heads, what: str = "the merged tensor") -> str:
@@ -51,6 +52,23 @@ def check_view_shortcut(answer, q, n_heads: int, what: str = "the shortcut's vie
     split = x.reshape(batch, seq_len, n_heads, d_k).transpose(0, 2, 1, 3)
     variants = [("the true split gives (view, then transpose); the shortcut leaves the transpose out", split)]
     return _compare(answer, expected, what, variants, atol=0)
+
+
+def check_view_rows(rows_from, q, n_heads: int, what: str = "rows_from") -> str:
+    """Check, for each row of the shortcut's "head 1" (``q.view(batch, n_heads, seq_len, d_k)[0, 0]``), the token
+    (counted from 1) whose vector its numbers come from, for projected queries ``q`` ``(batch, seq_len, d_model)``;
+    names the true split's rows (one token each) and a count from 0. Never the answer."""
+    batch, seq_len, d_model = np.shape(as_float_array(q, "queries", what))
+    d_k = d_model // n_heads
+    expected = [r * d_k // d_model + 1 for r in range(seq_len)]  # row r holds numbers r·d_k ... of the flat memory
+    answer = as_float_array(rows_from, "answer", what)
+    check_shape(answer, (seq_len,), what)
+    if answer.tolist() == expected:
+        return f"correct: {what}, the token of each row of the shortcut's head 1"
+    hints = {tuple(range(1, seq_len + 1)): "that is the true split's head 1, where every row is its own token",
+             tuple(e - 1 for e in expected): "count the tokens from 1"}
+    hint = hints.get(tuple(answer.tolist()), "print the shortcut's head 1 beside q and match each row's numbers")
+    raise AssertionError(f"{what} is not right yet: {hint}")
 
 
 _MHA_LAYERS = ("w_q", "w_k", "w_v", "w_o")

@@ -9,7 +9,7 @@ import numpy as np
 from tmlib.course.checks import as_float_array, check_close, require_answered
 from tmlib.course.exercise_checks import _compare, _compare_rounded
 
-__all__ = ["check_learning_rate", "check_peak_learning_rate", "check_smoothing_floor", "check_padding_fractions", "check_schedule_crossing", "check_lengths_per_batch", "check_case_sensitive_sentences",
+__all__ = ["check_learning_rate", "check_peak_learning_rate", "check_smoothing_floor", "check_smoothing_mass", "check_padding_fractions", "check_schedule_crossing", "check_lengths_per_batch", "check_case_sensitive_sentences",
            "check_train_step"]
 
 
@@ -46,6 +46,31 @@ def check_peak_learning_rate(my_peak, peak_step, *, d_model: int, warmup_steps: 
                              f"{'still rising' if after > at else 'already falling'} there")
     return check_learning_rate(my_peak, warmup_steps, d_model=d_model, warmup_steps=warmup_steps, factor=factor,
                                what=what)
+
+
+def check_smoothing_mass(per_wrong, times_larger, uniform_change, *, vocab_size: int = 37_000,
+                         label_smoothing: float = 0.1) -> str:
+    """Exercise 6.3, each to a relative error of 1e-6: ``per_wrong``, the exclusive convention's target of one wrong
+    token, ε/(V - 1); ``times_larger``, the true class's 1 - ε over it; ``uniform_change``, the uniform
+    convention's target of a wrong token, ε/V, minus ``per_wrong``, as a fraction of ``per_wrong`` (-1/V).
+    Names the uniform convention's ε/V, the whole mass ε, a true class of 1, the ratio upside down, the change
+    without its sign or not divided by ``per_wrong``; never a value."""
+    v, eps = int(vocab_size), float(label_smoothing)
+    for value, name in ((per_wrong, "per_wrong"), (times_larger, "times_larger"), (uniform_change, "uniform_change")):
+        require_answered(value, name)
+    pw, uniform = eps / (v - 1), eps / v
+    tol = {"rtol": 1e-6, "atol": 0}
+    lines = [_compare(per_wrong, pw, "per_wrong", [
+        ("the uniform convention gives (ε_ls/|V|); this part asks for the exclusive one", uniform),
+        ("all the wrong tokens get together, not each one", eps)], **tol)]
+    lines.append(_compare(times_larger, (1 - eps) / pw, "times_larger", [
+        ("1/per_wrong gives: the true class's target is 1 - ε_ls, not 1", 1 / pw),
+        ("per_wrong divided by the true class's target gives: the ratio upside down", pw / (1 - eps))], **tol))
+    lines.append(_compare(uniform_change, uniform / pw - 1, "uniform_change", [
+        ("the size of the change gives without its sign: is the uniform target larger or smaller?", 1 - uniform / pw),
+        ("the change itself gives, not as a fraction of per_wrong", uniform - pw),
+        ("the change as a fraction of the uniform target gives, not of per_wrong", (uniform - pw) / uniform)], **tol))
+    return "\n".join(lines)
 
 
 def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what: str = "loss floor", *,
