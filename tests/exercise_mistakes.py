@@ -207,6 +207,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("R.multi_head_attention(a, memory, memory, *cross_attn)", "R.multi_head_attention(memory, a, a, *cross_attn)"),)),
         Mistake("the cross-attention with the self-attention's weights", replace=(
             ("R.multi_head_attention(a, memory, memory, *cross_attn)", "R.multi_head_attention(a, memory, memory, *self_attn)"),)),
+        Mistake("the cross-attention's queries from the layer's input y", replace=(
+            ("R.multi_head_attention(a, memory, memory, *cross_attn)", "R.multi_head_attention(y, memory, memory, *cross_attn)"),)),
     ],
     # chapter 6
     "ex-06-peak": [
@@ -316,6 +318,9 @@ MISTAKES: dict[str, list[Mistake]] = {
             "x.view(x.shape[0], self.n_heads, x.shape[1], self.d_k)"),)),
         Mistake("softmax over the queries instead of the keys", replace=(
             ("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),)),
+        Mistake("heads merged without the transpose", replace=(
+            ("concat = heads.transpose(1, 2).reshape(batch, n_q, -1)", "concat = heads.reshape(batch, n_q, -1)"),)),
+        Mistake("scores divided by sqrt(d_model)", replace=(("/ self.d_k ** 0.5", "/ (self.n_heads * self.d_k) ** 0.5"),)),
         Mistake("the attention handed to F.scaled_dot_product_attention inside forward", replace=(
             ("heads = torch.softmax(scores, dim=-1) @ v",
              "heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)"),)),

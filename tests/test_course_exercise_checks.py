@@ -476,11 +476,11 @@ def test_decoder_layer_properties_name_each_slip_with_positions_from_1():
     sa, ca = [tuple(rng.normal(size=(2, 4, 2)) for _ in range(3)) + (rng.normal(size=(4, 4)),) for _ in range(2)]
     ffn = (rng.normal(size=(4, 8)), rng.normal(size=8), rng.normal(size=(8, 4)), rng.normal(size=4))
 
-    def layer(swap=False, mask=True, memory_used=True, last_norm=True):
+    def layer(swap=False, mask=True, memory_used=True, last_norm=True, queries_from_y=False):
         def fn(y, memory, self_attn, cross_attn, ffn):
             causal = R.causal_mask(y.shape[0]) if mask else None
             a = R.layer_norm(y + R.multi_head_attention(y, y, y, *self_attn, mask=causal)[0])
-            q, kv = (memory, a) if swap else (a, memory)
+            q, kv = (memory, a) if swap else (y if queries_from_y else a, memory)
             c = R.layer_norm(a + R.multi_head_attention(q, kv, kv, *cross_attn)[0]) if memory_used else a
             out = c + R.feed_forward(c, *ffn)
             return R.layer_norm(out) if last_norm else out
@@ -490,7 +490,8 @@ def test_decoder_layer_properties_name_each_slip_with_positions_from_1():
     assert check_decoder_layer_properties(lambda *a: R.decoder_layer(*a), sa, ca, ffn).startswith("correct:")
     for fn, symptom in [(layer(swap=True), "swapped"), (layer(mask=False), r"position 1 \(row 0\)"),
                         (layer(memory_used=False), "does not change when the memory changes"),
-                        (layer(last_norm=False), "not normalised"), (lambda *a: None, "returned None")]:
+                        (layer(last_norm=False), "not normalised"), (lambda *a: None, "returned None"),
+                        (layer(queries_from_y=True), "queries are the layer's input y")]:  # a reader's slip of r48
         with pytest.raises(AssertionError, match=symptom):
             check_decoder_layer_properties(fn, sa, ca, ffn)
     # the two weight sets swapped, given the same set twice as in the chapter's worked example (a reader's wrong
@@ -774,13 +775,18 @@ def _my_mha_runner(mistake=None):
             if mistake == "stub":
                 return None
             def split(x):  # noqa: E306
+                if mistake in ("split view", "view both ways"):
+                    return x.view(x.shape[0], self.n_heads, x.shape[1], self.d_k)
                 return x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)
             q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
-            scores = q @ k.transpose(-2, -1) / (1.0 if mistake == "no scale" else self.d_k ** 0.5)
+            divisor = {"no scale": 1.0, "sqrt d_model": query.shape[-1] ** 0.5}.get(mistake, self.d_k ** 0.5)
+            scores = q @ k.transpose(-2, -1) / divisor
             if attn_mask is not None:
                 if mistake != "no mask":
                     scores = scores.masked_fill(attn_mask if mistake == "mask" else ~attn_mask, float("-inf"))
             heads = torch.softmax(scores, dim=-1) @ v
+            if mistake in ("merge view", "view both ways"):
+                return self.w_o(heads.reshape(query.shape[0], query.shape[1], -1))
             return self.w_o(heads.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1))
 
     def run_my_mha(n_heads, state, query, key, value, attn_mask=None):
@@ -802,7 +808,10 @@ def test_my_mha_says_not_written_for_the_stub_and_names_mistakes_without_the_exp
     expected = R.multi_head_attention(E.MHA_EXAMPLE_2.q, E.MHA_EXAMPLE_2.k, E.MHA_EXAMPLE_2.v, E.MHA_EXAMPLE_2.w_q,
                                       E.MHA_EXAMPLE_2.w_k, E.MHA_EXAMPLE_2.w_v, E.MHA_EXAMPLE_2.w_o)[0]
     for mistake, words in (("no scale", "√d_k"), ("mask", "wrong way round"), ("no bias", "with biases"),
-                           ("no mask", "the mask was not applied")):
+                           ("no mask", "the mask was not applied"), ("sqrt d_model", "√d_model instead"),
+                           ("split view", "splits the heads with view alone, without the transpose"),
+                           ("merge view", "merges the heads without the transpose"),
+                           ("view both ways", "without either transpose")):  # the last three: a reader of r48
         with pytest.raises(AssertionError, match=words) as err:
             check_my_mha(_my_mha_runner(mistake))
         text = str(err.value)

@@ -139,6 +139,10 @@ def check_decoder_layer_properties(fn, self_attn, cross_attn, ffn, what: str = "
         if np.allclose(got_sq, ref.decoder_layer(y_sq, memory_sq, used, used, ffn), rtol=0.0, atol=1e-9):
             raise AssertionError(f"{what}: given two different sets of attention weights, both attentions use the same "
                                  f"set: the {sub_layer} takes the other sub-layer's weights")
+    from_y = [ln(r + mha(y_sq, memory_sq, memory_sq, *cross_attn)[0]) for r in (a, y_sq)]  # queries from y, not a
+    if any(np.allclose(got_sq, ln(c_y + ff(c_y, *ffn)), rtol=0.0, atol=1e-9) for c_y in from_y):
+        raise AssertionError(f"{what}: the cross-attention's queries are the layer's input y: they must be the first "
+                             "sub-layer's output a, the target after its masked self-attention")
     got = run(y, memory, "on a 5-token target and a 3-token memory")
     if not (np.allclose(got.mean(axis=-1), 0, atol=1e-9) and np.allclose(got.var(axis=-1), 1, atol=1e-3)):
         raise AssertionError(f"{what}: the output rows are not normalised: the paper's layer is post-LN, each "

@@ -106,9 +106,9 @@ def _mha_state_error(err: Exception, module: str) -> Exception | None:
 
 
 def _mha_torch(state, n_heads: int, query, key, value, mask=None, *, scale: bool = True, softmax_dim: int = -1,
-               transpose: bool = True, project: bool = True):
-    """Multi-head attention with the weights ``state`` of four nn.Linear layers, and typical mistakes: no √d_k,
-    the softmax over the queries, the heads split without the transpose, no W^O."""
+               transpose: bool = True, merge_transpose: bool = True, project: bool = True, by_d_model: bool = False):
+    """Multi-head attention with the weights ``state`` of four nn.Linear layers, and typical mistakes: no √d_k
+    (or √d_model instead), the softmax over the queries, the heads split or merged without the transpose, no W^O."""
     import torch
 
     def linear(name, x):
@@ -124,11 +124,11 @@ def _mha_torch(state, n_heads: int, query, key, value, mask=None, *, scale: bool
         return x.reshape(batch, n_heads, n, d_k)
 
     q, k, v = split(linear("w_q", query)), split(linear("w_k", key)), split(linear("w_v", value))
-    scores = q @ k.transpose(-2, -1) / (d_k ** 0.5 if scale else 1.0)  # (batch, h, n_q, n_k)
+    scores = q @ k.transpose(-2, -1) / ((d_model if by_d_model else d_k) ** 0.5 if scale else 1.0)  # (batch, h, n_q, n_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     heads = torch.softmax(scores, dim=softmax_dim) @ v  # (batch, h, n_q, d_k)
-    concat = heads.transpose(1, 2).reshape(batch, n_q, d_model)
+    concat = (heads.transpose(1, 2) if merge_transpose else heads).reshape(batch, n_q, d_model)
     return linear("w_o", concat) if project else concat
 
 
@@ -141,9 +141,9 @@ def check_my_mha(run, what: str = "your module", *, module: str = "MyMultiHeadAt
     must equal those of ``torch.nn.MultiheadAttention`` holding the same weights to 1e-10, without a mask and with
     the causal mask (True = may attend); on chapter 2's two-head example with zero biases they must equal
     multi-head attention as Part I computes it, to 1e-12. A failure names the first case that differs and, where
-    the output is that of a typical mistake, the mistake (the scale, the softmax's axis, the split without a
-    transpose, no W^O, the mask not applied or read the wrong way round); an unwritten module is reported as not
-    written yet. Never prints an expected value.
+    the output is that of a typical mistake, the mistake (no scale or √d_model, the softmax's axis, the split or the
+    merge without a transpose, no W^O, the mask not applied or read the wrong way round); an unwritten module is
+    reported as not written yet. Never prints an expected value.
     """
     import torch
     from torch import nn
@@ -186,8 +186,13 @@ def check_my_mha(run, what: str = "your module", *, module: str = "MyMultiHeadAt
             mistakes = [("a module gives without dividing the scores by √d_k", dict(scale=False)),
                         ("a module gives with the softmax over the queries (dim=-2) instead of the keys",
                          dict(softmax_dim=-2)),
+                        ("a module gives that divides the scores by √d_model instead of √d_k", dict(by_d_model=True)),
                         ("a module gives that splits the heads with view alone, without the transpose",
                          dict(transpose=False)),
+                        ("a module gives that splits the heads with view alone and merges them back the same way, "
+                         "without either transpose", dict(transpose=False, merge_transpose=False)),
+                        ("a module gives that merges the heads without the transpose (split right)",
+                         dict(merge_transpose=False)),
                         ("a module gives that returns the concatenated heads without applying w_o",
                          dict(project=False))]
             variants = [(hint, _mha_torch(state, n_heads, x, x, x, mask, **kw).numpy()) for hint, kw in mistakes]

@@ -67,7 +67,7 @@ def check_smoothing_mass(per_wrong, times_larger, uniform_change, *, vocab_size:
         ("1/per_wrong gives: the true class's target is 1 - ε_ls, not 1", 1 / pw),
         ("per_wrong divided by the true class's target gives: the ratio upside down", pw / (1 - eps))], **tol))
     lines.append(_compare(uniform_change, uniform / pw - 1, "uniform_change", [
-        ("the size of the change gives without its sign: is the uniform target larger or smaller?", 1 - uniform / pw),
+        ("the size of the change gives, without its sign", 1 - uniform / pw),
         ("the change itself gives, not as a fraction of per_wrong", uniform - pw),
         ("the change as a fraction of the uniform target gives, not of per_wrong", (uniform - pw) / uniform)], **tol))
     return "\n".join(lines)
