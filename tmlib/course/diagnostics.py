@@ -256,8 +256,9 @@ def _code_references(code, namespace: dict) -> list:
 def forbidden_references(fn, forbid) -> list[str]:
     """Which of the dotted names ``forbid`` (``"tmlib.ref.softmax"``, or a module such as ``"tmlib"``) the function
     or class ``fn`` refers to, directly or through the functions and classes of the student's own namespace that
-    it calls (by global name, attribute chain, default argument or closure) or inherits from (a class's bases). A static inspection: it cannot see
-    a name built at run time (``getattr(R, "soft" + "max")``), which the grader's run stops instead."""
+    it calls (by global name, attribute chain, default argument or closure) or inherits from (a class's bases). A
+    static inspection: it cannot see a name built at run time (``getattr(R, "soft" + "max")``), which the grader's
+    run stops instead."""
     targets = {}
     for name in forbid:
         try:
@@ -277,9 +278,9 @@ def forbidden_references(fn, forbid) -> list[str]:
                 hit = _matches(base, targets)
                 if hit:
                     found.add(hit)
-            todo += [base for base in item.__bases__ if base.__module__ == item.__module__]  # the student's own
+                elif base.__module__ == item.__module__:  # the student's own base: its methods are read too
+                    todo.append(base)
             continue
-        item = getattr(item, "__func__", item)
         code = getattr(item, "__code__", None)
         if code is None:
             continue

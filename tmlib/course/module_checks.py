@@ -1,10 +1,10 @@
 """Checks of chapter 7's exercises, on the PyTorch side: the heads merged back with ``view``
 (:func:`check_merged_heads`), the head split without a transpose (:func:`check_view_shortcut`,
-:func:`check_view_rows`), a student's
-multi-head attention module against ``nn.MultiheadAttention`` (:func:`check_my_mha`), the masks of a padded batch
-in the conventions of other code (:func:`check_padding_masks`, :func:`check_additive_mask`) and the size of a KV
-cache (:func:`check_cache_numbers`). Like :mod:`tmlib.course.exercise_checks`, they
-compute the expected values inside, never print them, and name the likely slip.
+:func:`check_view_rows`), a student's multi-head attention module against ``nn.MultiheadAttention``
+(:func:`check_my_mha`), the masks of a padded batch in the conventions of other code (:func:`check_padding_masks`,
+:func:`check_additive_mask`) and the size of a KV cache (:func:`check_cache_numbers`). Like
+:mod:`tmlib.course.exercise_checks`, they compute the expected values inside, never print them, and name the likely
+slip.
 """
 from __future__ import annotations
 
@@ -124,7 +124,8 @@ def _mha_torch(state, n_heads: int, query, key, value, mask=None, *, scale: bool
         return x.reshape(batch, n_heads, n, d_k)
 
     q, k, v = split(linear("w_q", query)), split(linear("w_k", key)), split(linear("w_v", value))
-    scores = q @ k.transpose(-2, -1) / ((d_model if by_d_model else d_k) ** 0.5 if scale else 1.0)  # (batch, h, n_q, n_k)
+    divisor = (d_model if by_d_model else d_k) ** 0.5 if scale else 1.0
+    scores = q @ k.transpose(-2, -1) / divisor  # (batch, h, n_q, n_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     heads = torch.softmax(scores, dim=softmax_dim) @ v  # (batch, h, n_q, d_k)

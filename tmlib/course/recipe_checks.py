@@ -62,8 +62,8 @@ def _smoothed(z, y, eps, pad, convention) -> float:
 def check_smoothed_loss(smoothed_loss, *, seed: int = 616) -> str:
     """Exercise 6.5: ``smoothed_loss(logits, targets, label_smoothing, pad_id)`` on random logits with two padded
     positions. Names: not one number; a mean over the classes; a mean over all n positions (padding dilutes it); a
-    sum over the positions; a target row that does not sum to 1; padding not excluded; log 0 for logits far apart; the exclusive
-    convention. Never the loss itself."""
+    sum over the positions; a target row that does not sum to 1; padding not excluded; log 0 for logits far apart;
+    the exclusive convention. Never the loss itself."""
     rng = np.random.default_rng(seed)
     n, v, pad = int(rng.integers(6, 10)), int(rng.integers(5, 12)), 0
     z = rng.normal(size=(n, v)) * 2.0                                       # (n, V)

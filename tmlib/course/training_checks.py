@@ -9,8 +9,9 @@ import numpy as np
 from tmlib.course.checks import as_float_array, check_close, require_answered
 from tmlib.course.exercise_checks import _compare, _compare_rounded
 
-__all__ = ["check_learning_rate", "check_peak_learning_rate", "check_smoothing_floor", "check_smoothing_mass", "check_padding_fractions", "check_schedule_crossing", "check_lengths_per_batch", "check_case_sensitive_sentences",
-           "check_train_step"]
+__all__ = ["check_learning_rate", "check_peak_learning_rate", "check_smoothing_floor", "check_smoothing_mass",
+           "check_padding_fractions", "check_schedule_crossing", "check_lengths_per_batch",
+           "check_case_sensitive_sentences", "check_train_step"]
 
 
 def _lrate(step, d_model, warmup_steps, factor=1.0):
