@@ -59,6 +59,10 @@ def test_feed_forward_build_it_names_each_mistake():
             check_feed_forward(fn)
     with pytest.raises(ValueError):  # b1 and b2 exchanged cannot even broadcast when d_ff != d_model
         check_feed_forward(lambda x, w1, b1, w2, b2: relu(x @ w1 + b2) @ w2 + b1)
+    # written for one sequence only (a reader's slip of r49): named, instead of einsum's own error
+    two_d = lambda x, w1, b1, w2, b2: np.einsum("ij,jk->ik", relu(np.einsum("ij,jk->ik", x, w1) + b1), w2) + b2  # noqa
+    with pytest.raises(AssertionError, match=r"(?s)works on one sequence .* but fails on a batch .*leading axes"):
+        check_feed_forward(two_d)
 
 
 def test_results_compared_inside_the_check_with_hints_never_the_value():
@@ -152,6 +156,12 @@ def test_encoder_layer_build_it_names_the_sub_layer():
     with pytest.raises(AssertionError, match=r"wrong order: the pair must be \(z, out\)") as err:
         check_encoder_layer(swapped)
     assert "follow x + Sublayer" not in str(err.value)
+
+    def pair_added(x, a, f):  # R.multi_head_attention's pair added to x, its [0] forgotten (a reader's slip of r49)
+        z = R.layer_norm(x + R.multi_head_attention(x, x, x, *a))
+        return z, R.layer_norm(z + R.feed_forward(z, *f))
+    with pytest.raises(AssertionError, match=r"(?s)returns the pair \(output, weights\).*\[0\]"):
+        check_encoder_layer(pair_added)
 
 def test_peak_learning_rate_names_each_mistake_and_never_the_value():
     right = R.noam_lr(4000, 1024, 4000)
@@ -260,6 +270,12 @@ def test_padding_fractions_compares_every_chunk_size_without_printing_them():
         check_padding_fractions(off, lengths, 2000)
     assert "chunk_size 100" in str(err.value) and "chunk_size 10," not in str(err.value)
     assert all(f"{v:.3f}" not in str(err.value) for v in right.values())
+    from tmlib.data import padding_fraction  # the right counting on another shuffle: the seed is named
+    seed_1 = {c: padding_fraction(token_batches(lengths, 2000, seed=1, epoch=0, chunk_size=c), lengths)
+              for c in right}
+    assert any(abs(seed_1[c] - right[c]) > 5e-4 for c in right)  # else the shuffle would not matter
+    with pytest.raises(AssertionError, match=r"counted right, but on another shuffle \(seed=1, epoch=0\)"):
+        check_padding_fractions(seed_1, lengths, 2000)
 
 
 def test_kv_cache_bytes_names_the_factor_and_never_the_value():
@@ -1260,3 +1276,63 @@ def test_smoothing_mass_names_each_slip_and_shows_no_value():
         assert not any(f"{v:.3g}" in str(err.value) for v in right), str(err.value)
     with pytest.raises(TypeError, match="still"):
         check_smoothing_mass(pw, ..., right[2])
+
+
+def test_positional_encoding_build_it_names_each_slip_and_no_entry():
+    """Exercise 4.1: my_positional_encoding(n, d_model) on two sizes; each typical slip (a reader of r49 got only
+    "entries are off" for three of them) is named, and no entry of the encoding is printed."""
+    from tmlib.course import check_positional_encoding
+
+    def encoding(even, odd=None, halves=False, shift=0, base=10000.0, power=-1.0):
+        def fn(n, d):
+            pos, j = np.arange(n)[:, None] + shift, np.arange(0, d, 2)
+            a = pos * base ** (power * even(j) / d)
+            b = a if odd is None else pos * base ** (power * odd(j) / d)
+            if halves:
+                return np.concatenate([np.sin(a), np.cos(b)], axis=1)
+            out = np.empty((n, d))
+            out[:, 0::2], out[:, 1::2] = np.sin(a), np.cos(b)
+            return out
+        return fn
+
+    same = lambda j: j  # noqa: E731
+    assert check_positional_encoding(encoding(same)).count("correct") == 2
+    assert check_positional_encoding(R.positional_encoding).count("correct") == 2
+    cases = [(encoding(same, halves=True), "two halves"), (encoding(same, shift=1), "counted from 1"),
+             (encoding(lambda j: 2 * j), "exponent doubled"), (encoding(lambda j: j / 2), "exponent halved"),
+             (encoding(same, power=1.0), "positive exponent"), (encoding(same, base=1000.0), "another base"),
+             (encoding(same, odd=lambda j: j + 1), "frequency per dimension"),
+             (lambda n, d: R.positional_encoding(n, d)[:, np.r_[1:d:2, 0:d:2]].reshape(n, 2, d // 2)
+              .transpose(0, 2, 1).reshape(n, d), "swapped"),
+             (lambda n, d: None, "returned None")]
+    expected = R.positional_encoding(3, 4)
+    for fn, words in cases:
+        with pytest.raises(AssertionError, match=words) as err:
+            check_positional_encoding(fn)
+        assert not any(f"{v:.4f}" in str(err.value) for v in expected.ravel() if abs(v) not in (0.0, 1.0))
+
+
+def test_tiled_reads_accept_block_reads_and_name_the_whole_matrix_and_a_prefix():
+    """Exercise 12.2: a reader of r49 passed the check with one full softmax per query over its prefix of keys;
+    the keys and values must be read one block at a time (at most block_size rows a read)."""
+    from tmlib.course import check_tiled_reads
+
+    def tiled(q, k, v, b):  # reads k and v block by block (the skipping and the online softmax do not matter here)
+        n = q.shape[0]
+        out = np.zeros((n, v.shape[1]))
+        for q0 in range(0, n, b):
+            for k0 in range(0, q0 + b, b):
+                out[q0:q0 + b] += (q[q0:q0 + b] @ k[k0:k0 + b].T) @ v[k0:k0 + b]
+        return out, 0
+
+    def prefix(q, k, v, b):
+        return np.stack([v[:i + 1].sum(0) + 0 * (q[i] @ k[:i + 1].T).sum() for i in range(q.shape[0])]), 0
+
+    assert check_tiled_reads(tiled).startswith("correct")
+    assert check_tiled_reads(tiled, n=31, block_size=8, seed=18).startswith("correct")
+    with pytest.raises(AssertionError, match="reads 23 rows of `k` at once"):
+        check_tiled_reads(prefix)
+    with pytest.raises(AssertionError, match="never reads rows of `k`"):
+        check_tiled_reads(lambda q, k, v, b: ((q @ k.T) @ v, 0))
+    with pytest.raises(AssertionError, match="never reads rows of `v`"):
+        check_tiled_reads(lambda q, k, v, b: (sum(q @ k[i:i + 1].T for i in range(len(q))) * np.asarray(v), 0))

@@ -141,7 +141,7 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
     counts = f"{', '.join(map(str, last[:-1]))} and {last[-1]}" if n_heads > 1 else str(last[0])
     caption += (f" In layer {last_number}, the largest weight of a word row (the `<eos>` row aside) lies within "
                 f"{NEAR:g} subwords of the diagonal (the straight line from the first source subword in the first row "
-                f"to the last source subword in the last row), in {counts} of "
+                f"to the last source subword in the last word row), in {counts} of "
                 f"the {n_out} rows of heads 0 to {n_heads - 1}")
     off = off_diagonal(layers[-1][:, :-1])  # (head, output row, source subword) of the other rows
     if not off:
@@ -159,7 +159,9 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
         top = max(set(most), key=most.count)
         caption += (f" Head {worst} of layer 0 looks elsewhere: {most.count(top)} of its {n_out} word rows (the "
                     f"`<eos>` row aside) put their largest weight on `{src_pieces[top]}`.")
-    caption += " {ref}`Chapter 11 <nb11-stats>` measures how closely each head follows the word order."
+    caption += (" {ref}`Chapter 11 <nb11-stats>` measures how closely each head follows the word order over many "
+                "sentences, with a measure of its own: the share of weight within one subword of the proportional "
+                "diagonal, where query $i$ of $n_q$ sits at key $(i + \\tfrac{1}{2})\\,n_k/n_q - \\tfrac{1}{2}$.")
     return caption
 
 

@@ -34,7 +34,8 @@ from tmlib.course.plotting import (
 )
 from tmlib.course.quiz import PAPER_QUIZ, Quiz, choice, numeric, paper_quiz_block
 from tmlib.course.checks import require_answered
-from tmlib.course.exercise_checks import check_decoder_layer, check_encoding_row, check_score_spread
+from tmlib.course.exercise_checks import (check_decoder_layer, check_encoding_row, check_positional_encoding,
+                                         check_score_spread)
 from tmlib.course.model_checks import check_greedy_decode, check_preln_stages, check_vocab_ranges
 from tmlib.course.model_checks import check_blocked_weights, check_decoder_layer_properties
 from tmlib.course.model_checks import check_layer_norm
@@ -42,7 +43,7 @@ from tmlib.course.analysis_checks import (
     check_greedy_pruning, check_ln2_row, check_max_entropy, check_row_entropy
 )
 from tmlib.course.analysis_checks import check_perfect_alignment
-from tmlib.course.efficiency_checks import check_against_measured, check_skipped_pairs
+from tmlib.course.efficiency_checks import check_against_measured, check_skipped_pairs, check_tiled_reads
 from tmlib.course.recipe_checks import check_lrate, check_smoothed_loss
 from tmlib.course.modern_checks import check_alibi_slopes, check_tokens_in_memory
 from tmlib.course.count_checks import check_ffn_parameters
@@ -65,11 +66,11 @@ __all__ = [
     "check_additive_mask", "check_cache_numbers",
     "choice", "forbidden_references", "head_grid", "mask_panels", "module_stages", "numeric", "paper_quiz_block",
     "positional_encoding_heatmap", "power_law_plot", "resolve_dotted", "show_source", "tolerance_text",
-    "require_answered", "check_decoder_layer", "check_encoding_row", "check_score_spread",
+    "require_answered", "check_decoder_layer", "check_encoding_row", "check_positional_encoding", "check_score_spread",
     "check_greedy_decode", "check_preln_stages", "check_vocab_ranges",
     "check_greedy_pruning", "check_ln2_row", "check_max_entropy", "check_row_entropy", "check_perfect_alignment",
     "check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm",
-    "check_against_measured", "check_skipped_pairs",
+    "check_against_measured", "check_skipped_pairs", "check_tiled_reads",
     "check_lrate", "check_smoothed_loss",
     "check_alibi_slopes", "check_ffn_parameters", "check_tokens_in_memory",
     "check_rope_scores",

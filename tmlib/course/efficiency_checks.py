@@ -1,6 +1,7 @@
 """Checks for chapter 12's exercises (efficiency): counts that say which way an answer is off, never the answer.
 
 * :func:`check_skipped_pairs`: the block pairs a causal, tiled attention skips (Exercise 12.2);
+* :func:`check_tiled_reads`: that the same attention reads its keys and values one block at a time (Exercise 12.2);
 * :func:`check_against_measured`: a count by hand against a measured or counted value (Exercises 12.1 and 12.4),
   with the ratio yours / measured when they differ.
 """
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tmlib.course.checks import check_close, require_answered
 
-__all__ = ["check_skipped_pairs", "check_against_measured"]
+__all__ = ["check_skipped_pairs", "check_tiled_reads", "check_against_measured"]
 
 
 def check_skipped_pairs(answer, n: int, block_size: int, what: str = "the block pairs skipped") -> str:
@@ -35,6 +38,48 @@ def check_skipped_pairs(answer, n: int, block_size: int, what: str = "the block 
             f"{what} (n = {n}, blocks of {block_size}): too {'few' if answer < expected else 'many'};\n  skip a "
             "pair exactly when every key of the key block lies in the future of every query of the query block")
     return f"correct: {what} (n = {n}, blocks of {block_size})"
+
+
+class _RowReads(np.ndarray):
+    """An array that logs how many rows each read of its rows returns (``a[i:j]``, ``a[rows]``); what a read
+    returns, and every array computed from it, is a plain ``np.ndarray``."""
+
+    def __new__(cls, array, log: list):
+        obj = np.array(array, dtype=float).view(cls)
+        obj._log = log
+        return obj
+
+    def __array_finalize__(self, obj):
+        self._log = None  # a view or a result of this array (a.T, a @ b) logs nothing
+
+    def __getitem__(self, key):
+        out = np.ndarray.__getitem__(self.view(np.ndarray), key)
+        if self._log is not None:
+            first = key[0] if isinstance(key, tuple) and key else key
+            self._log.append(np.arange(self.shape[0])[first].size if first is not Ellipsis else self.shape[0])
+        return out
+
+
+def check_tiled_reads(fn, what: str = "causal_online_attention", *, n: int = 23, block_size: int = 4,
+                      seed: int = 17) -> str:
+    """Call ``fn(q, k, v, block_size)`` (``(n, d)`` arrays) with keys and values that log the rows each read of them
+    returns, and check that it reads both one key block at a time (``k[k0:k0 + block_size]``): at most
+    ``block_size`` rows a read. A version that takes the whole score matrix (``q @ k.T``) or a whole prefix of
+    keys per query (``k[:i + 1]``) is named; never a value of the output."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.normal(size=(n, 4)) for _ in range(3))
+    reads = {"k": [], "v": []}
+    fn(q, _RowReads(k, reads["k"]), _RowReads(v, reads["v"]), block_size)
+    for name, log in reads.items():
+        kind = "keys" if name == "k" else "values"
+        if not log:
+            raise AssertionError(f"{what} never reads rows of `{name}`: a tiled version reads the {kind} one block at "
+                                 f"a time, {name}[k0:k0 + block_size], for each pair of blocks it does not skip (the "
+                                 f"whole of `{name}` at once, or a copy made with np.asarray, is not a block)")
+        if max(log) > block_size:
+            raise AssertionError(f"{what} reads {max(log)} rows of `{name}` at once (n = {n}, block_size = "
+                                 f"{block_size}): a tiled version reads at most one block of {kind} at a time")
+    return f"correct: {what} reads its keys and values one block at a time (n = {n}, blocks of {block_size})"
 
 
 def check_against_measured(answer, measured, what: str, *, rtol: float = 0.0, atol: float = 0.0,

@@ -16,7 +16,7 @@ from tmlib import ref
 from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered
 
 __all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forward_result", "check_layer_norm_result", "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer",
-           "check_score_spread", "check_encoding_row", "check_decoder_layer", "check_rope_scores", "check_key_shifts",
+           "check_score_spread", "check_encoding_row", "check_positional_encoding", "check_decoder_layer", "check_rope_scores", "check_key_shifts",
            "check_one_head", "check_relu_bias", "check_ln_of_affine"]
 
 
@@ -235,14 +235,25 @@ def check_multi_head_attention(fn, what: str = "your multi-head attention", *, s
 def check_feed_forward(fn, what: str = "your feed-forward network", *, seed: int = 0) -> str:
     """Call ``fn(x, w1, b1, w2, b2)`` on seeded random inputs (a batch of sequences, d_ff ≠ d_model, then
     d_ff = d_model) and say what differs: the shape, a missing ReLU, a ReLU in the wrong place, the biases
-    exchanged."""
+    exchanged, a network that works on one sequence but not on a batch."""
     rng = np.random.default_rng(seed)
     for d_model, d_ff in ((4, 12), (5, 5)):
         x = rng.normal(size=(2, 3, d_model))  # (batch, n, d_model)
         w1, b1 = rng.normal(size=(d_model, d_ff)), rng.normal(size=d_ff)
         w2, b2 = rng.normal(size=(d_ff, d_model)), rng.normal(size=d_model)
         shape_ = f"(d_model = {d_model}, d_ff = {d_ff})"
-        out = as_float_array(fn(x, w1, b1, w2, b2), "answer", what)
+        try:
+            out = fn(x, w1, b1, w2, b2)
+        except Exception as err:  # noqa: BLE001: a network written for 2-D input only fails here
+            try:
+                fn(x[0], w1, b1, w2, b2)
+            except Exception:  # noqa: BLE001: it fails on one sequence too: its own error says more
+                raise err from None
+            raise AssertionError(f"{what} works on one sequence (3, d_model) but fails on a batch (2, 3, d_model) "
+                                 f"with {type(err).__name__}: {err}\n  x may have any number of leading axes: write "
+                                 "each product so that it acts on the last axis (x @ w1 does; in np.einsum, "
+                                 "'...i,ij->...j')") from None
+        out = as_float_array(out, "answer", what)
         check_shape(out, (2, 3, d_model), f"{what} on a batch of 2 sequences of 3 positions {shape_}")
         expected = _ffn(x, w1, b1, w2, b2)
         if np.allclose(out, expected, rtol=0, atol=1e-9):
@@ -263,7 +274,7 @@ def check_encoder_layer(fn, what: str = "your encoder layer", *, seed: int = 0) 
     """Call ``fn(x, self_attn, ffn) -> (z, out)`` (the first sub-layer's output and the layer's) on seeded random
     inputs and name the first sub-layer that differs, with the cause where it is a typical one (the pair returned
     in the wrong order, the residual missing, the normalisation before the sub-layer instead of after the
-    addition, the FFN fed the layer's input)."""
+    addition, the FFN fed the layer's input, the pair of ``R.multi_head_attention`` added to ``x``)."""
     rng = np.random.default_rng(seed)
     n, d_model, n_heads, d_ff = 5, 8, 2, 16
     x = rng.normal(size=(n, d_model))
@@ -271,7 +282,13 @@ def check_encoder_layer(fn, what: str = "your encoder layer", *, seed: int = 0) 
         rng.normal(size=(d_model, d_model)) / np.sqrt(d_model),)
     ffn = (rng.normal(size=(d_model, d_ff)), rng.normal(size=d_ff), rng.normal(size=(d_ff, d_model)),
            rng.normal(size=d_model))
-    result = fn(x, self_attn, ffn)
+    try:
+        result = fn(x, self_attn, ffn)
+    except ValueError as err:  # x + (output, weights): NumPy cannot add the pair to an array
+        if "inhomogeneous" not in str(err) and "sequence" not in str(err):
+            raise
+        raise AssertionError(f"{what} fails with ValueError: {err}\n  R.multi_head_attention returns the pair "
+                             "(output, weights): add its output, R.multi_head_attention(...)[0], to x") from None
     if not isinstance(result, tuple) or len(result) != 2:
         raise AssertionError(f"{what} must return the pair (z, out), got {type(result).__name__}")
     z_ans, out_ans = (as_float_array(r, "answer", what) for r in result)
@@ -354,6 +371,48 @@ def check_encoding_row(answer, pos: int, d_model: int, what: str = "your answer"
                 (f"position {pos + 1} gives: the row for pos = {pos} uses the angles {pos}·ω_i", row((pos + 1) * omega)),
                 ("sin and cos swapped give (sin goes in the even dimensions 2i)", swapped)]
     return _compare_rounded(answer, row(pos * omega), what, variants, decimals)
+
+
+def check_positional_encoding(fn, what: str = "my_positional_encoding", *, seed: int = 404) -> str:
+    """Exercise 4.1: call ``fn(n, d_model)`` on the chapter's size (3, 4) and on a size drawn from ``seed``, and
+    compare with the sinusoidal encoding of the paper (§3.5), ``(n, d_model)``, to 1e-9. A failure names sin and
+    cos in two halves or swapped, positions counted from 1, the exponent doubled, halved or positive, another base
+    than 10,000, or a frequency per dimension instead of per pair; never an entry of the encoding."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for n, d in ((3, 4), (int(rng.integers(20, 60)), 2 * int(rng.integers(4, 16)))):
+        name = f"{what}({n}, {d})"
+        got = fn(n, d)
+        if got is None:
+            raise AssertionError(f"{what} returned None: end it with `return ...`")
+        got = as_float_array(got, "answer", name)
+        check_shape(got, (n, d), name)
+        pos, j = np.arange(n)[:, None], np.arange(0, d, 2)  # (n, 1) positions, (d/2,) the even dimensions 2i
+
+        def interleave(even, odd):  # (n, d/2) each -> (n, d)
+            out = np.empty((n, d))
+            out[:, 0::2], out[:, 1::2] = even, odd
+            return out
+
+        omega = 10000.0 ** (-j / d)  # (d/2,): pair i's frequency, 10000^(-2i/d_model)
+        angle = pos * omega  # (n, d/2)
+        sin_cos = lambda a: interleave(np.sin(a), np.cos(a))  # noqa: E731
+        variants = [
+            ("sin and cos in two halves give: they interleave, sin in the even dimensions 2i and cos in the odd "
+             "2i + 1", np.concatenate([np.sin(angle), np.cos(angle)], axis=1)),
+            ("sin and cos swapped give: sin goes in the even dimensions 2i", interleave(np.cos(angle), np.sin(angle))),
+            ("positions counted from 1 give: the first row is pos = 0", sin_cos((pos + 1) * omega)),
+            ("the exponent doubled gives: with j = 2i the frequency is 10000^(-j/d_model), not 10000^(-2j/d_model)",
+             sin_cos(pos * 10000.0 ** (-2 * j / d))),
+            ("the exponent halved gives: pair i (dimensions 2i and 2i + 1) has the frequency 10000^(-2i/d_model)",
+             sin_cos(pos * 10000.0 ** (-j / (2 * d)))),
+            ("a positive exponent gives: the frequencies fall from 1 as 10000^(-2i/d_model)",
+             sin_cos(pos * 10000.0 ** (j / d))),
+            ("another base than 10000 gives", sin_cos(pos * 1000.0 ** (-j / d))),
+            ("a frequency per dimension gives: the two dimensions of a pair share its frequency",
+             interleave(np.sin(angle), np.cos(pos * 10000.0 ** (-(j + 1) / d))))]
+        lines.append(_compare(got, ref.positional_encoding(n, d), name, variants, atol=1e-9))
+    return "\n".join(lines)
 
 
 def check_rope_scores(scores, what: str = "scores", *, seed: int = 3,
