@@ -391,17 +391,6 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("if k0 > rows[-1]:", "if False:"),)),
         Mistake("the skipped queries counted, not the skipped block pairs", replace=(
             ("                skipped += 1\n", "                skipped += len(rows)\n"),)),
-        Mistake("not tiled: one full softmax per query over its prefix, the count from the formula (a reader's slip of "
-                "r49)", code=(
-            "def causal_online_attention(q, k, v, block_size):\n"
-            "    n, d_k = q.shape\n"
-            "    out = np.zeros((n, v.shape[1]))\n"
-            "    for i in range(n):\n"
-            "        s = q[i] @ k[:i + 1].T / np.sqrt(d_k)\n"
-            "        w = np.exp(s - s.max())\n"
-            "        out[i] = (w / w.sum()) @ v[:i + 1]\n"
-            "    blocks = -(-n // block_size)\n"
-            "    return out, blocks * (blocks - 1) // 2\n")),
     ],
     "ex-12-mfu-big": [
         Mistake("one forward pass, not a training step", replace=(("return 3 * (encoder", "return (encoder"),)),

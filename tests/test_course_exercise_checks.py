@@ -1336,3 +1336,8 @@ def test_tiled_reads_accept_block_reads_and_name_the_whole_matrix_and_a_prefix()
         check_tiled_reads(lambda q, k, v, b: ((q @ k.T) @ v, 0))
     with pytest.raises(AssertionError, match="never reads rows of `v`"):
         check_tiled_reads(lambda q, k, v, b: (sum(q @ k[i:i + 1].T for i in range(len(q))) * np.asarray(v), 0))
+
+    def stand_in(q, k, v, b):  # the autograder's replay of a sandboxed function: it sees plain arrays only
+        return (q @ k.T) @ v, 0
+    stand_in.__tm_references__ = []
+    assert "not by the autograder" in check_tiled_reads(stand_in)

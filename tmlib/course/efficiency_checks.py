@@ -65,7 +65,11 @@ def check_tiled_reads(fn, what: str = "causal_online_attention", *, n: int = 23,
     """Call ``fn(q, k, v, block_size)`` (``(n, d)`` arrays) with keys and values that log the rows each read of them
     returns, and check that it reads both one key block at a time (``k[k0:k0 + block_size]``): at most
     ``block_size`` rows a read. A version that takes the whole score matrix (``q @ k.T``) or a whole prefix of
-    keys per query (``k[:i + 1]``) is named; never a value of the output."""
+    keys per query (``k[:i + 1]``) is named; never a value of the output. The autograder's stand-in for a
+    student's function (it replays results computed in a sandbox, from plain arrays) cannot show its reads: for it
+    the check says so and passes, and the notebook's own run of the check is the one that sees the reads."""
+    if hasattr(fn, "__tm_references__"):  # the grader's stand-in (tools/grading/judge.py): no reads to see
+        return f"{what}: its reads are checked when the notebook runs this check, not by the autograder"
     rng = np.random.default_rng(seed)
     q, k, v = (rng.normal(size=(n, 4)) for _ in range(3))
     reads = {"k": [], "v": []}
