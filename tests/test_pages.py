@@ -172,6 +172,28 @@ def test_chapter_13_gradient_claims_hold_in_its_printed_outputs():
     _assert_in(page, "The ratio follows $\\sqrt{N}$", where="notebooks/13_modern_transformer.ipynb (pre-LN)")
 
 
+def test_errata_cross_attention_padding_entry_quotes_chapter_5():
+    """"changes the cross-attention output's first entry from 0.771 to 8.936 without the mask": chapter 5's two
+    printed outputs, with the padding mask and without it (in that order on the page)."""
+    rows = re.findall(r"\[\[([\d.]+) +[\d.]+\]", _page("notebooks/05_masks_and_decoder.ipynb"))
+    assert "0.771" in rows and "8.936" in rows, rows
+    _assert_in(_page("book/errata/05.md"), "first entry from 0.771 to 8.936 without the mask",
+               where="book/errata/05.md")
+
+
+def test_chapter_13s_training_time_as_the_front_matter_states_it():
+    """"Chapter 13 trains its own small language models, less than 10 minutes in all on a CPU" (the welcome page)
+    and "less than 10 minutes of training" (the instructors' page): the minutes chapter 13 prints for its runs."""
+    page = _page("notebooks/13_modern_transformer.ipynb")
+    lm = re.search(r"(\d+) steps in ([\d.]+) min; validation loss", page)
+    seeds = re.search(r"seeds 1 and 2 trained in ([\d.]+) min", page)
+    assert lm and seeds, "chapter 13 no longer prints its runs' minutes"
+    assert float(lm[2]) + float(seeds[1]) < 10
+    _assert_in(_page("book/intro.md"), "language models, less than 10 minutes in all on a CPU", where="book/intro.md")
+    _assert_in(_page("book/instructors.md"), "less than 10 minutes of training on one CPU core",
+               "chapter 13's models, less than 10 minutes", where="book/instructors.md")
+
+
 def test_chapter_13_states_the_llama_check_chain_as_counted():
     """"Here $L = 572$: 248 roundings along ... and $18^2 = 324$ for the rotary angles": the chain that
     decoder_block_reduction_length counts for the cell's block and 10 positions, and the printed sqrt(L)."""

@@ -159,9 +159,7 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
         top = max(set(most), key=most.count)
         caption += (f" Head {worst} of layer 0 looks elsewhere: {most.count(top)} of its {n_out} word rows (the "
                     f"`<eos>` row aside) put their largest weight on `{src_pieces[top]}`.")
-    caption += (" {ref}`Chapter 11 <nb11-stats>` measures how closely each head follows the word order over many "
-                "sentences, with a measure of its own: the share of weight within one subword of the proportional "
-                "diagonal, where query $i$ of $n_q$ sits at key $(i + \\tfrac{1}{2})\\,n_k/n_q - \\tfrac{1}{2}$.")
+    caption += " {ref}`Chapter 11 <nb11-stats>` measures how closely each head follows the word order over many sentences."
     return caption
 
 
