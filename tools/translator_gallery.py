@@ -159,7 +159,8 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
         top = max(set(most), key=most.count)
         caption += (f" Head {worst} of layer 0 looks elsewhere: {most.count(top)} of its {n_out} word rows (the "
                     f"`<eos>` row aside) put their largest weight on `{src_pieces[top]}`.")
-    caption += " {ref}`Chapter 11 <nb11-stats>` measures how closely each head follows the word order over many sentences."
+    caption += (" {ref}`Chapter 11 <nb11-stats>` measures how closely each head follows the word order over many "
+                "sentences.")
     return caption
 
 

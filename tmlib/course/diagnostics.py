@@ -347,6 +347,13 @@ def _not_written(name: str) -> TypeError:
                      "that cell again")
 
 
+def grader_references(fn) -> list[str] | None:
+    """What the sandbox found in a student's function when ``fn`` is the autograder's stand-in for it
+    (``tools/grading/judge.py``: it replays results computed in the sandbox from plain arrays); None for any other
+    function, whose code can be inspected and called here."""
+    return getattr(fn, "__tm_references__", None)
+
+
 def check_own_work(fn, forbid, what: str | None = None) -> str:
     """Assert that the student's ``fn`` does not delegate to the library's version of what the exercise asks for.
 
@@ -358,7 +365,7 @@ def check_own_work(fn, forbid, what: str | None = None) -> str:
         TypeError: ``fn``'s body is still only ``...`` (the stub): "not written yet", never "correct".
     """
     name = what or getattr(fn, "__name__", "your function")
-    found = getattr(fn, "__tm_references__", None)
+    found = grader_references(fn)
     if found is None:
         stub = _unwritten(fn, name)
         if stub:

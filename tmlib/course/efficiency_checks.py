@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from tmlib.course.checks import check_close, require_answered
+from tmlib.course.diagnostics import grader_references
 
 __all__ = ["check_skipped_pairs", "check_tiled_reads", "check_against_measured"]
 
@@ -68,7 +69,7 @@ def check_tiled_reads(fn, what: str = "causal_online_attention", *, n: int = 23,
     keys per query (``k[:i + 1]``) is named; never a value of the output. The autograder's stand-in for a
     student's function (it replays results computed in a sandbox, from plain arrays) cannot show its reads: for it
     the check says so and passes, and the notebook's own run of the check is the one that sees the reads."""
-    if hasattr(fn, "__tm_references__"):  # the grader's stand-in (tools/grading/judge.py): no reads to see
+    if grader_references(fn) is not None:  # the autograder's stand-in: no reads to see
         return f"{what}: its reads are checked when the notebook runs this check, not by the autograder"
     rng = np.random.default_rng(seed)
     q, k, v = (rng.normal(size=(n, 4)) for _ in range(3))
