@@ -12,7 +12,8 @@ static stand-in, and the few settings that the HTML site needs differently are c
   characters in WenQuanYi Micro Hei.
 
 The site's address comes from ``_config.yml``'s repository (``https://OWNER.github.io/NAME/``, as the student
-notebooks link it). Nothing here runs for the HTML builders.
+notebooks link it). For the HTML builders only two things run: the welcome page's link to the PDF
+(``{{ pdf_link }}``) leads to the site's own copy when there is one, and that copy is made.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.transforms.post_transforms.images import ImageConverter
+from sphinx.util.osutil import relative_uri
 
 HERE = Path(__file__).resolve().parent
 
@@ -209,9 +211,15 @@ class LatexFallbacks(SphinxPostTransform):
 PDF_NAME = "attention-executable.pdf"
 
 
+def _built_pdf(app: Sphinx) -> Path:
+    """Where ``make pdf`` writes the PDF, which an HTML build then copies into the site's root (``_copy_pdf``)."""
+    return Path(app.srcdir) / "_build" / "pdf" / "_build" / "latex" / PDF_NAME
+
+
 def _config_inited(app: Sphinx, config) -> None:
     """``{{ pdf_link }}`` on the pages: a link to the PDF where the site is published, from the repository's
-    address in ``_config.yml`` (the one place it is typed)."""
+    address in ``_config.yml`` (the one place it is typed). An HTML build that copies the PDF into its own site
+    points the link there instead (``_pdf_link_here``)."""
     url = site_address(app) + PDF_NAME if site_address(app) else PDF_NAME
     config.myst_substitutions = {**(config.myst_substitutions or {}), "pdf_link": f"[{PDF_NAME}]({url})"}
     # read by the LaTeX builder when it starts (so not in builder-inited); the other builders ignore them
@@ -224,9 +232,33 @@ def _config_inited(app: Sphinx, config) -> None:
 def _copy_pdf(app: Sphinx, exception) -> None:
     """An HTML build copies the PDF into the site's root when ``make pdf`` has built it (the published site
     serves it there)."""
-    pdf = Path(app.srcdir) / "_build" / "pdf" / "_build" / "latex" / PDF_NAME
+    pdf = _built_pdf(app)
     if exception is None and app.builder.format == "html" and pdf.is_file():
         shutil.copy2(pdf, Path(app.outdir) / PDF_NAME)
+
+
+def _pdf_link_outdated(app: Sphinx, env, added, changed, removed) -> list[str]:
+    """The pages with ``{{ pdf_link }}`` are written again when the PDF appeared or went since the last build (their
+    link changes, though their text did not)."""
+    here = _built_pdf(app).is_file()
+    if getattr(env, "tm_pdf_here", here) == here:
+        env.tm_pdf_here = here
+        return []
+    env.tm_pdf_here = here
+    return [doc for doc in env.found_docs
+            if Path(env.doc2path(doc)).suffix == ".md" and "{{ pdf_link }}" in Path(env.doc2path(doc)).read_text()]
+
+
+def _pdf_link_here(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """In an HTML build that copies the PDF into its site, ``{{ pdf_link }}`` leads to that copy, by a path
+    relative to the page (``../attention-executable.pdf`` from ``book/intro.html``), so that it also works in a
+    site opened from the disk or served from another address. Without a built PDF it keeps the published one."""
+    if app.builder.format != "html" or not site_address(app) or not _built_pdf(app).is_file():
+        return
+    published = site_address(app) + PDF_NAME
+    for ref in doctree.findall(nodes.reference):
+        if ref.get("refuri") == published:
+            ref["refuri"] = relative_uri(app.builder.get_target_uri(docname), PDF_NAME)
 
 
 def _builder_inited(app: Sphinx) -> None:
@@ -241,6 +273,8 @@ def _builder_inited(app: Sphinx) -> None:
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _config_inited)
     app.connect("builder-inited", _builder_inited)
+    app.connect("env-get-outdated", _pdf_link_outdated)
+    app.connect("doctree-resolved", _pdf_link_here)
     app.connect("build-finished", _copy_pdf)
     app.add_post_transform(SvgToPdf)
     app.add_post_transform(LatexFallbacks)

@@ -475,10 +475,17 @@ def test_layer_norm_build_it_names_each_slip_without_the_expected_value():
     for fn, symptom in [(ln(var_ddof=1), "unbiased variance"), (ln(eps_inside=False), "eps outside the square root"),
                         (ln(var_ddof=1, eps_inside=False), "unbiased standard deviation and eps outside"),
                         (ln(affine=False), "gamma and beta"), (ln(axis=0), "first axis"),
-                        (ln(use_eps=False), "use the eps argument")]:
+                        (ln(use_eps=False), "use the eps argument"),
+                        (ln(axis=1), "right on one sequence .* but not on the batch.*axis=-1")]:
         with pytest.raises(AssertionError, match=symptom) as err:
             check_layer_norm(fn)
         assert not re.search(r"\d\.\d{3}", str(err.value)), str(err.value)
+    # written for one sequence only, failing on a batch (a reader's slip of r50): named, not numpy's broadcast error
+    def transposed(x, gamma, beta, eps=1e-5):
+        return gamma * ((x.T - x.mean(1)) / np.sqrt(x.var(1) + eps)).T + beta
+    with pytest.raises(AssertionError, match=r"(?s)works on one sequence \(3, 6\) but fails on a batch \(2, 3, 6\)"
+                                             r".*axis=-1"):
+        check_layer_norm(transposed)
     with pytest.raises(TypeError, match="still"):
         check_layer_norm(lambda x, g, b, eps=1e-5: ...)
 
@@ -859,7 +866,7 @@ def test_encoding_row_accepts_pe3_to_four_decimals_and_names_each_mistake():
             ([np.sin(np.radians(3)), np.cos(np.radians(3)), np.sin(np.radians(0.03)), np.cos(np.radians(0.03))],
              "degrees"),
             ([np.sin(3), np.cos(3), np.sin(3e-4), np.cos(3e-4)], "exponent doubled"),
-            ([np.sin(2), np.cos(2), np.sin(0.02), np.cos(0.02)], "position 2 gives: positions count from 0"),
+            ([np.sin(2), np.cos(2), np.sin(0.02), np.cos(0.02)], "positions one lower give: positions count from 0"),
             ([np.cos(3), np.sin(3), np.cos(0.03), np.sin(0.03)], "sin and cos swapped")]:
         with pytest.raises(AssertionError, match=symptom):
             check_encoding_row(wrong, 3, 4, "answer")
@@ -883,12 +890,33 @@ def test_rope_scores_recomputed_inside_the_check_and_each_mistake_named():
     for wrong, symptom in [([float(q @ k)] * 3, "no rotation"),
                            ([(rot(m) @ q) @ (rot(m) @ k) for m, n in pairs], "both rotated by the same"),
                            ([(rot(m) @ q) @ (rot(n).T @ k) for m, n in pairs], "transpose"),
+                           ([(rot(n) @ q) @ (rot(m) @ k) for m, n in pairs], "two positions swapped"),
                            ([0.0, 0.0, 0.0], "not right yet")]:
         with pytest.raises(AssertionError, match=symptom) as err:
             check_rope_scores(wrong, pairs=pairs)
         assert f"{right[0]:.4f}" not in str(err.value)
     with pytest.raises(TypeError, match="still `...`"):
         check_rope_scores(..., pairs=pairs)
+
+
+def test_wavelength_pair_names_a_dimension_index_and_never_gives_the_pair():
+    """Exercise 4.3: the pair index i is recomputed inside the check; a dimension's index (2i or 2i + 1, a reader's
+    slip of r50), a neighbouring pair and a value out of range are each named; the right pair is not printed."""
+    from tmlib.course import check_wavelength_pair
+
+    wavelength = 2 * np.pi * 10000.0 ** (2 * np.arange(32) / 64)
+    best = int(np.argmin(np.abs(wavelength - 100)))
+    assert check_wavelength_pair(best).startswith("correct:")
+    assert check_wavelength_pair(np.int64(best)).startswith("correct:")
+    for wrong, symptom in [(2 * best, "dimension's index"), (2 * best + 1, "dimension's index"),
+                           (best - 1, "another pair's is closer"), (best + 1, "another pair's is closer"),
+                           (32, "runs from 0 to 31")]:
+        with pytest.raises(AssertionError, match=symptom) as err:
+            check_wavelength_pair(wrong)
+        assert f"pair {best}" not in str(err.value) and f"{wavelength[best]:.1f}" not in str(err.value)
+    for wrong in (..., None, float(best), True):
+        with pytest.raises(TypeError):
+            check_wavelength_pair(wrong)
 
 
 def test_one_entry_off_is_never_every_entry_off_by_a_factor():

@@ -278,18 +278,19 @@ def test_chapter_12_states_the_profiled_and_the_averaged_cached_step():
 
 
 def test_chapter_12_states_the_compile_speed_up_from_its_table():
-    """"Compiled, the step ran 1.20 times as fast as the table's eager row (417,365 against 346,759 target tokens/s)
-    and 1.25 times as fast as the eager steps timed in its own windows, which ran about 3.5% slower": all from the
-    printed MFU table and findings."""
+    """"Compiled, the step ran 1.25 times as fast as the eager steps timed in its own windows (...). Those eager steps
+    ran at 334.6k target tokens/s, slower than the table's eager row (346,759)": the speed-up once, as printed, and
+    the two eager rates from the printed MFU table and findings."""
     page = _page("notebooks/12_efficiency.ipynb")
     eager = re.search(r"tmlib, eager +([\d,]+)", page)
-    compiled = re.search(r"tmlib, torch.compile +([\d,]+)", page)
     own = re.search(r"(\d\.\d\d) times as fast\s+as the eager steps timed in its windows \((\d+\.\d)k tokens/s\)", page)
-    assert eager and compiled and own, "chapter 12's MFU table or compile line is missing"
-    e, c = (int(m[1].replace(",", "")) for m in (eager, compiled))
-    _assert_in(page, f"ran {c / e:.2f} times as fast as the table's eager row ({c:,} against {e:,} target tokens/s)",
-               f"{own[1]} times as fast as the eager steps timed in its own windows, which ran about "
-               f"{100 * (1 - float(own[2]) * 1e3 / e):.1f}% slower", where="notebooks/12_efficiency.ipynb (MFU)")
+    assert eager and own, "chapter 12's MFU table or compile line is missing"
+    e = int(eager[1].replace(",", ""))
+    assert float(own[2]) * 1e3 < e, "the compile run's eager steps were not slower than the table's eager row"
+    _assert_in(page, f"Compiled, the step ran {own[1]} times as fast as the eager steps timed in its own windows",
+               f"Those eager steps ran at {own[2]}k target tokens/s, slower than the table's eager row ({e:,})",
+               f"makes its step {own[1]} times as fast as the eager steps timed beside it",
+               where="notebooks/12_efficiency.ipynb (MFU)")
 
 
 def test_chapter_14_trainer_and_plain_loop_print_the_same_losses():
@@ -377,7 +378,7 @@ def test_measurements_page_spreads_and_windows():
     for name, key in (("attention_cost_cpu.json", "rows"), ("table1_cpu.json", "grid")):
         ratios += [max(r["times_s"]) / min(r["times_s"]) for r in _record(name)["results"][key]]
     median, p90 = np.percentile(ratios, [50, 90])
-    _assert_in(text, f"Over the {len(ratios)} timed cases", f"at least {median:.1f} times as long",
+    _assert_in(text, f"Over the {len(ratios)} timed cases", f"at least {median:.2f} times as long",
                f"at least {p90:.2f} times as long in a tenth", where="book/measurements.ipynb")
     base = next(r for r in _record("throughput_cpu.json")["results"] if r["preset"] == "base")
     ours, theirs = base["windows_tokens_per_s"]["tmlib"], base["windows_tokens_per_s"]["nn"]
@@ -817,7 +818,8 @@ def test_measurements_page_runs_side_by_side():
     gap = abs(run1["beam4"]["bleu"] - run2["beam4"]["bleu"])
     m3 = _record("translate_cpu_avx2.json")["beam4"]["bleu"]
     assert max(abs(fast["beam4"]["bleu"] - m3), abs(auto["beam4"]["bleu"] - m3)) < gap + 0.1
-    _assert_in(section, f"about the gap between the two stand-in runs ({gap:.2f})", where="book/measurements.ipynb (M3)")
+    _assert_in(section, f"about the gap between the two stand-in runs (beam 4, cased: {run1['beam4']['bleu']:.2f} and "
+                        f"{run2['beam4']['bleu']:.2f} in the table of scores above)", where="book/measurements.ipynb (M3)")
 
 
 def test_intro_quotes_the_cpu_runs():

@@ -60,6 +60,13 @@ class Canvas:
         for y0, y1 in spans:
             self.arrow((x, y0), (x, y1))
 
+    def residual(self, x_main, y_from, x_lane, y_to, x_edge):
+        """A residual (skip) connection: it branches off the main flow at ``(x_main, y_from)``, below a
+        sub-layer, runs up a lane at ``x_lane`` past the sub-layer, and enters the side of the Add & LayerNorm
+        box above it at ``(x_edge, y_to)``."""
+        self.items.append(f"<circle cx='{x_main}' cy='{y_from}' r='3' fill='#333'/>")
+        self.arrow((x_main, y_from), (x_lane, y_from), (x_lane, y_to), (x_edge, y_to))
+
     def frame(self, x, y, w, h, label):
         self.items.append(f"<rect x='{x}' y='{y}' width='{w}' height='{h}' rx='10' fill='#f4f4f4' "
                           f"stroke='#888' stroke-dasharray='5 3'/>")
@@ -101,8 +108,10 @@ def transformer() -> str:
     c.box(ex, 330, bw, 36, "Add &amp; LayerNorm", None, "norm")
     c.text(ex + bw / 2, 308, "encoder layer · chapters 3, 5, 8", size=11, colour="#555", italic=True)
     c.arrows_up(ex + bw / 2, ((594, 566), (520, 506), (470, 426), (380, 366)))
-    c.arrow((ex - 8, 580), (ex - 8, 488), (ex, 488))  # residual around attention
-    c.arrow((ex - 8, 450), (ex - 8, 348), (ex, 348))  # residual around the FFN
+    # residual connections: each branches off below a sub-layer and joins the sum in the Add & LayerNorm above it
+    c.residual(ex + bw / 2, 580, ex - 12, 488, ex)  # around self-attention
+    c.residual(ex + bw / 2, 450, ex - 12, 348, ex)  # around the FFN
+    c.text(ex - 26, 536, "residual", size=10, colour="#555", anchor="end", italic=True)
     # decoder layer
     c.frame(dx - 20, 140, bw + 40, 450, "")
     c.text(dx + bw + 30, 370, "× N", size=15, anchor="start", bold=True)
@@ -114,9 +123,9 @@ def transformer() -> str:
     c.box(dx, 190, bw, 36, "Add &amp; LayerNorm", None, "norm")
     c.text(dx + bw / 2, 160, "decoder layer · chapters 5, 8", size=11, colour="#555", italic=True)
     c.arrows_up(dx + bw / 2, ((594, 566), (520, 506), (470, 426), (380, 366), (330, 286), (240, 226)))
-    c.arrow((dx + bw + 8, 580), (dx + bw + 8, 488), (dx + bw, 488))
-    c.arrow((dx + bw + 8, 450), (dx + bw + 8, 348), (dx + bw, 348))
-    c.arrow((dx + bw + 8, 310), (dx + bw + 8, 208), (dx + bw, 208))
+    for y_from, y_to in ((580, 488), (450, 348), (310, 208)):  # around the three sub-layers
+        c.residual(dx + bw / 2, y_from, dx + bw + 12, y_to, dx + bw)
+    c.text(dx + bw + 26, 536, "residual", size=10, colour="#555", anchor="start", italic=True)
     # memory: the encoder's output feeds every decoder layer's cross-attention (keys and values)
     mx = (ex + bw + dx) / 2  # the memory's path runs between the two columns
     c.arrow((ex + bw / 2, 330), (ex + bw / 2, 270), (mx, 270), (mx, 403), (dx, 403))

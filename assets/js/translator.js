@@ -39,7 +39,9 @@
 .tm-translator svg text.tm-axis { font-family: inherit; font-size: 12px; fill: #444; }
 .tm-translator .tm-heat-scale { display: flex; gap: 0.4em; align-items: center; color: #555; font-size: 0.85em; }
 .tm-translator .tm-heat-bar { display: inline-block; width: 120px; height: 10px; border: 1px solid #999;
-  background: linear-gradient(to right, rgba(31, 90, 180, 0), rgba(31, 90, 180, 1)); }`;
+  background: linear-gradient(to right, rgba(31, 90, 180, 0), rgba(31, 90, 180, 1)); }
+/* hidden wins over the display above: the layer and head menus stay out of view until there is a translation */
+.tm-translator [hidden] { display: none !important; }`;
 
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
@@ -167,10 +169,15 @@
       svg.appendChild(e);
       return e;
     };
+    box.appendChild(svg); // in the page, so that its text can be measured
     add("text", { x: left, y: 14, class: "tm-axis" }, `source subwords (German), layer ${layer}, head ${head}`);
-    const mid = top + cell * rows.length / 2;
-    add("text", { x: 14, y: mid, class: "tm-axis", "text-anchor": "middle", transform: `rotate(-90 14 ${mid})` },
-      "output tokens (English)");
+    // The output axis's title runs along the rows, centred on them; when the rows are shorter than the title (a
+    // translation of a few subwords), it moves down so that its top stays in the picture.
+    const yTitle = add("text", { x: 14, class: "tm-axis", "text-anchor": "middle" }, "output subwords (English)");
+    const mid = Math.max(top + cell * rows.length / 2,
+      (yTitle.getComputedTextLength() || 7 * yTitle.textContent.length) / 2 + 4);
+    yTitle.setAttribute("y", mid);
+    yTitle.setAttribute("transform", `rotate(-90 14 ${mid})`);
     cols.forEach((c, j) => add("text", { x: left + cell * j + cell / 2, y: top - 6,
       transform: `rotate(-60 ${left + cell * j + cell / 2} ${top - 6})` }, c));
     rows.forEach((r, i) => {
@@ -185,7 +192,11 @@
         rect.appendChild(title);
       }
     });
-    box.appendChild(svg);
+    // The picture grows to hold all it draws: the axis titles beside a short source or translation, the last
+    // column's slanted label.
+    const drawn = svg.getBBox();
+    svg.setAttribute("width", Math.ceil(Math.max(+svg.getAttribute("width"), drawn.x + drawn.width + 6)));
+    svg.setAttribute("height", Math.ceil(Math.max(+svg.getAttribute("height"), drawn.y + drawn.height + 6)));
     // The colour scale: a cell's weight is the share of that step's attention (each row sums to 1).
     box.appendChild(el("div", { class: "tm-heat-scale" }, ""));
     box.lastChild.append(el("span", {}, "0"), el("span", { class: "tm-heat-bar" }), el("span", {}, "1"),
@@ -235,7 +246,8 @@
         return;
       }
       model.textContent = describe(m);
-      status.textContent = "";
+      status.textContent = "Press Translate: the English translation appears below, then its cross-attention, " +
+        "for a decoder layer and head that you choose.";
       // layers and heads counted from 0, as in the code and in chapter 11
       for (let l = 0; l < m.n_decoder_layers; l++) layerSel.append(el("option", { value: l }, `${l}`));
       for (let h = 0; h < m.n_heads; h++) headSel.append(el("option", { value: h }, `${h}`));
@@ -269,6 +281,7 @@
           status.textContent = src.length
             ? "None of this text is in the model's vocabulary (every piece is the unknown token <unk>): it only knows German and English."
             : "Type a German sentence first.";
+          controls.hidden = true; // no heatmap to choose a layer and head for
           root.tmResult = { sourceIds: src, tokens: [], attention: [], skipped: true };
         } else {
           const t0 = performance.now();
@@ -281,7 +294,7 @@
             loadMs: rt.loadMs, cut };
           text.textContent = tokens.length ? rt.tokenizer.decode(tokens, { skip_special_tokens: true })
             : "(the model wrote <eos> at once: an empty translation)";
-          status.textContent = `${tokens.length} tokens in ${ms.toFixed(0)} ms (the first translation also loaded the runtime and the model in ${rt.loadMs.toFixed(0)} ms).` +
+          status.textContent = `${tokens.length} subword${tokens.length === 1 ? "" : "s"} in ${ms.toFixed(0)} ms (the first translation also loaded the runtime and the model in ${rt.loadMs.toFixed(0)} ms).` +
             (cut ? ` The text has more subwords than the model's ${info.max_len} positions: only its first ${info.max_len} were translated.` : "");
           controls.hidden = false;
           redraw();

@@ -47,7 +47,7 @@ from tmlib.course.efficiency_checks import check_against_measured, check_skipped
 from tmlib.course.recipe_checks import check_lrate, check_smoothed_loss
 from tmlib.course.modern_checks import check_alibi_slopes, check_tokens_in_memory
 from tmlib.course.count_checks import check_ffn_parameters
-from tmlib.course.exercise_checks import check_rope_scores
+from tmlib.course.exercise_checks import check_rope_scores, check_wavelength_pair
 from tmlib.course.exercise_checks import check_key_shifts, check_ln_of_affine, check_one_head, check_relu_bias
 
 __all__ = [
@@ -73,6 +73,6 @@ __all__ = [
     "check_against_measured", "check_skipped_pairs", "check_tiled_reads",
     "check_lrate", "check_smoothed_loss",
     "check_alibi_slopes", "check_ffn_parameters", "check_tokens_in_memory",
-    "check_rope_scores",
+    "check_rope_scores", "check_wavelength_pair",
     "check_key_shifts", "check_ln_of_affine", "check_one_head", "check_relu_bias"
 ]

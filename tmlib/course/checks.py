@@ -17,7 +17,7 @@ from tmlib.tolerance import eps_of, tolerance
 from tmlib.validation import check_float, check_int
 
 __all__ = ["check_shape", "check_close", "tolerance_text", "as_float_array", "how_far", "require_answered",
-           "still_to_do"]
+           "still_to_do", "call_on_batch"]
 
 _DEFAULT_ATOL = 1e-6
 _MAX_LISTED = 5  # entries listed in a failure message
@@ -63,6 +63,26 @@ def require_answered(x, what: str) -> None:
         raise TypeError(still_to_do(what))
     if x is None:
         raise TypeError(_none_message(what))
+
+
+def call_on_batch(call, x: np.ndarray, what: str, hint: str):
+    """``call(x)``: the student's function on a batch ``x`` of sequences, ``(batch, n, d)``. If it raises while
+    ``call(x[0])``, one sequence ``(n, d)``, does not, the error is an AssertionError that says so, with its own
+    message and ``hint`` (how to act on the last axis whatever the leading ones); otherwise its own error.
+
+    Raises:
+        AssertionError: the function works on one sequence and fails on a batch.
+    """
+    try:
+        return call(x)
+    except Exception as err:  # noqa: BLE001: a function written for 2-D input only fails here
+        try:
+            call(x[0])
+        except Exception:  # noqa: BLE001: it fails on one sequence too: its own error says more
+            raise err from None
+        raise AssertionError(f"{what} works on one sequence {tuple(x[0].shape)} but fails on a batch "
+                             f"{tuple(x.shape)} with {type(err).__name__}: {err}\n  x may have any number of "
+                             f"leading axes: {hint}") from None
 
 
 def as_float_array(x, role: str, what: str) -> np.ndarray:

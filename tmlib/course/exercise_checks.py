@@ -13,11 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from tmlib import ref
-from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered
+from tmlib.course.checks import as_float_array, call_on_batch, check_close, check_shape, require_answered
 
-__all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forward_result", "check_layer_norm_result", "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer",
-           "check_score_spread", "check_encoding_row", "check_positional_encoding", "check_decoder_layer", "check_rope_scores", "check_key_shifts",
-           "check_one_head", "check_relu_bias", "check_ln_of_affine"]
+__all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forward_result", "check_layer_norm_result",
+           "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer",
+           "check_score_spread", "check_encoding_row", "check_positional_encoding", "check_decoder_layer",
+           "check_rope_scores", "check_wavelength_pair", "check_key_shifts", "check_one_head", "check_relu_bias",
+           "check_ln_of_affine"]
 
 
 def _compare(answer, expected, what: str, variants=(), *, otherwise=None, **tolerance) -> str:
@@ -242,17 +244,9 @@ def check_feed_forward(fn, what: str = "your feed-forward network", *, seed: int
         w1, b1 = rng.normal(size=(d_model, d_ff)), rng.normal(size=d_ff)
         w2, b2 = rng.normal(size=(d_ff, d_model)), rng.normal(size=d_model)
         shape_ = f"(d_model = {d_model}, d_ff = {d_ff})"
-        try:
-            out = fn(x, w1, b1, w2, b2)
-        except Exception as err:  # noqa: BLE001: a network written for 2-D input only fails here
-            try:
-                fn(x[0], w1, b1, w2, b2)
-            except Exception:  # noqa: BLE001: it fails on one sequence too: its own error says more
-                raise err from None
-            raise AssertionError(f"{what} works on one sequence (3, d_model) but fails on a batch (2, 3, d_model) "
-                                 f"with {type(err).__name__}: {err}\n  x may have any number of leading axes: write "
-                                 "each product so that it acts on the last axis (x @ w1 does; in np.einsum, "
-                                 "'...i,ij->...j')") from None
+        out = call_on_batch(lambda x_: fn(x_, w1, b1, w2, b2), x, what,
+                            "write each product so that it acts on the last axis (x @ w1 does; in np.einsum, "
+                            "'...i,ij->...j')")
         out = as_float_array(out, "answer", what)
         check_shape(out, (2, 3, d_model), f"{what} on a batch of 2 sequences of 3 positions {shape_}")
         expected = _ffn(x, w1, b1, w2, b2)
@@ -346,38 +340,57 @@ def check_score_spread(answer, d_k: int, what: str = "your answer", *, decimals:
     return _compare_rounded(answer, 1.0 / np.sqrt(d_k), what, variants, decimals)
 
 
-def check_encoding_row(answer, pos: int, d_model: int, what: str = "your answer", *, decimals: int = 4) -> str:
-    """Check row ``pos`` of the sinusoidal positional encoding of width ``d_model`` (positions from 0), given to
-    ``decimals`` decimals (half a unit of the last decimal), naming degrees for radians (either way), the doubled
-    exponent (10000^(-4i/d)), positions counted from 1 (either way), sin and cos swapped; never the row."""
-    require_answered(answer, what)
-    check_shape(as_float_array(answer, "answer", what), (d_model,), what)
-    i = np.arange(0, d_model, 2)
+def _sinusoid_variants(pos: np.ndarray, d: int):
+    """The sinusoidal encoding of the paper (§3.5) of the positions ``pos`` (an ``(n, 1)`` column) at width ``d``,
+    ``(n, d)``, and the typical slips as ``(hint, value)`` pairs for :func:`_compare`: sin and cos in two halves or
+    swapped, positions one off, degrees for radians (either way), the exponent doubled, halved or positive, another
+    base, a frequency per dimension."""
+    j = np.arange(0, d, 2)  # (d/2,): the even dimensions 2i
 
-    def row(angle):
-        out = np.empty(d_model)
-        out[0::2], out[1::2] = np.sin(angle), np.cos(angle)
+    def interleave(even, odd):  # (n, d/2) each -> (n, d)
+        out = np.empty((len(pos), d))
+        out[:, 0::2], out[:, 1::2] = even, odd
         return out
 
-    omega = 10000.0 ** (-i / d_model)
-    swapped = np.empty(d_model)
-    swapped[0::2], swapped[1::2] = np.cos(pos * omega), np.sin(pos * omega)
-    variants = [("the formula gives in degrees (sin and cos take radians)", row(np.radians(pos * omega))),
-                ("the formula gives with the angles converted to degrees (sin and cos take radians)",
-                 row(np.degrees(pos * omega))),
-                ("the exponent doubled gives (10000^(-2j/d_model) with j = 2i; it is 10000^(-2i/d_model))",
-                 row(pos * 10000.0 ** (-2 * i / d_model))),
-                (f"position {pos - 1} gives: positions count from 0", row((pos - 1) * omega)),
-                (f"position {pos + 1} gives: the row for pos = {pos} uses the angles {pos}·ω_i", row((pos + 1) * omega)),
-                ("sin and cos swapped give (sin goes in the even dimensions 2i)", swapped)]
-    return _compare_rounded(answer, row(pos * omega), what, variants, decimals)
+    omega = 10000.0 ** (-j / d)  # (d/2,): pair i's frequency, 10000^(-2i/d_model)
+    angle = pos * omega  # (n, d/2)
+    sin_cos = lambda a: interleave(np.sin(a), np.cos(a))  # noqa: E731
+    return sin_cos(angle), [
+        ("sin and cos in two halves give: they interleave, sin in the even dimensions 2i and cos in the odd 2i + 1",
+         np.concatenate([np.sin(angle), np.cos(angle)], axis=1)),
+        ("sin and cos swapped give: sin goes in the even dimensions 2i", interleave(np.cos(angle), np.sin(angle))),
+        ("positions counted from 1 give: the first row is pos = 0", sin_cos((pos + 1) * omega)),
+        ("the positions one lower give: positions count from 0, and row pos has the angles pos·ω_i",
+         sin_cos((pos - 1) * omega)),
+        ("the formula gives in degrees (sin and cos take radians)", sin_cos(np.radians(angle))),
+        ("the formula gives with the angles converted to degrees (sin and cos take radians)",
+         sin_cos(np.degrees(angle))),
+        ("the exponent doubled gives: with j = 2i the frequency is 10000^(-j/d_model), not 10000^(-2j/d_model)",
+         sin_cos(pos * 10000.0 ** (-2 * j / d))),
+        ("the exponent halved gives: pair i (dimensions 2i and 2i + 1) has the frequency 10000^(-2i/d_model)",
+         sin_cos(pos * 10000.0 ** (-j / (2 * d)))),
+        ("a positive exponent gives: the frequencies fall from 1 as 10000^(-2i/d_model)",
+         sin_cos(pos * 10000.0 ** (j / d))),
+        ("another base than 10000 gives", sin_cos(pos * 1000.0 ** (-j / d))),
+        ("a frequency per dimension gives: the two dimensions of a pair share its frequency",
+         interleave(np.sin(angle), np.cos(pos * 10000.0 ** (-(j + 1) / d))))]
+
+
+def check_encoding_row(answer, pos: int, d_model: int, what: str = "your answer", *, decimals: int = 4) -> str:
+    """Check row ``pos`` of the sinusoidal positional encoding of width ``d_model`` (positions from 0), given to
+    ``decimals`` decimals (half a unit of the last decimal), naming the slips of :func:`_sinusoid_variants`
+    (degrees for radians, positions one off, sin and cos swapped, the exponent's slips, ...); never the row."""
+    require_answered(answer, what)
+    check_shape(as_float_array(answer, "answer", what), (d_model,), what)
+    right, variants = _sinusoid_variants(np.array([[float(pos)]]), d_model)
+    return _compare_rounded(answer, right[0], what, [(hint, v[0]) for hint, v in variants], decimals)
 
 
 def check_positional_encoding(fn, what: str = "my_positional_encoding", *, seed: int = 404) -> str:
     """Exercise 4.1: call ``fn(n, d_model)`` on the chapter's size (3, 4) and on a size drawn from ``seed``, and
-    compare with the sinusoidal encoding of the paper (§3.5), ``(n, d_model)``, to 1e-9. A failure names sin and
-    cos in two halves or swapped, positions counted from 1, the exponent doubled, halved or positive, another base
-    than 10,000, or a frequency per dimension instead of per pair; never an entry of the encoding."""
+    compare with the sinusoidal encoding of the paper (§3.5), ``(n, d_model)``, to 1e-9. A failure names the slips
+    of :func:`_sinusoid_variants` (sin and cos in two halves or swapped, positions counted from 1, the exponent
+    doubled, halved or positive, another base than 10,000, a frequency per dimension, ...); never an entry."""
     rng = np.random.default_rng(seed)
     lines = []
     for n, d in ((3, 4), (int(rng.integers(20, 60)), 2 * int(rng.integers(4, 16)))):
@@ -387,52 +400,60 @@ def check_positional_encoding(fn, what: str = "my_positional_encoding", *, seed:
             raise AssertionError(f"{what} returned None: end it with `return ...`")
         got = as_float_array(got, "answer", name)
         check_shape(got, (n, d), name)
-        pos, j = np.arange(n)[:, None], np.arange(0, d, 2)  # (n, 1) positions, (d/2,) the even dimensions 2i
-
-        def interleave(even, odd):  # (n, d/2) each -> (n, d)
-            out = np.empty((n, d))
-            out[:, 0::2], out[:, 1::2] = even, odd
-            return out
-
-        omega = 10000.0 ** (-j / d)  # (d/2,): pair i's frequency, 10000^(-2i/d_model)
-        angle = pos * omega  # (n, d/2)
-        sin_cos = lambda a: interleave(np.sin(a), np.cos(a))  # noqa: E731
-        variants = [
-            ("sin and cos in two halves give: they interleave, sin in the even dimensions 2i and cos in the odd "
-             "2i + 1", np.concatenate([np.sin(angle), np.cos(angle)], axis=1)),
-            ("sin and cos swapped give: sin goes in the even dimensions 2i", interleave(np.cos(angle), np.sin(angle))),
-            ("positions counted from 1 give: the first row is pos = 0", sin_cos((pos + 1) * omega)),
-            ("the exponent doubled gives: with j = 2i the frequency is 10000^(-j/d_model), not 10000^(-2j/d_model)",
-             sin_cos(pos * 10000.0 ** (-2 * j / d))),
-            ("the exponent halved gives: pair i (dimensions 2i and 2i + 1) has the frequency 10000^(-2i/d_model)",
-             sin_cos(pos * 10000.0 ** (-j / (2 * d)))),
-            ("a positive exponent gives: the frequencies fall from 1 as 10000^(-2i/d_model)",
-             sin_cos(pos * 10000.0 ** (j / d))),
-            ("another base than 10000 gives", sin_cos(pos * 1000.0 ** (-j / d))),
-            ("a frequency per dimension gives: the two dimensions of a pair share its frequency",
-             interleave(np.sin(angle), np.cos(pos * 10000.0 ** (-(j + 1) / d))))]
+        _, variants = _sinusoid_variants(np.arange(n, dtype=float)[:, None], d)
         lines.append(_compare(got, ref.positional_encoding(n, d), name, variants, atol=1e-9))
     return "\n".join(lines)
+
+
+def check_wavelength_pair(i_best, d_model: int = 64, target: float = 100.0, what: str = "i_best") -> str:
+    """Exercise 4.3: ``i_best``, the pair index i (dimensions 2i and 2i + 1) of the sinusoidal encoding of width
+    ``d_model`` whose wavelength 2π·10000^(2i/d_model) is closest to ``target`` positions, recomputed here. A
+    dimension index (2i or 2i + 1) given for the pair's is named; a pair whose neighbour is closer is named with its
+    own wavelength; the right pair is never printed.
+
+    Raises:
+        TypeError: still ``...`` or None, or not an integer.
+        AssertionError: out of range, a dimension index, or another pair.
+    """
+    require_answered(i_best, what)
+    if isinstance(i_best, bool) or not isinstance(i_best, (int, np.integer)):
+        raise TypeError(f"{what} must be an integer (a pair index i), got {type(i_best).__name__} {i_best!r}")
+    n_pairs = d_model // 2
+    if not 0 <= i_best < n_pairs:
+        raise AssertionError(f"{what} = {i_best}: a pair index i runs from 0 to {n_pairs - 1} for d_model = {d_model} "
+                             f"(pair i holds dimensions 2i and 2i + 1)")
+    wavelength = 2 * np.pi * 10000.0 ** (2 * np.arange(n_pairs) / d_model)
+    best = int(np.argmin(np.abs(wavelength - target)))
+    if i_best == best:
+        return f"correct: pair {best}, wavelength {wavelength[best]:.1f} positions"
+    if i_best // 2 == best:
+        raise AssertionError(f"{what} = {i_best} is a dimension's index (2i or 2i + 1), not the pair's: store the i "
+                             f"of the pair (dimensions 2i and 2i + 1)")
+    raise AssertionError(f"{what}: pair {i_best} has wavelength {wavelength[i_best]:.1f} positions; another pair's "
+                         f"is closer to {target:g}")
 
 
 def check_rope_scores(scores, what: str = "scores", *, seed: int = 3,
                       pairs=((0, 3), (10, 13), (50, 53)), d: int = 8) -> str:
     """Exercise 4.4: ``scores[j]`` is (M_m q)·(M_n k) for the j-th pair (m, n) of ``pairs``, with q and k the first
     two draws ``rng.normal(size=d)`` of ``np.random.default_rng(seed)``, recomputed here and never printed. A wrong
-    score names q·k (no rotation, or both rotated by M_m) or the key rotated by M_n^T."""
+    score names q·k (no rotation, or both rotated by M_m), the key rotated by M_n^T, or m and n swapped."""
     require_answered(scores, what)
     got = as_float_array(scores, "scores", what)
     check_shape(got, (len(pairs),), what)
     rng = np.random.default_rng(seed)
     q, k = rng.normal(size=d), rng.normal(size=d)
     rot = lambda pos: ref.relative_position_matrix(pos, d)  # noqa: E731
-    lines = []
-    for j, (m, n) in enumerate(pairs):
-        variants = [("q·k gives, with no rotation or both rotated by the same M_m: rotate k by its own M_n",
-                     q @ k),
-                    ("the key rotated by the transpose M_n^T gives", (rot(m) @ q) @ (rot(n).T @ k))]
-        lines.append(_compare(got[j], (rot(m) @ q) @ (rot(n) @ k), f"the score for (m, n) = ({m}, {n})",
-                              variants, atol=1e-9))
+    variants = [("q·k gives, with no rotation or both rotated by the same M_m: rotate k by its own M_n",
+                 lambda m, n: q @ k),
+                ("the key rotated by the transpose M_n^T gives", lambda m, n: (rot(m) @ q) @ (rot(n).T @ k)),
+                ("the two positions swapped give, (M_n q)·(M_m κ): the query turns by its own position m, the key "
+                 "by n", lambda m, n: (rot(n) @ q) @ (rot(m) @ k))]
+    # a hint only for a mistake that every score shows (at m = 0 a swap and a transposed key agree)
+    variants = [(hint, [f(m, n) for m, n in pairs]) for hint, f in variants]
+    variants = [(hint, v) for hint, v in variants if np.allclose(got, v, rtol=0, atol=1e-9)]
+    lines = [_compare(got[j], (rot(m) @ q) @ (rot(n) @ k), f"the score for (m, n) = ({m}, {n})",
+                      [(hint, v[j]) for hint, v in variants], atol=1e-9) for j, (m, n) in enumerate(pairs)]
     return "\n".join(lines)
 
 

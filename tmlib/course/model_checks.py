@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered
+from tmlib.course.checks import as_float_array, call_on_batch, check_close, check_shape, require_answered
 from tmlib.course.diagnostics import _not_written, _unwritten_inside
 
 __all__ = ["check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm", "check_greedy_decode", "check_preln_stages", "check_vocab_ranges"]
@@ -69,6 +69,10 @@ def _layer_norm_variants(x, gamma, beta, eps: float) -> dict:
     }
 
 
+_LAST_AXIS = ("take the mean and the variance over the last axis (axis=-1, keepdims=True); axis=1 is the last axis "
+              "of one sequence only")
+
+
 def check_layer_norm(fn, what: str = "my_layer_norm", atol: float = 1e-12) -> str:
     """Exercise 3.2: ``fn(x, gamma, beta, eps=...)``, layer normalisation over the last axis with the biased
     variance and ``eps`` inside the square root, on a random ``(2, 3, 6)`` batch (eps = 1e-5 and 0.1) and on a
@@ -79,8 +83,9 @@ def check_layer_norm(fn, what: str = "my_layer_norm", atol: float = 1e-12) -> st
     x = rng.normal(loc=2.0, scale=1.5, size=(2, 3, 6))                     # (batch, n, d_model)
     gamma, beta = np.linspace(0.5, 1.5, 6), np.linspace(-1.0, 1.0, 6)
     for eps in (1e-5, 0.1):
-        got = as_float_array(fn(x, gamma, beta, eps=eps), "answer", f"{what} of a (2, 3, 6) batch")
         label = f"{what} of a (2, 3, 6) batch with eps = {eps:g}"
+        got = call_on_batch(lambda x_: fn(x_, gamma, beta, eps=eps), x, label, _LAST_AXIS)
+        got = as_float_array(got, "answer", f"{what} of a (2, 3, 6) batch")
         check_shape(got, x.shape, label)
         variants = _layer_norm_variants(x, gamma, beta, eps)
         if np.allclose(got, variants[None], rtol=0.0, atol=atol):
@@ -90,6 +95,9 @@ def check_layer_norm(fn, what: str = "my_layer_norm", atol: float = 1e-12) -> st
                 raise AssertionError(f"{label}: your output {slip}")
         if eps != 1e-5 and np.allclose(got, _layer_norm_variants(x, gamma, beta, 1e-5)[None], rtol=0.0, atol=1e-9):
             raise AssertionError(f"{label}: your output is the one for eps = 1e-5: use the eps argument")
+        one = as_float_array(fn(x[0], gamma, beta, eps=eps), "answer", f"{what} of one (3, 6) sequence")
+        if one.shape == x[0].shape and np.allclose(one, variants[None][0], rtol=0.0, atol=atol):
+            raise AssertionError(f"{label}: right on one sequence (3, 6) but not on the batch; {_LAST_AXIS}")
         check_close(got, variants[None], label, atol=atol)
     const = np.full((1, 4), 7.0)  # variance 0: only eps keeps the division finite, and the row becomes beta
     got = as_float_array(fn(const, np.ones(4), np.arange(4.0), eps=1e-5), "answer", f"{what} of a constant row")

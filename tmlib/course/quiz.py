@@ -209,7 +209,7 @@ PAPER_QUIZ = (
          "The paper's Table 3 shows otherwise: 32 heads score lower than 8 or 16."),
     ], "The title is the claim: a model built only from attention and position-wise feed-forward layers, with no "
        "recurrence and no convolution, set a new state of the art on WMT 2014 English-German (28.4 BLEU) and "
-       "English-French (41.8 BLEU) at a fraction of the training cost.", title="The paper in five questions"),
+       "English-French (41.8 BLEU) at a fraction of the training cost."),
     choice("paper-q2", "Q2. What is the main advantage of the Transformer over a recurrent encoder-decoder?", [
         ("Its cost grows only linearly with the sentence length, where a recurrent layer's grows quadratically.", False,
          "Self-attention costs O(n²·d) per layer: quadratic in the length n."),
@@ -224,26 +224,35 @@ PAPER_QUIZ = (
        "GPUs: the base model trained in 12 hours on 8 P100s."),
     choice("paper-q3", "Q3. Which components make up one encoder layer of the Transformer?", [
         ("An LSTM over the positions, then a multi-head attention layer, then a softmax over the vocabulary.", False,
-         "The Transformer has no recurrent layer at all, and the softmax sits inside attention and at the output."),
+         "Figure P.1 shows no LSTM in the encoder. And a softmax over the vocabulary appears once in the whole "
+         "model, after the decoder's last layer, where it turns scores into next-token probabilities: an encoder "
+         "layer hands one vector per position to the next layer, not probabilities."),
         ("Masked self-attention, cross-attention over the encoder's output and a feed-forward network.", False,
-         "That is a decoder layer: it adds masked self-attention and attention over the encoder output."),
+         "That is a decoder layer. An encoder layer cannot attend to the encoder's output: that output is what the "
+         "encoder is computing. Nor does it need a causal mask: the whole source sentence is given, so every "
+         "source position may attend to every other."),
         ("Layer normalisation, then multi-head self-attention, then a residual connection; the same again around "
          "a feed-forward network.", False,
-         "That is the pre-LN order of later models. The paper's layer adds the residual first and normalises the "
-         "sum: LayerNorm(x + Sublayer(x))."),
+         "The sub-layers are right, but the order is that of later pre-LN models. The paper adds the residual "
+         "first and normalises the sum: LayerNorm(x + Sublayer(x)), so the normalisation comes last."),
         ("Self-attention and a feed-forward network, each followed by a residual addition and then layer "
-         "normalisation.", True),
-    ], "Encoder layer: LayerNorm(x + SelfAttention(x)), then LayerNorm(x + FFN(x)) (post-LN, as in the paper). "
-       "A decoder layer has three sub-layers: masked self-attention, encoder-decoder (cross) attention and the FFN. "
-       "Chapters 2, 3 and 5 build each piece."),
+         "normalisation.", True,
+         "Two sub-layers, each wrapped as LayerNorm(x + Sublayer(x)): the sub-layer's output is added to its "
+         "input, and the sum is normalised."),
+    ], "An encoder layer computes LayerNorm(x + SelfAttention(x)), then LayerNorm(x + FFN(x)): the post-LN order "
+       "of the paper (Figure P.1). A decoder layer has a third sub-layer, cross-attention over the encoder's "
+       "output, and masks its self-attention. Chapters 2, 3 and 5 build each piece."),
     choice("paper-q4", "Q4. Why did the Transformer change NLP so quickly?", [
         ("It won the NIPS 2017 best-paper award, which drew the whole field's attention to it at once.", False,
-         "Nothing records such an award: the NIPS 2017 proceedings list the paper, and no source names a prize for "
-         "it (see the errata)."),
+         "It won no such award: NIPS 2017's three best paper awards went to other papers, which the errata "
+         "names."),
         ("It trained in parallel and scaled, so far larger models could be pre-trained on text (BERT, GPT).", True),
         ("It was the first neural machine translation system, replacing the phrase-based systems of the time.", False,
          "Neural translation came before it: the recurrent encoder-decoders of 2014 that the paper compares with."),
-        ("It removed the need for tokenization: it reads raw characters and needs no vocabulary.", False, "It uses byte-pair / word-piece subword tokens."),
+        ("It made translation fast at inference too: its decoder writes all the words of a translation at once.",
+         False, "Only training runs over all target positions at once, because there the whole target sentence is "
+         "known and the causal mask hides each position's future. A translation is still written one token at a "
+         "time, each step reading the tokens before it."),
     ], "Parallel training over positions and a simple, uniform architecture made it practical to scale models and "
        "data; encoder-only (BERT, 2018) and decoder-only (GPT, 2018-2020) pre-trained models followed within two "
        "years. Its success came from results and scalability, not from an award."),
