@@ -359,7 +359,7 @@ def test_cache_projections_rejects_off_by_one_counts_without_printing_the_values
     assert check_cache_projections(5050, 100, n_steps=100).startswith("correct")
     assert check_cache_projections(5050.0, 100.0, n_steps=100).startswith("correct")
     for without, with_, words in ((4950, 100, "one position left out at every step"),
-                                  (10_000, 100, "step t has only t"), (10_100, 200, "keys and values"),
+                                  (10_000, 100, "as if every step projected all 100"), (10_100, 200, "keys and values"),
                                   (5050, 99, "the first step projects its token too"),
                                   (5050, 1, "every step still projects its own new token"),
                                   (5000, 100, "add up the positions")):
@@ -596,7 +596,7 @@ def test_cache_numbers_is_two_vectors_per_position_and_names_each_slip():
     assert check_cache_numbers(102_400.0, n_steps=100, d_model=512).startswith("correct")
     for answer, words in ((51_200, "keys only"), (512 * 100 * 101, "added up over the steps"),
                           (200, "one number per key"), (409_600, "4 bytes"), (204_800, "2 bytes"),
-                          (100_000, "per position")):
+                          (100_000, "times the right count: which factor")):
         with pytest.raises(AssertionError, match=words) as err:
             check_cache_numbers(answer, n_steps=100, d_model=512)
         assert "102400" not in str(err.value) and "102,400" not in str(err.value)
@@ -1023,8 +1023,8 @@ def test_chapter_8_checks_answer_a_stub_and_name_each_slip():
     # a wrong token that also ends the sentence early is named as a wrong token, not as a length (reader r42)
     with pytest.raises(AssertionError, match="differs from greedy decoding at 1 of its first 1 tokens"):
         check_greedy_decode(lambda w, s, m: [[(x[0] + 1) % 13] if x else x for x in decode_with(w, s, m)], models)
-    with pytest.raises(AssertionError, match="sentence lengths .* are not right"):  # BOS kept: one token longer
-        check_greedy_decode(lambda w, s, m: [[1] + x for x in decode_with(w, s, m)], models)
+    with pytest.raises(AssertionError, match="sentence lengths .* are not right: sentence 1 starts with BOS"):
+        check_greedy_decode(lambda w, s, m: [[1] + x for x in decode_with(w, s, m)], models)  # BOS kept, named
     namespace = {}
     exec("def my_greedy_decode(model, src, bos_id, eos_id, max_len):\n    ...\n\n\n"
          "def decode_with(which, src, max_len):\n    return my_greedy_decode(None, src, 1, 2, max_len)\n", namespace)
@@ -1103,6 +1103,12 @@ def test_chapter_11_greedy_pruning_check_runs_the_algorithm_itself():
         check_greedy_pruning(n_ok, [start, start + 1.0] + right[2:], model, [batch], single, max_rise=limit)
     with pytest.raises(AssertionError, match="curve has"):
         check_greedy_pruning(n_ok, right[:-1], model, [batch], single, max_rise=limit)
+    costliest = [start]  # the heads switched off costliest first (a reader's slip of r51): the order is named
+    for k in range(1, 3):
+        with I.ablate_heads(model, heads[:k]):
+            costliest.append(I.nll_per_token(model, [batch]))
+    with pytest.raises(AssertionError, match="cheapest .* first"):
+        check_greedy_pruning(0, costliest[:2], model, [batch], single, max_rise=limit)
     if n_ok > 0 and rises[n_ok] <= limit and rises[n_ok - 1] <= limit:
         with pytest.raises(AssertionError, match="too small"):
             check_greedy_pruning(n_ok - 1, right, model, [batch], single, max_rise=limit)
@@ -1120,7 +1126,8 @@ def test_chapter_9_checks_answer_a_stub_with_still():
 
 def test_chapter_11_perfect_alignment_check_names_the_row_never_the_answer():
     """Exercise 11.4: a hard aligner on test sentence 882; the check rebuilds the matrix from the given alignment,
-    names a missing shift by one or the first wrong row, and compares the diagonal share to 4 decimals."""
+    names the first wrong row (a missing shift by one too, without naming the shift: that is the exercise's point,
+    a reader of r51 found), and compares the diagonal share to 4 decimals."""
     from tmlib.course import check_perfect_alignment
     german = "Mehrere Frauen führen vor einem Gebäude einen Tanz auf .".split()
     queries = ["<bos>", *"Several women are performing a dance in front of a building .".split()]
@@ -1134,8 +1141,9 @@ def test_chapter_11_perfect_alignment_check_names_the_row_never_the_answer():
         check_perfect_alignment(..., ..., german, queries, reads)
     late = np.zeros_like(perfect)
     late[1:], late[0, 0] = perfect[:-1], 1.0
-    with pytest.raises(AssertionError, match="one position late"):
+    with pytest.raises(AssertionError, match="row 1, the query at 'Several'") as err:  # named by its first wrong row
         check_perfect_alignment(late, 6 / 13, german, queries, reads)
+    assert "late" not in str(err.value) and "shift" not in str(err.value)
     swapped = perfect.copy()
     swapped[[4, 5]] = swapped[[5, 4]]
     with pytest.raises(AssertionError, match="row 4, the query at 'performing'") as err:
@@ -1257,6 +1265,9 @@ def test_ln_of_affine_rejects_the_wrong_sign_and_an_unnormalised_answer_without_
     assert "mean 0 and variance 1" in message and "means up to 7" in message, message
     fixed = R.layer_norm(E.MHA_EXAMPLE_2.q, eps=0.0)  # reads a notebook variable instead of its argument
     assert "compute from the argument ln_x" in _raises(check_ln_of_affine, lambda ln_x, a, b: -fixed)
+    # normalising a ln_x + b again gives the right rows on normalised input (a reader's loophole of r51): named
+    message = _raises(check_ln_of_affine, lambda ln_x, a, b: R.layer_norm(a * np.asarray(ln_x) + b, eps=0.0))
+    assert "normalises again" in message and "sign" not in message, message
 
 
 def test_smoothed_loss_check_names_a_sum_over_the_positions():
@@ -1364,6 +1375,16 @@ def test_tiled_reads_accept_block_reads_and_name_the_whole_matrix_and_a_prefix()
         check_tiled_reads(lambda q, k, v, b: ((q @ k.T) @ v, 0))
     with pytest.raises(AssertionError, match="never reads rows of `v`"):
         check_tiled_reads(lambda q, k, v, b: (sum(q @ k[i:i + 1].T for i in range(len(q))) * np.asarray(v), 0))
+
+    def no_skip(q, k, v, b):  # counts the future pairs as skipped but computes them (a reader's loophole of r51)
+        n = q.shape[0]
+        out = np.zeros((n, v.shape[1]))
+        for q0 in range(0, n, b):
+            for k0 in range(0, n, b):
+                out[q0:q0 + b] += (q[q0:q0 + b] @ k[k0:k0 + b].T) @ v[k0:k0 + b]
+        return out, 15
+    with pytest.raises(AssertionError, match="reads 36 blocks of `k` for 6 blocks of queries .* only 21 pairs"):
+        check_tiled_reads(no_skip)
 
     def stand_in(q, k, v, b):  # the autograder's replay of a sandboxed function: it sees plain arrays only
         return (q @ k.T) @ v, 0

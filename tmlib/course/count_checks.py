@@ -95,7 +95,7 @@ def check_cache_projections(without_cache, with_cache, *, n_steps: int, what: st
     if without != n * (n + 1) // 2:
         hint = {n * (n - 1) // 2: "one position left out at every step: step t projects t positions, its own new "
                                   "token included",
-                n * n: f"not every step projects all {n} positions: step t has only t so far",
+                n * n: f"as if every step projected all {n} positions, as the last one does",
                 n * (n + 1): "keys and values counted together? count the key projections only"}.get(
             without, "add up the positions that step t projects, over the steps t = 1 … n")
         problems.append(f"without a cache, the count is {'too small' if without < n * (n + 1) // 2 else 'too large'}"

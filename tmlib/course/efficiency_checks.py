@@ -66,24 +66,33 @@ def check_tiled_reads(fn, what: str = "causal_online_attention", *, n: int = 23,
     """Call ``fn(q, k, v, block_size)`` (``(n, d)`` arrays) with keys and values that log the rows each read of them
     returns, and check that it reads both one key block at a time (``k[k0:k0 + block_size]``): at most
     ``block_size`` rows a read. A version that takes the whole score matrix (``q @ k.T``) or a whole prefix of
-    keys per query (``k[:i + 1]``) is named; never a value of the output. The autograder's stand-in for a
-    student's function (it replays results computed in a sandbox, from plain arrays) cannot show its reads: for it
-    the check says so and passes, and the notebook's own run of the check is the one that sees the reads."""
+    keys per query (``k[:i + 1]``) is named, and so is one that reads more blocks than there are pairs of blocks on
+    or below the diagonal (it computes pairs it counts as skipped); never a value of the output. The autograder's
+    stand-in for a student's function (it replays results computed in a sandbox, from plain arrays) cannot show its
+    reads: for it the check says so and passes, and the notebook's own run of the check is the one that sees them."""
     if grader_references(fn) is not None:  # the autograder's stand-in: no reads to see
         return f"{what}: its reads are checked when the notebook runs this check, not by the autograder"
     rng = np.random.default_rng(seed)
     q, k, v = (rng.normal(size=(n, 4)) for _ in range(3))
     reads = {"k": [], "v": []}
     fn(q, _RowReads(k, reads["k"]), _RowReads(v, reads["v"]), block_size)
+    blocks = -(-n // block_size)
+    pairs = blocks * (blocks + 1) // 2  # the pairs of blocks on or below the diagonal
+    kinds = {"k": "keys", "v": "values"}
     for name, log in reads.items():
-        kind = "keys" if name == "k" else "values"
         if not log:
-            raise AssertionError(f"{what} never reads rows of `{name}`: a tiled version reads the {kind} one block at "
-                                 f"a time, {name}[k0:k0 + block_size], for each pair of blocks it does not skip (the "
-                                 f"whole of `{name}` at once, or a copy made with np.asarray, is not a block)")
+            raise AssertionError(f"{what} never reads rows of `{name}`: a tiled version reads the {kinds[name]} one "
+                                 f"block at a time, {name}[k0:k0 + block_size], for each pair of blocks it does not "
+                                 f"skip (the whole of `{name}` at once, or a copy made with np.asarray, is not a block)")
+    for name, log in reads.items():
         if max(log) > block_size:
             raise AssertionError(f"{what} reads {max(log)} rows of `{name}` at once (n = {n}, block_size = "
-                                 f"{block_size}): a tiled version reads at most one block of {kind} at a time")
+                                 f"{block_size}): a tiled version reads at most one block of {kinds[name]} at a time")
+    for name, log in reads.items():
+        if len(log) > pairs:
+            raise AssertionError(f"{what} reads {len(log)} blocks of `{name}` for {blocks} blocks of queries (n = "
+                                 f"{n}, block_size = {block_size}), but only {pairs} pairs of blocks lie on or below "
+                                 f"the diagonal: does it compute the pairs it counts as skipped?")
     return f"correct: {what} reads its keys and values one block at a time (n = {n}, blocks of {block_size})"
 
 

@@ -30,9 +30,13 @@ def _compare(answer, expected, what: str, variants=(), *, otherwise=None, **tole
         return check_close(answer, expected, what, **tolerance)
     except AssertionError as err:
         a = as_float_array(answer, "answer", what)
+        # a variant is recognised to the check's own tolerance: a hand computation rounded as asked is named too
+        decimals = tolerance.get("decimals")
+        atol = max(1e-9, 0.5 * 10.0 ** -decimals * (1 + 1e-9) if decimals is not None else tolerance.get("atol") or 0.0)
+        rtol = tolerance.get("rtol") or 0.0
         for hint, value in variants:
             v = np.asarray(value, dtype=float)
-            if v.shape == a.shape and np.all(np.isfinite(v)) and np.allclose(a, v, rtol=0, atol=1e-9):
+            if v.shape == a.shape and np.all(np.isfinite(v)) and np.allclose(a, v, rtol=rtol, atol=atol):
                 raise AssertionError(f"{err}\n  Your answer is what {hint}.") from None
         rule = otherwise(a) if otherwise is not None else None
         if rule:
@@ -230,7 +234,7 @@ def check_multi_head_attention(fn, what: str = "your multi-head attention", *, s
     elif output.shape == concat.shape and np.allclose(output, concat, rtol=0, atol=1e-9):
         cause = "the concatenated heads are returned without the product with W^O"
     else:
-        cause = "the weights are right: look at the head outputs (weights times V W^V_i), their concatenation and W^O"
+        cause = "look at the head outputs (weights times V W^V_i), their concatenation and W^O"
     raise AssertionError(f"{what}: the weights of every head are right but the output differs: {cause}")
 
 
@@ -589,7 +593,9 @@ def check_ln_of_affine(fn, what: str = "ln_of_affine", *, seed: int = 0) -> str:
     """Exercise 3.5: call ``fn(ln_x, a, b)``, which must return LN(a x + b) (γ = 1, β = 0, no ε) from ``ln_x`` =
     LN(x) alone, on the rows of a seeded random ``x`` the student did not choose, for a > 0 and a < 0 and several
     b; compare with the layer normalisation of a x + b computed here. A failure names the (a, b) where the answer
-    differs, and where the student's rows are not normalised, their own means and variances; never the rule."""
+    differs, and where the student's rows are not normalised, their own means and variances; a function that
+    normalises again (which the exercise rules out, and which the calls above cannot see) is named from its output
+    on rows of variance 4; never the rule."""
     rng = np.random.default_rng(seed)
     x = rng.normal(loc=2.0, scale=3.0, size=(4, 6))
     ln_x = ref.layer_norm(x, eps=0.0)
@@ -612,5 +618,14 @@ def check_ln_of_affine(fn, what: str = "ln_of_affine", *, seed: int = 0) -> str:
         case = "a > 0" if a > 0 else "a < 0"
         raise AssertionError(f"{call} is wrong ({case}): its rows are normalised, but they are not LN(a x + b) "
                              "of the x whose normalisation ln_x is")
+    # Normalising a normalised row changes nothing, so a function that normalises a ln_x + b again passes the
+    # calls above; rows of variance 4, which it would bring back to variance 1, tell it apart.
+    wide = 2.0 * ln_x
+    call = f"{what}(2 * ln_x, -2, 1)"
+    ans = as_float_array(fn(wide.copy(), -2.0, 1.0), "answer", call)
+    if ans.shape == wide.shape and np.allclose(ans.var(axis=-1), 1.0, rtol=0, atol=1e-6):
+        raise AssertionError(f"{call}: given rows of variance 4, your function returns rows of variance 1: it "
+                             "normalises again. The exercise asks for LN(a x + b) from ln_x alone, without "
+                             "normalising again: what do a and b do to a row that is already normalised?")
     return (f"correct: {what} gives LN(a x + b) from LN(x) for a > 0 and a < 0 and several b, on a random x "
             "(tolerance 1e-09)")

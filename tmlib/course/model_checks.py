@@ -317,9 +317,19 @@ def check_greedy_decode(decode_with, models: dict, vocab_size: int = 13, *, case
                                      "position")
         lengths = [len(s) for s in answer]
         if lengths != [len(s) for s in want]:
-            longest = max(lengths)
-            hint = (f"a sentence has {longest} tokens, more than max_len" if longest > max_len else
-                    "stop each sentence at its own EOS, leave BOS and EOS out, and keep at most max_len tokens")
+            i = next(j for j, (mine, ref) in enumerate(zip(answer, want)) if len(mine) != len(ref))
+            mine, ref = [int(t) for t in answer[i]], list(want[i])
+            if max(lengths) > max_len:
+                hint = f"a sentence has {max(lengths)} tokens, more than max_len"
+            elif mine[:1] == [1]:
+                hint = f"sentence {i + 1} starts with BOS (id 1), which the decoder is given, not one it wrote"
+            elif 2 in mine:
+                hint = (f"sentence {i + 1} holds EOS (id 2) or goes on after it: a sentence ends where its EOS is "
+                        "written, and EOS itself is not a token of the translation")
+            elif len(mine) < len(ref):
+                hint = f"sentence {i + 1} stops before its own EOS: does one sentence's EOS stop the others?"
+            else:
+                hint = f"sentence {i + 1} is longer than greedy decoding makes it"
             raise AssertionError(f"{where}: sentence lengths {lengths} are not right: {hint}")
         for i, (mine, ref) in enumerate(zip(answer, want)):
             if [int(t) for t in mine] != list(ref):

@@ -308,5 +308,5 @@ def check_cache_numbers(answer, *, n_steps: int, d_model: int, what: str = "the 
             2 * n: "one number per key? each key and each value is a vector of d_model numbers (all heads together)",
             4 * expected: "bytes? count numbers, not the 4 bytes of a float32",
             2 * expected: "bytes? count numbers, not the 2 bytes of a float16"}.get(
-        answer, "count, per position, its key and its value, each d_model numbers wide")
+        answer, f"yours is {answer / expected:.3g} times the right count: which factor is missing or counted twice?")
     raise AssertionError(f"{what} is {'too small' if answer < expected else 'too large'}: {hint}")

@@ -12,7 +12,8 @@ Stable hooks for browser tests (documented in CONTRIBUTING.md, "Self-check quest
 * ``div.tm-quiz#tm-quiz-<name>`` with ``data-kind="choice"`` or ``"numeric"`` and ``data-state`` =
   ``unanswered`` → ``correct`` or ``wrong`` after a try;
 * choice: ``button.tm-quiz-option`` (``data-correct="true"`` on the right ones); numeric:
-  ``input.tm-quiz-input`` and ``button.tm-quiz-submit``;
+  ``input.tm-quiz-input`` and ``button.tm-quiz-submit``, and ``data-hints`` (a JSON list of ``[value, note]``) when
+  some wrong values have a note of their own;
 * ``div.tm-quiz-feedback`` (verdict) and ``div.tm-quiz-explanation`` (hidden until a right answer or a second
   try).
 
@@ -84,11 +85,16 @@ _SCRIPT = """<script>
     var input = root.querySelector(".tm-quiz-input");
     var answer = parseFloat(root.getAttribute("data-answer"));
     var tolerance = parseFloat(root.getAttribute("data-tolerance"));
+    var hints = JSON.parse(root.getAttribute("data-hints") || "[]");  // [[value, note], ...] for likely slips
     var check = function () {
       var value = parseFloat(String(input.value).replace(",", "."));
       if (isNaN(value)) { feedback.textContent = "Please type a number."; feedback.hidden = false; return; }
       var ok = Math.abs(value - answer) <= tolerance;
-      show(ok, ok ? "Correct." : "Not quite: " + value + " is not the answer.");
+      var note = "";
+      for (var j = 0; j < hints.length && !ok; j++) {
+        if (Math.abs(value - hints[j][0]) <= tolerance) { note = " " + hints[j][1]; break; }
+      }
+      show(ok, ok ? "Correct." : "Not quite: " + value + " is not the answer." + note);
     };
     root.querySelector(".tm-quiz-submit").addEventListener("click", check);
     input.addEventListener("keydown", function (event) { if (event.key === "Enter") { check(); } });
@@ -110,6 +116,7 @@ class Quiz:
     options: tuple[tuple[str, bool, str], ...] = ()  # (text, correct, feedback) for "choice"
     answer: float | None = None  # for "numeric"
     tolerance: float | None = None
+    hints: tuple[tuple[float, str], ...] = ()  # (wrong value, note) for "numeric": the note shown for that value
     title: str = "Check yourself"
 
     @property
@@ -122,6 +129,8 @@ class Quiz:
         attrs = f'class="tm-quiz" id="{self.element_id}" data-kind="{self.kind}" data-state="unanswered"'
         if self.kind == "numeric":
             attrs += f' data-answer="{self.answer!r}" data-tolerance="{self.tolerance!r}"'
+            if self.hints:
+                attrs += f' data-hints="{html.escape(json.dumps([list(h) for h in self.hints]))}"'
             body = ('<div class="tm-quiz-answer"><input class="tm-quiz-input" type="text" inputmode="decimal" '
                     f'aria-label="your answer"> <button type="button" class="tm-quiz-submit">Check</button></div>')
         else:
@@ -175,21 +184,35 @@ def choice(name: str, question: str, options, explanation: str, title: str = "Ch
 
 
 def numeric(name: str, question: str, answer: float, tolerance: float, explanation: str,
-            title: str = "Check yourself") -> Quiz:
+            title: str = "Check yourself", hints=()) -> Quiz:
     """A question whose answer is a number, accepted when ``|typed - answer| <= tolerance``.
 
     Args:
         answer: the right value; compute it in the cell (with tmlib) rather than typing it.
         tolerance: the accepted absolute error (state it in the question when it matters).
+        hints: a sequence of ``(value, note)`` for likely wrong answers: a typed value within ``tolerance`` of
+            ``value`` gets its ``note`` after the verdict (a hint that does not give the answer away).
 
     Raises:
-        TypeError: ``answer`` or ``tolerance`` is not a number.
-        ValueError: a malformed name, an empty text, a non-finite answer, or a negative or non-finite tolerance.
+        TypeError: ``answer``, ``tolerance`` or a hint's value is not a number.
+        ValueError: a malformed name, an empty text, a non-finite answer, a negative or non-finite tolerance, or a
+            hint whose value would be accepted as right or whose note is empty.
     """
     _check_common(name, question, explanation)
     answer = check_float(answer, f"quiz {name!r}: answer")
     tolerance = check_float(tolerance, f"quiz {name!r}: tolerance", minimum=0.0)
-    return Quiz(name, "numeric", question, explanation, answer=answer, tolerance=tolerance, title=title)
+    checked = []
+    for hint in hints:
+        if len(hint) != 2:
+            raise ValueError(f"quiz {name!r}: each hint is (value, note), got {hint!r}")
+        value = check_float(hint[0], f"quiz {name!r}: hint value")
+        if abs(value - answer) <= tolerance:
+            raise ValueError(f"quiz {name!r}: the hint for {value!r} would be shown for a right answer")
+        if not isinstance(hint[1], str) or not hint[1].strip():
+            raise ValueError(f"quiz {name!r}: the hint for {value!r} needs a non-empty note")
+        checked.append((value, hint[1]))
+    return Quiz(name, "numeric", question, explanation, answer=answer, tolerance=tolerance, hints=tuple(checked),
+                title=title)
 
 
 # The paper page's closing quiz (book/paper.md), after a common tutorial's review questions. Answers follow the
@@ -263,7 +286,9 @@ PAPER_QUIZ = (
             "layers it covers k to the power L positions, and 3³ = 27 < 50 ≤ 81 = 3⁴, so 4 layers. This is the "
             "O(logₖ n) path of the paper's Table 1, against O(n) for recurrence and O(1) for self-attention; "
             "undilated causal kernels of width 3 would need 25 layers (chapter 12 evaluates the table). Short paths make "
-            "long-range dependencies easier to learn (§4)."),
+            "long-range dependencies easier to learn (§4).",
+            hints=[(25, "That is the count for kernels without dilation, each layer reaching 2 positions further "
+                        "back. With dilations 1, 3, 9, ..., how far back does each layer reach?")]),
 )
 
 

@@ -92,12 +92,18 @@ def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what:
     variants = [("the correct token's term alone gives (the V - 1 other tokens carry probability too)", own),
                 ("the other tokens' terms alone give (the correct token's term is missing)", others),
                 ("the entropy in bits gives (the losses are in nats: natural logarithms)", (own + others) / np.log(2))]
-    verdict = _compare_rounded(answer, own + others, what, variants, decimals=3)  # a slip rounded as the answer
-    if not unrounded:
-        return verdict
     # float32 rounding of V logarithms and their pairwise sum (log2(V) + 1 epsilons of the sum's size; float64's
     # is less): smaller than what the V - 1 convention changes, about eps / V
     tol = (np.log2(v) + 1) * np.finfo(np.float32).eps * max(1.0, own + others)
+    try:
+        verdict = _compare_rounded(answer, own + others, what, variants, decimals=3)  # a slip rounded as the answer
+    except AssertionError as err:
+        if not unrounded:
+            raise
+        raise AssertionError(f"{err}\n  Not even right to 3 decimals, the first step; the exercise asks for more: "
+                             f"the value unrounded, right to within {tol:.1e}.") from None
+    if not unrounded:
+        return verdict
     if not abs(float(answer) - (own + others)) <= tol:
         raise AssertionError(
             f"{what} {float(answer)!r} is right to 3 decimals but not to within rounding: give it unrounded, "
