@@ -12,8 +12,9 @@ static stand-in, and the few settings that the HTML site needs differently are c
   characters in WenQuanYi Micro Hei.
 
 The site's address comes from ``_config.yml``'s repository (``https://OWNER.github.io/NAME/``, as the student
-notebooks link it). For the HTML builders only two things run: the welcome page's link to the PDF
-(``{{ pdf_link }}``) leads to the site's own copy when there is one, and that copy is made.
+notebooks link it), and ``{{ site_link }}`` writes it out on a page (the welcome page's PDF-only text). For the HTML
+builders only two things run: the welcome page's link to the PDF (``{{ pdf_link }}``) leads to the site's own copy
+when there is one, and that copy is made.
 """
 from __future__ import annotations
 
@@ -221,7 +222,10 @@ def _config_inited(app: Sphinx, config) -> None:
     address in ``_config.yml`` (the one place it is typed). An HTML build that copies the PDF into its own site
     points the link there instead (``_pdf_link_here``)."""
     url = site_address(app) + PDF_NAME if site_address(app) else PDF_NAME
-    config.myst_substitutions = {**(config.myst_substitutions or {}), "pdf_link": f"[{PDF_NAME}]({url})"}
+    # ``{{ site_link }}``: the site's address written out, for the PDF's text (a reader on paper sees the address)
+    site = site_address(app)
+    config.myst_substitutions = {**(config.myst_substitutions or {}), "pdf_link": f"[{PDF_NAME}]({url})",
+                                 "site_link": f"[{site}]({site})" if site else "the course site"}
     # read by the LaTeX builder when it starts (so not in builder-inited); the other builders ignore them
     elements = dict(config.latex_elements or {})
     elements["preamble"] = elements.get("preamble", "") + PREAMBLE

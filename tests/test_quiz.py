@@ -48,6 +48,19 @@ def test_numeric_html_and_validation():
         Q.numeric("t-five", "q", 1, 0, " ")
 
 
+def test_numeric_hints_are_rendered_and_checked():
+    q = Q.numeric("t-hint", "How many layers?", 4, 0, "Four.", hints=[(25, 'Without "dilation".')])
+    h = q.to_html()
+    assert 'data-hints="[[25.0, &quot;Without \\&quot;dilation\\&quot;.&quot;]]"' in h, h[:2000]
+    assert "data-hints" not in Q.numeric("t-plain", "q", 4, 0, "e").to_html().split("<script>")[0]
+    with pytest.raises(ValueError, match="right answer"):
+        Q.numeric("t-bad", "q", 4, 0.5, "e", hints=[(4.2, "close")])
+    with pytest.raises(ValueError, match="non-empty note"):
+        Q.numeric("t-bad", "q", 4, 0, "e", hints=[(25, " ")])
+    q5 = next(q for q in Q.PAPER_QUIZ if q.name == "paper-q5")
+    assert [v for v, _ in q5.hints] == [25] and "4" not in q5.hints[0][1]  # the hint does not give the answer
+
+
 def test_paper_page_holds_exactly_the_generated_block():
     text = (ROOT / "book/paper.md").read_text()
     assert Q.paper_quiz_block() in text, "regenerate with: python -m tmlib.course.quiz paper"
@@ -106,6 +119,7 @@ var feedback = element(), explanation = element(), input = element(), submit = e
 var options = [element({"data-correct": "false"}), element({"data-correct": "true"})];
 var root = element(KIND === "choice" ? {"data-kind": "choice"}
                    : {"data-kind": "numeric", "data-answer": "4", "data-tolerance": "0"});
+if (KIND === "numeric-hints") { root.setAttribute("data-hints", JSON.stringify([[25, "No dilation?"]])); }
 root.querySelector = function (sel) {
   return {".tm-quiz-feedback": feedback, ".tm-quiz-explanation": explanation, ".tm-quiz-input": input,
           ".tm-quiz-submit": submit}[sel];
@@ -116,6 +130,7 @@ SCRIPT
 var seen = [];
 function state() { seen.push([root.getAttribute("data-state"), explanation.hidden, feedback.textContent]); }
 if (KIND === "choice") { options[0].click(); state(); options[0].click(); state(); }
+else if (KIND === "numeric-hints") { input.value = "25"; submit.click(); state(); input.value = "3"; submit.click(); state(); }
 else { input.value = "3"; submit.click(); state(); input.value = "4"; submit.click(); state(); }
 console.log(JSON.stringify(seen));
 """
@@ -144,3 +159,23 @@ def test_the_explanation_waits_for_a_right_answer_or_a_second_try(kind, tmp_path
     assert state1 == "wrong" and hidden1 and "Try again" in text1
     assert "off by" not in text1 and "more than" not in text1
     assert not hidden2 and state2 == ("wrong" if kind == "choice" else "correct")
+
+
+def test_a_numeric_hint_follows_its_wrong_value_only(tmp_path):
+    """A wrong value with a hint (Q5's 25, the count without dilation) gets its note after the verdict; another
+    wrong value gets the plain verdict."""
+    import json
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js is not installed: the widget's script cannot run here")
+    script = (Q._SCRIPT % {"id": '"tm-quiz-t"'}).replace("<script>", "").replace("</script>", "")
+    (tmp_path / "quiz.js").write_text(_FAKE_DOM.replace("KIND", json.dumps("numeric-hints")).replace("SCRIPT", script))
+    seen = json.loads(subprocess.run([node, str(tmp_path / "quiz.js")], capture_output=True, text=True,
+                                     check=True).stdout)
+    (state1, hidden1, text1), (state2, _, text2) = seen
+    assert state1 == state2 == "wrong" and hidden1
+    assert text1.startswith("Not quite: 25 is not the answer. No dilation?") and "Try again" in text1
+    assert "No dilation?" not in text2 and text2.startswith("Not quite: 3 is not the answer.")
