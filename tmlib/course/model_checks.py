@@ -319,10 +319,10 @@ def check_greedy_decode(decode_with, models: dict, vocab_size: int = 13, *, case
         if lengths != [len(s) for s in want]:
             i = next(j for j, (mine, ref) in enumerate(zip(answer, want)) if len(mine) != len(ref))
             mine, ref = [int(t) for t in answer[i]], list(want[i])
-            if max(lengths) > max_len:
-                hint = f"a sentence has {max(lengths)} tokens, more than max_len"
-            elif mine[:1] == [1]:
+            if mine[:1] == [1]:
                 hint = f"sentence {i + 1} starts with BOS (id 1), which the decoder is given, not one it wrote"
+            elif max(lengths) > max_len:
+                hint = f"a sentence has {max(lengths)} tokens, more than max_len"
             elif 2 in mine:
                 hint = (f"sentence {i + 1} holds EOS (id 2) or goes on after it: a sentence ends where its EOS is "
                         "written, and EOS itself is not a token of the translation")
