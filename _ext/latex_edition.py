@@ -221,9 +221,9 @@ def _config_inited(app: Sphinx, config) -> None:
     """``{{ pdf_link }}`` on the pages: a link to the PDF where the site is published, from the repository's
     address in ``_config.yml`` (the one place it is typed). An HTML build that copies the PDF into its own site
     points the link there instead (``_pdf_link_here``)."""
-    url = site_address(app) + PDF_NAME if site_address(app) else PDF_NAME
-    # ``{{ site_link }}``: the site's address written out, for the PDF's text (a reader on paper sees the address)
     site = site_address(app)
+    url = site + PDF_NAME if site else PDF_NAME
+    # ``{{ site_link }}``: the site's address written out, for the PDF's text (a reader on paper sees the address)
     config.myst_substitutions = {**(config.myst_substitutions or {}), "pdf_link": f"[{PDF_NAME}]({url})",
                                  "site_link": f"[{site}]({site})" if site else "the course site"}
     # read by the LaTeX builder when it starts (so not in builder-inited); the other builders ignore them

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered
+from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered, rounding_atol
 from tmlib.course.exercise_checks import _compare_rounded
 
 __all__ = ["check_row_entropy", "check_max_entropy", "check_ln2_row", "check_greedy_pruning", "check_perfect_alignment"]
@@ -74,7 +74,7 @@ def check_greedy_pruning(n_ok, curve, model, batches, single, *, max_rise: float
         with ablate_heads(model, order[:k]):
             return nll_per_token(model, batches) - start
 
-    if points.size >= 2 and not np.isclose(points[1], start + rise(1), rtol=0, atol=0.5 * 10.0 ** -decimals):
+    if points.size >= 2 and not np.isclose(points[1], start + rise(1), rtol=0, atol=rounding_atol(decimals)):
         check_close(points[0], start, "curve[0], every head in place", decimals=decimals)
         raise AssertionError("curve[1] is not the cross-entropy with the cheapest head off: are the heads switched "
                              "off in the order of the one-head table, cheapest (smallest delta_nll) first?")

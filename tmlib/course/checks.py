@@ -17,7 +17,7 @@ from tmlib.tolerance import eps_of, tolerance
 from tmlib.validation import check_float, check_int
 
 __all__ = ["check_shape", "check_close", "tolerance_text", "as_float_array", "how_far", "require_answered",
-           "still_to_do", "call_on_batch"]
+           "still_to_do", "call_on_batch", "rounding_atol"]
 
 _DEFAULT_ATOL = 1e-6
 _MAX_LISTED = 5  # entries listed in a failure message
@@ -121,6 +121,12 @@ def _low_precision_rtol(*values) -> float:
     return tolerance(dtype) if worst > np.finfo(np.float64).eps else 0.0
 
 
+def rounding_atol(decimals: int) -> float:
+    """The absolute tolerance of an answer given to ``decimals`` decimals: half a unit of the last decimal, with a
+    little slack for the binary representation of decimals (the rule of :func:`check_close`'s ``decimals``)."""
+    return 0.5 * 10.0 ** -decimals * (1 + 1e-9)
+
+
 def tolerance_text(atol: float, rtol: float = 0.0, decimals: int | None = None) -> str:
     """The tolerance of :func:`check_close` in words, e.g. ``"|answer - expected| <= 5e-05 (4 decimals)"``."""
     if decimals is not None:
@@ -211,7 +217,7 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
         if atol is not None:
             raise TypeError("check_close: give either atol or decimals, not both")
         decimals = check_int(decimals, "check_close: decimals", minimum=0)
-        atol = 0.5 * 10.0 ** -decimals * (1 + 1e-9)  # slack for the binary representation of decimals
+        atol = rounding_atol(decimals)
     elif atol is None:
         atol = _DEFAULT_ATOL
         if rtol == 0:

@@ -13,13 +13,20 @@ from __future__ import annotations
 import numpy as np
 
 from tmlib import ref
-from tmlib.course.checks import as_float_array, call_on_batch, check_close, check_shape, require_answered
+from tmlib.course.checks import (as_float_array, call_on_batch, check_close, check_shape, require_answered,
+                                 rounding_atol)
 
 __all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forward_result", "check_layer_norm_result",
            "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer",
            "check_score_spread", "check_encoding_row", "check_positional_encoding", "check_decoder_layer",
            "check_rope_scores", "check_wavelength_pair", "check_key_shifts", "check_one_head", "check_relu_bias",
            "check_ln_of_affine"]
+
+
+def _atol_of(tolerance: dict) -> float:
+    """The absolute tolerance that :func:`check_close` applies for these ``atol``/``decimals`` arguments."""
+    decimals = tolerance.get("decimals")
+    return rounding_atol(decimals) if decimals is not None else tolerance.get("atol") or 0.0
 
 
 def _compare(answer, expected, what: str, variants=(), *, otherwise=None, **tolerance) -> str:
@@ -31,8 +38,7 @@ def _compare(answer, expected, what: str, variants=(), *, otherwise=None, **tole
     except AssertionError as err:
         a = as_float_array(answer, "answer", what)
         # a variant is recognised to the check's own tolerance: a hand computation rounded as asked is named too
-        decimals = tolerance.get("decimals")
-        atol = max(1e-9, 0.5 * 10.0 ** -decimals * (1 + 1e-9) if decimals is not None else tolerance.get("atol") or 0.0)
+        atol = max(1e-9, _atol_of(tolerance))
         rtol = tolerance.get("rtol") or 0.0
         for hint, value in variants:
             v = np.asarray(value, dtype=float)
@@ -155,9 +161,7 @@ def check_layer_norm_result(answer, x, what: str = "your answer", *, gamma=None,
     try:
         return _compare(answer, expected, what, name_sign=False, **tolerance)
     except AssertionError as err:
-        atol = tolerance.get("atol") or 0.0
-        if tolerance.get("decimals") is not None:
-            atol = 0.5 * 10.0 ** -tolerance["decimals"]
+        atol = _atol_of(tolerance)
         if np.allclose(-as_float_array(answer, "answer", what), expected, rtol=0, atol=atol):
             raise  # the opposite sign is not named: the sign of LN(ax + b) for a < 0 is what exercise 3.5 asks
         other = _layer_norm_eps(answer, x, gamma, beta, eps, atol)
@@ -320,7 +324,7 @@ def _near(answer, value, decimals: int) -> bool:
     """Whether ``answer`` is ``value`` given to ``decimals`` decimals (a typical mistake, recognised at the
     precision the exercise asks for)."""
     a, v = np.asarray(answer, dtype=float), np.asarray(value, dtype=float)
-    return a.shape == v.shape and bool(np.all(np.abs(a - v) <= 0.5 * 10.0 ** -decimals * (1 + 1e-9)))
+    return a.shape == v.shape and bool(np.all(np.abs(a - v) <= rounding_atol(decimals)))
 
 
 def _compare_rounded(answer, expected, what: str, variants, decimals: int) -> str:
