@@ -89,7 +89,8 @@ unit: venv
 kernels: venv
 	$(BIN)/python tools/kernels.py
 
-# the executed pages outside the chapters (book/distributed.ipynb) are replayed with the chapters
+# the executed pages outside the chapters (book/distributed.ipynb, book/measurements.ipynb and
+# book/measurements_record.ipynb) are replayed with the chapters
 PAGE_NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 nbval: venv
 	TMLIB_SMOKE=1 $(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=1800 \

@@ -284,11 +284,13 @@ def _without_own_work(code: str) -> str:
 
 
 def test_chapter_10_shows_each_exercise_with_what_its_check_says():
-    """On the page, each exercise of chapter 10 is followed, before its solution, by one folded cell (``site-only``)
-    that holds the function as given (the stub) and runs the exercise's public check on it, without its
-    ``check_own_work`` line, and the check fails; the student notebook leaves that cell out, so it holds each stub and
-    each public check once, and no solution. ``check_own_work`` prints nothing there (it only raises), so a student
-    never reads "correct:" above a failing check."""
+    """On the page, each exercise of chapter 10 is followed, before its solution, by a folded block (``site-only``
+    Markdown) that shows the function as given (the stub) and the exercise's public check exactly as the student
+    notebook has them, then by a cell whose code the page leaves out (``site-only``, ``remove-input``) that runs the
+    check on the stub and prints what a notebook shows: what the check prints, then the last line of the error it
+    raises (reader r52: the page showed a page-only wrapper around the check). The student notebook leaves both out,
+    so it holds each stub and each public check once, and no solution. ``check_own_work`` prints nothing there (it
+    only raises), so a student never reads "correct:" above a failing check."""
     import textwrap
     from pathlib import Path
 
@@ -307,15 +309,21 @@ def test_chapter_10_shows_each_exercise_with_what_its_check_says():
         label = next((lab for lab in stubs if f":label: {lab}" in cell.source), None)
         if cell.cell_type != "markdown" or label is None:
             continue
-        shown = cells[i + 1]
-        assert {"site-only", "hide-cell"} <= set(shown.metadata.get("tags", [])), label
-        assert shown.source == (stubs[label] + "\n\n\nwith what_the_check_says():  # the check, run on the function "
-                                "as given\n" + textwrap.indent(_without_own_work(public[label]), "    ")), label
-        said = "".join(o.get("text", "") for o in shown.get("outputs", []))
-        assert "FAILS: " in said and "Traceback" not in said, (label, said)
-        assert f"{{solution-start}} {label}" in cells[i + 2].source, label
+        folded, run = cells[i + 1], cells[i + 2]
+        assert folded.cell_type == "markdown" and folded.metadata.get("tags") == ["site-only"], label
+        assert folded.source == ("````{admonition} The function as given, and its check\n:class: dropdown\n```python\n"
+                                 + stubs[label].rstrip("\n") + "\n```\n\n```python\n" + public[label].rstrip("\n")
+                                 + "\n```\n````"), label
+        assert run.cell_type == "code" and {"site-only", "remove-input"} <= set(run.metadata.get("tags", [])), label
+        assert run.source == (stubs[label] + "\n\n\nwith what_the_check_says():  # the check, run on the function "
+                              "as given\n" + textwrap.indent(_without_own_work(public[label]), "    ")), label
+        said = "".join(o.get("text", "") for o in run.get("outputs", []))
+        assert "\nAssertionError: " in "\n" + said and "Traceback" not in said and "FAILS" not in said, (label, said)
+        assert f"{{solution-start}} {label}" in cells[i + 3].source, label
         assert code.count(stubs[label]) == 1 and code.count(public[label]) == 1, label
         assert "print(check_own_work(" not in public[label], label
+    helper = next(c for c in cells if "def what_the_check_says" in c.source)
+    assert set(helper.metadata["tags"]) == {"site-only", "remove-cell"}  # the page shows no tooling
     assert not any(s.strip() in code for s in solutions) and "what_the_check_says" not in code
 
 

@@ -60,6 +60,12 @@ def test_padding_invariance_catches_the_wrong_axis():
     assert check_padding_invariance(lambda x: attention(x, keys), X, real).startswith("correct")
     with pytest.raises(AssertionError, match=r"output at real position 0 of sentence 0 changes when the padding changes"):
         check_padding_invariance(lambda x: attention(x, queries), X, real)
+    # the message names the symptom and asks about the weights; it does not name a cause it has not seen, such as
+    # exercise 10.2's mask multiplied into the scores (reader r52: the message gave that exercise's answer away)
+    with pytest.raises(AssertionError) as failure:
+        check_padding_invariance(lambda x: attention(x, None), X, real)
+    said = str(failure.value)
+    assert "weight of exactly 0" in said and "multipl" not in said and "-inf" not in said, said
 
 
 def test_padding_invariance_of_cross_attention_compares_every_query():

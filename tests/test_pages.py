@@ -115,10 +115,6 @@ def test_errata_layer_norm_epsilon_convention():
     assert f"{100 * relative_difference(0.01):.1f}" == "4.6"
     assert round(100 * relative_difference(np.sqrt(eps))) == 29
     assert round(100 * relative_difference(1e-4)) == 97
-    unbiased = np.sqrt(512 / 511)  # the unbiased standard deviation's factor at d = 512, against the ε effect
-    assert f"{unbiased:.3f}" == "1.001" and round((unbiased - 1) / relative_difference(1.0), -2) == 200
-    _assert_in(_page("book/errata.md"), r"$\sqrt{d/(d-1)} \approx 1.001$ at $d = d_{\text{model}} = 512$",
-               "about 200 times the $\\epsilon$ effect at $\\sigma = 1$", where="book/errata.md (unbiased σ)")
     _assert_in(_page("book/errata.md"), r"$5\cdot10^{-6}$ at $\sigma = 1$", "4.6% at $\\sigma = 0.01$",
                r"29% at $\sigma = \sqrt{\epsilon}", "97% at $\\sigma = 10^{-4}$", where="book/errata.md")
 
@@ -306,12 +302,21 @@ def test_chapter_14_trainer_and_plain_loop_print_the_same_losses():
 
 # ------------------------------------------------------------------ the measurements appendix and benchmarks/README
 
+MEASUREMENTS = ("book/measurements.ipynb", "book/measurements_record.ipynb")  # the methods appendix and its records
+
+
+def _measurements() -> str:
+    """The measurements appendix and the page of the course's records after it, as one text (the records page holds
+    the audit trail: the recipe on a slower CPU, the runs side by side, the precision probe, the files)."""
+    return "\n".join(_page(rel) for rel in MEASUREMENTS)
+
+
 def _windows(values) -> str:
     return ", ".join(f"{v:.0f}" for v in values[:-1]) + f" and {values[-1]:.0f}"
 
 
 def test_measurements_page_describes_the_machine_of_every_record():
-    text = _page("book/measurements.ipynb")
+    text = _measurements()
     machines, firsts, names = [], [], sorted(p.name for p in RESULTS.glob("*.json"))
     for name in names:  # run_all_cpu.json (how long the benchmarks take together) is for benchmarks/README.md
         page = _page("benchmarks/README.md") if name == "run_all_cpu.json" else text
@@ -375,7 +380,7 @@ def test_measurements_page_describes_the_machine_of_every_record():
 
 
 def test_measurements_page_spreads_and_windows():
-    text = _page("book/measurements.ipynb")
+    text = _measurements()
     ratios = []
     for name, key in (("attention_cost_cpu.json", "rows"), ("table1_cpu.json", "grid")):
         ratios += [max(r["times_s"]) / min(r["times_s"]) for r in _record(name)["results"][key]]
@@ -393,7 +398,7 @@ def test_measurements_page_spreads_and_windows():
 
 
 def test_measurements_page_results_at_a_glance():
-    text = _page("book/measurements.ipynb")  # (translate_cpu*.json: test_measurements_page_runs_side_by_side)
+    text = _measurements()  # (translate_cpu*.json: test_measurements_page_runs_side_by_side)
 
     # the attention-cost exponents are chapter 12's (nb12-attention-cost); this page reads the fits' lessons
     ex = {f["pass"]: f for f in _record("attention_cost_cpu.json")["results"]["fits"] if f["method"] == "explicit"}
@@ -463,11 +468,11 @@ def _gpu_record(name: str) -> dict:
 def test_measurements_page_gpu_machine_and_records():
     """The GPU section: the machine as the records describe it, every GPU record in the table, and the figures of
     the results-at-a-glance table recomputed from the records (results/gpu/, the one-shot GPU run)."""
-    text = _page("book/measurements.ipynb")
+    text = _measurements()
     names = sorted(p.name for p in (RESULTS / "gpu").iterdir() if p.suffix in (".json", ".txt", ".xml"))
     for name in names:  # the CUDA tests' outcome is in CONTRIBUTING.md ("What `make test` checks")
         page, where = (("CONTRIBUTING.md", "CONTRIBUTING.md") if name.startswith("cuda_tests_") else
-                       ("book/measurements.ipynb", "book/measurements.ipynb's table of GPU records"))
+                       ("book/measurements_record.ipynb", "book/measurements_record.ipynb's table of the records' files"))
         if name == "gpu_check_cuda.json":  # the run's own summary (parts, times, statuses): for maintainers
             page, where = "benchmarks/README.md", "benchmarks/README.md"
         if name != "cuda_tests_cuda.xml":  # pytest's own report of the same tests
@@ -573,7 +578,7 @@ def test_distributed_page_says_what_ran_on_the_gpu():
 
 
 def test_measurements_page_precision_probe_section():
-    text = _page("book/measurements.ipynb")
+    text = _measurements()
     probe = _record("precision_probe_cpu.json")["results"]
     for setting, r in probe.items():
         t, tr = r["probe"]["timings"], r["training_median_target_tokens_per_s"]
@@ -607,7 +612,7 @@ def test_measurements_page_precision_probe_section():
 
 
 def test_measurements_page_slow_cpu_section():
-    text = _page("book/measurements.ipynb")
+    text = _measurements()
     rec = _record("cpu_recipe.json")
     base, v4000 = rec["runs"]["base@1700"], rec["runs"]["v4000@1900"]
     drop0, f05 = rec["partial_runs"]["drop0"], rec["partial_runs"]["f05"]
@@ -766,7 +771,7 @@ def test_chapter_12_table1_reading_matches_the_record():
 def test_measurements_page_runs_side_by_side():
     """Chapter 9's runs tables: every row's minutes, steps, steps per minute, median throughput, weights and scores
     as its record stores them, and the sentences that compare the two rates."""
-    text = _page("book/measurements.ipynb")
+    text = _measurements()
     section = text[text.index("(measurements-runs)="):text.index("(measurements-precision)=")]
     rows = {}
     labels = {"translate_cpu_auto.json": "15 min, amp=auto", "translate_cpu.json": "15 min, bf16",  # printed rows
@@ -822,6 +827,29 @@ def test_measurements_page_runs_side_by_side():
     assert max(abs(fast["beam4"]["bleu"] - m3), abs(auto["beam4"]["bleu"] - m3)) < gap + 0.1
     _assert_in(section, f"about the gap between the two stand-in runs (beam 4, cased: {run1['beam4']['bleu']:.2f} and "
                         f"{run2['beam4']['bleu']:.2f} in the table of scores above)", where="book/measurements.ipynb (M3)")
+
+
+def test_measurements_compare_section_quotes_the_records_page():
+    """The two rules of "How to compare two runs" (book/measurements.ipynb) quote one example each; the numbers are
+    printed on the records page (book/measurements_record.ipynb), which the section links."""
+    main, records = _page(MEASUREMENTS[0]), _page(MEASUREMENTS[1])
+    section = main[main.index("(measurements-compare)="):]
+    rows = {n: _record(n) for n in ("translate_cpu_auto.json", "translate_cpu.json", "translate_cpu_avx2.json",
+                                    "translate_cpu_fp32_emulated_run1.json", "translate_cpu_fp32_emulated.json")}
+    made = dict(re.findall(r"^ +(15 min, amp=auto|15 min, bf16|stand-in, run 1|stand-in, run 2) .*\((\d+)%\)$",
+                           records, re.M))
+    assert len(made) == 4, "the records page lost its table of steps made against steps expected"
+    auto, fast, m3 = (rows[n] for n in ("translate_cpu_auto.json", "translate_cpu.json", "translate_cpu_avx2.json"))
+    run1, run2 = rows["translate_cpu_fp32_emulated_run1.json"], rows["translate_cpu_fp32_emulated.json"]
+    _assert_in(section, "{ref}`measurements-runs`",
+               f"made {made['15 min, amp=auto']} and {made['15 min, bf16']}%",
+               f"made only {made['stand-in, run 1']} and {made['stand-in, run 2']}%",
+               f"differ by {run1['beam4']['bleu_lowercase'] - run2['beam4']['bleu_lowercase']:.2f} lowercased BLEU",
+               f"by {run2['greedy']['bleu_lowercase'] - run1['greedy']['bleu_lowercase']:.2f} with greedy",
+               f"({auto['beam4']['bleu']:.2f}, {fast['beam4']['bleu']:.2f} and {m3['beam4']['bleu']:.2f}, beam 4, cased)",
+               where="book/measurements.ipynb (How to compare two runs)")
+    assert 0.5 < m3["steps"] / auto["steps"] < 0.6  # "a little over half the steps of M2"
+    assert "(measurements-runs)=" in records and "(measurements-runs)=" not in main
 
 
 def test_intro_quotes_the_cpu_runs():
@@ -932,18 +960,14 @@ def test_translator_gallery_shows_chapter_9s_run():
 
 
 def test_translator_page_sets_its_model_beside_the_other_15_minute_runs():
-    """"The stored run made the fewest steps of the course's three 15-minute runs. The other two ... made 1,667 and 2,161
-    steps and scored 37.7 and 37.6 with beam search": the three stored CPU runs, the box's model being M3's."""
-    runs = {n: json.loads((RESULTS / f"translate_cpu{n}.json").read_text()) for n in ("", "_auto", "_avx2")}
-    this, others = runs["_avx2"], sorted((runs[""], runs["_auto"]), key=lambda r: r["steps"])
-    assert all(abs(r["minutes_trained"] - 15) < 0.5 for r in runs.values())
-    assert this["steps"] < min(r["steps"] for r in others)
-    page = _page("book/translator.md")
-    _assert_in(page, f"({this['steps']} steps on the computer that trained this one)",
-               "The stored run made the fewest steps of the course's three 15-minute runs",
-               f"made {others[0]['steps']:,} and {others[1]['steps']:,} steps and scored "
-               f"{others[0]['beam4']['bleu']:.1f} and {others[1]['beam4']['bleu']:.1f} with beam search",
-               where="book/translator.md")
+    """"The course's three stored 15-minute runs on 2-core CPUs made between 939 and 2,161 steps and scored between
+    36.8 and 37.7 BLEU with beam search": the range of the three stored CPU records."""
+    runs = [json.loads((RESULTS / f"translate_cpu{n}.json").read_text()) for n in ("", "_auto", "_avx2")]
+    assert all(abs(r["minutes_trained"] - 15) < 0.5 for r in runs)
+    steps, bleu = sorted(r["steps"] for r in runs), sorted(r["beam4"]["bleu"] for r in runs)
+    _assert_in(_page("book/translator.md"),
+               f"other 15-minute runs on 2-core CPUs, stored with it, made between {steps[0]:,} and {steps[-1]:,} steps and "
+               f"scored between {bleu[0]:.1f}\nand {bleu[-1]:.1f} BLEU with beam search", where="book/translator.md")
 
 
 def test_paper_page_uses_the_notation_pages_symbols():
@@ -964,7 +988,7 @@ def test_paper_page_uses_the_notation_pages_symbols():
 
 def test_measurements_page_checks_the_emulation_against_m3():
     """The emulation of a 2-core CPU without bf16 (1,215 steps) is set against the real one (M3's record)."""
-    text = _page("book/measurements.ipynb")
+    text = _measurements()
     m3, bf16 = _record("translate_cpu_avx2.json"), _record("translate_cpu.json")  # the bf16 run (M1)
     _assert_in(text, f"M3, such a CPU, then made {m3['steps']:,} steps", where="book/measurements.ipynb (M3)")
     _assert_in(text, f"scored {m3['beam4']['bleu']:.2f} BLEU with beam search (cased), "

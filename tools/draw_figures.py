@@ -1,7 +1,9 @@
-"""Draw the course's two overview diagrams as SVG: the encoder-decoder (the paper's Figure 1) and multi-head
-attention (its Figure 2), each part labelled with the chapter that builds it.
+"""Draw the course's diagrams as SVG: the encoder-decoder (the paper's Figure 1) and multi-head attention (its
+Figure 2), each part labelled with the chapter that builds it, and the tensor layout of splitting and merging the
+heads (chapter 7).
 
-    python tools/draw_figures.py        # writes book/figures/transformer.svg and book/figures/multi_head_attention.svg
+    python tools/draw_figures.py               # writes every figure into book/figures/
+    python tools/draw_figures.py head_layout   # writes only book/figures/head_layout.svg (any of the names below)
 
 The drawings are the course's own (boxes and arrows written here), not copies of the paper's figures.
 """
@@ -11,6 +13,7 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "book" / "figures"
 FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
+MONO = "font-family='DejaVu Sans Mono, Menlo, Consolas, monospace'"  # code, as the pages set it
 # Font sizes as drawn: the pages show the diagrams at the column's width (about 700 px at a 1280 px window), so
 # no label is set below 12 px of the drawing.
 LEGIBLE = {9: 11, 10: 12, 11: 12.5, 12: 13.5, 13: 14.5}
@@ -45,10 +48,10 @@ class Canvas:
         if chapter is not None:
             self.text(x + w / 2, y + h - 6, chapter, size=10, colour="#555", italic=True)
 
-    def text(self, x, y, s, size=12, colour="#111", anchor="middle", italic=False, bold=False):
+    def text(self, x, y, s, size=12, colour="#111", anchor="middle", italic=False, bold=False, mono=False):
         size = LEGIBLE.get(size, size)
         style = (" font-style='italic'" if italic else "") + (" font-weight='bold'" if bold else "")
-        self.items.append(f"<text x='{x}' y='{y}' {FONT} font-size='{size}' fill='{colour}' "
+        self.items.append(f"<text x='{x}' y='{y}' {MONO if mono else FONT} font-size='{size}' fill='{colour}' "
                           f"text-anchor='{anchor}'{style}>{s}</text>")
 
     def arrow(self, *points):
@@ -186,12 +189,133 @@ def multi_head_attention() -> str:
     return c.svg()
 
 
-def main() -> None:
+HEAD_COLOURS = (COLOURS["attn"], COLOURS["ffn"])  # head 1, head 2
+CELL_W, CELL_H = 40, 26
+Q_EXAMPLE = ((2, 2, 3, 2), (1, 2, 2, 1), (3, 1, 2, 3))  # chapter 7's projected queries Q W^Q, (seq_len, d_model)
+
+
+def _cell(c: Canvas, x, y, head, value=None, w=CELL_W, h=CELL_H):
+    c.items.append(f"<rect x='{x}' y='{y}' width='{w}' height='{h}' fill='{HEAD_COLOURS[head]}' stroke='#333' "
+                   f"stroke-width='1'/>")
+    if value is not None:
+        c.text(x + w / 2, y + h / 2 + 5, value, size=12)
+
+
+def _token_grid(c: Canvas, x, y, values, labels_at):
+    """(seq_len, d_model): a row per token, the heads' columns coloured; token labels on the side ``labels_at``."""
+    for i in range(3):
+        for j in range(4):
+            _cell(c, x + j * CELL_W, y + i * CELL_H, j // 2, None if values is None else values[i][j])
+        lx, anchor = (x - 8, "end") if labels_at == "left" else (x + 4 * CELL_W + 8, "start")
+        c.text(lx, y + i * CELL_H + CELL_H / 2 + 5, f"token {i + 1}", size=10, colour="#555", anchor=anchor)
+
+
+def _token_blocks(c: Canvas, x, y, values, w=30, gap=10):
+    """(seq_len, n_heads, d_k): an (n_heads, d_k) block per token, a row per head, the token named below."""
+    for t in range(3):
+        bx = x + t * (2 * w + gap)
+        for head in range(2):
+            for j in range(2):
+                _cell(c, bx + j * w, y + head * CELL_H, head, None if values is None else values[t][2 * head + j],
+                      w=w)
+        c.text(bx + w, y + 2 * CELL_H + 17, f"token {t + 1}", size=10, colour="#555")
+
+
+def _head_matrices(c: Canvas, x, y, gap, values, labels_at):
+    """(n_heads, seq_len, d_k): a (seq_len, d_k) matrix per head, side by side, a row per token."""
+    for head in range(2):
+        for i in range(3):
+            for j in range(2):
+                _cell(c, x + head * (2 * CELL_W + gap) + j * CELL_W, y + i * CELL_H, head,
+                      None if values is None else values[i][2 * head + j])
+    for i in range(3):
+        lx, anchor = (x - 8, "end") if labels_at == "left" else (x + 4 * CELL_W + gap + 8, "start")
+        c.text(lx, y + i * CELL_H + CELL_H / 2 + 5, f"token {i + 1}", size=10, colour="#555", anchor=anchor)
+
+
+def _bracket(c: Canvas, x0, x1, y, label, below=True, colour="#555", dashed=False):
+    """A bracket over ``x0..x1`` at ``y``, its ticks pointing at the cells (up when below them), with a label."""
+    tick = -6 if below else 6
+    dash = " stroke-dasharray='4 3'" if dashed else ""
+    c.items.append(f"<path d='M {x0 + 2} {y + tick} L {x0 + 2} {y} L {x1 - 2} {y} L {x1 - 2} {y + tick}' "
+                   f"fill='none' stroke='{colour}' stroke-width='1.4'{dash}/>")
+    c.text((x0 + x1) / 2, y + (17 if below else -7), label, size=10, colour=colour)
+
+
+def head_layout() -> str:
+    """Chapter 7's split and merge of the heads on its two-head example (batch 1, seq_len 3, d_model 4, h 2):
+    the shapes at each step, and the order in which the numbers lie in memory."""
+    width, mid = 730, 365
+    c = Canvas(width, 618, "Splitting and merging the heads: the shapes, and the order of the numbers in memory")
+    gap = 12
+    lc, rc = 148, 582  # centres of the split (left) and merge (right) columns
+    rows = (44, 166, 288)  # top of the three levels: (b, s, d_model), (b, s, h, d_k), (b, h, s, d_k)
+    c.text(lc, 24, "split the heads (step 2)", size=13, bold=True)
+    c.text(rc, 24, "merge the heads (step 4)", size=13, bold=True)
+    for head, (x, name) in enumerate(((mid - 58, "head 1"), (mid + 8, "head 2"))):  # the legend
+        _cell(c, x, 11, head, w=16, h=16)
+        c.text(x + 21, 24, name, size=10, anchor="start")
+    blocks_w = 3 * 60 + 2 * 10
+    for centre, values, side in ((lc, Q_EXAMPLE, "left"), (rc, None, "right")):
+        _token_grid(c, centre - 2 * CELL_W, rows[0], values, side)
+        _token_blocks(c, centre - blocks_w / 2, rows[1] + 6, values)
+        _head_matrices(c, centre - 2 * CELL_W - gap / 2, rows[2], gap, values, side)
+    # the middle column: each level's shape, the same on both sides
+    shapes = (("q, and Concat(head 1, head 2)", "(batch, seq_len, d_model)", "= (1, 3, 4)"),
+              ("an (n_heads, d_k) block per token", "(batch, seq_len, n_heads, d_k)", "= (1, 3, 2, 2)"),
+              ("qh, and heads: a matrix per head", "(batch, n_heads, seq_len, d_k)", "= (1, 2, 3, 2)"))
+    for top, (name, axes, sizes) in zip(rows, shapes):
+        y = top + 3 * CELL_H / 2
+        c.text(mid, y - 16, name, size=10, colour="#555", italic=True)
+        c.text(mid, y + 2, axes, size=10, mono=True)
+        c.text(mid, y + 19, sizes, size=10, mono=True)
+    # split: down the left column; merge: up the right column; the operations face the middle
+    for top, op in ((rows[0], ".view(1, 3, 2, 2)"), (rows[1], ".transpose(1, 2)")):
+        y0, y1 = top + 3 * CELL_H + 6, top + 122 - 6
+        c.arrow((lc, y0), (lc, y1))
+        c.text(lc + 8, (y0 + y1) / 2 + 5, op, size=11, mono=True, anchor="start")
+    for top, op in ((rows[0], ".reshape(1, 3, 4)"), (rows[1], ".transpose(1, 2)")):
+        y0, y1 = top + 122 - 6, top + 3 * CELL_H + 6
+        c.arrow((rc, y0), (rc, y1))
+        c.text(rc - 8, (y0 + y1) / 2 + 5, op, size=11, mono=True, anchor="end")
+    bottom = rows[2] + 3 * CELL_H
+    c.arrow((lc, bottom + 6), (lc, bottom + 30), (rc, bottom + 30), (rc, bottom + 6))
+    c.text(mid, bottom + 24, "step 3: attention in each head", size=11)
+    # memory: the numbers of q token by token, read by a view without the transpose; heads, head by head
+    x0 = mid - 6 * CELL_W
+    c.text(10, 450, "In memory (row-major order)", size=13, bold=True, anchor="start")
+    y = 490
+    c.text(x0 - 12, y + 18, "q", size=12, mono=True, anchor="end")
+    for k in range(12):
+        _cell(c, x0 + k * CELL_W, y, (k % 4) // 2, Q_EXAMPLE[k // 4][k % 4])
+    for t in range(3):
+        _bracket(c, x0 + 4 * t * CELL_W, x0 + 4 * (t + 1) * CELL_W, y + CELL_H + 8, f"token {t + 1}")
+    for h in range(2):
+        _bracket(c, x0 + 6 * h * CELL_W, x0 + 6 * (h + 1) * CELL_W, y - 8,
+                 f"q.view(1, 2, 3, 2)[0, {h}]: its “head {h + 1}”", below=False, colour="#a33", dashed=True)
+    y = 556
+    c.text(x0 - 12, y + 18, "heads", size=12, mono=True, anchor="end")
+    for k in range(12):
+        _cell(c, x0 + k * CELL_W, y, k // 6)
+    for p in range(6):
+        _bracket(c, x0 + 2 * p * CELL_W, x0 + 2 * (p + 1) * CELL_W, y + CELL_H + 8, f"token {p % 3 + 1}")
+    return c.svg()
+
+
+FIGURES = {"transformer": transformer, "multi_head_attention": multi_head_attention, "head_layout": head_layout}
+
+
+def main(names: list[str]) -> None:
+    unknown = sorted(set(names) - set(FIGURES))
+    if unknown:
+        raise SystemExit(f"unknown figure(s) {unknown}; choose from {sorted(FIGURES)}")
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "transformer.svg").write_text(transformer())
-    (OUT / "multi_head_attention.svg").write_text(multi_head_attention())
-    print(f"wrote {OUT / 'transformer.svg'} and {OUT / 'multi_head_attention.svg'}")
+    for name in names or FIGURES:
+        (OUT / f"{name}.svg").write_text(FIGURES[name]())
+        print(f"wrote {OUT / f'{name}.svg'}")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

@@ -223,8 +223,8 @@ def latex_to_text(text: str) -> str:
 class Converter:
     """Converts one page's MyST markdown to plain Markdown (see the module docstring)."""
 
-    def __init__(self, book: Book, docname: str):
-        self.book, self.docname = book, docname
+    def __init__(self, book: Book, docname: str, glued: dict[str, str] | None = None):
+        self.book, self.docname, self.glued = book, docname, glued or {}
 
     def cell(self, source: str, where: str) -> str:
         return re.sub(r"\n{3,}", "\n\n", self.convert(source, where)).strip("\n")
@@ -336,7 +336,36 @@ class Converter:
             return f"[{text or self.book.titles[docname]}]({self.book.page_url(docname)})"
         if role == "math":
             return f"${body}$"
+        if role in ("glue", "glue:text"):  # a number of this run: the code that computes it, which the student runs
+            key = body.split(":")[0].strip()
+            if key not in self.glued:
+                raise ValueError(f"{where}: {{{role}}}`{key}` is glued by no cell of this notebook")
+            return self.glued[key]
         raise ValueError(f"{where}: no plain-Markdown form for the {{{role}}} role (tools/student_notebooks.py)")
+
+
+def glued_expressions(nb) -> dict[str, str]:
+    """``{key: Markdown}`` for every ``glue("key", value, ...)`` call of the notebook's code cells: the value's
+    expression in code font (an f-string's literal text kept, each replacement field as its expression, a
+    ``Words(...)`` wrapper dropped), which is how the page's glued number reads in the student's notebook."""
+    out = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "glue(" not in cell.source:
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "glue"
+                    and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant)):
+                continue
+            value = node.args[1]
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "Words":
+                value = value.args[0]
+            if isinstance(value, ast.JoinedStr):
+                out[node.args[0].value] = "".join(
+                    part.value if isinstance(part, ast.Constant) else f"`{ast.unparse(part.value)}`"
+                    for part in value.values)
+            else:
+                out[node.args[0].value] = f"`{ast.unparse(value)}`"
+    return out
 
 
 def normalise(docname: str) -> str:
@@ -473,7 +502,7 @@ def make(path: Path, book: Book | None = None):
     docname = book.docname(path)
     student, exercises = student_notebook(nb, path=str(path), clear_outputs=True)
     student.cells = [c for c in student.cells if not set(LEFT_OUT) & set(c.metadata.get("tags", []))]
-    convert = Converter(book, docname)
+    convert = Converter(book, docname, glued_expressions(nb))
     kinds = exercise_kinds(nb)
     label_of = {number: label for label, number in book.exercise_numbers.items()}
     essays = {c.metadata[KEY]["exercise"] for c in nb.cells if c.cell_type == "code"

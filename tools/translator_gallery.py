@@ -46,8 +46,24 @@ EXAMPLES = [
 ]
 
 #: An output subword "follows the word order" when the source subword it weights most lies within this many
-#: subwords of the diagonal (the same relative place in the source as the output subword in the output).
-NEAR = 1.5
+#: subwords of the diagonal, as chapter 11 defines it (tmlib.analysis.heads): row r of n_out sits at source place
+#: (r + 1/2) n_src / n_out - 1/2.
+NEAR = 1.0
+
+
+def _diagonal(n_out: int, n_src: int):
+    """Chapter 11's proportional diagonal: the source place of each of ``n_out`` rows, ``(n_out,)``."""
+    import numpy as np
+
+    return (np.arange(n_out) + 0.5) * n_src / max(1, n_out) - 0.5
+
+
+def label(piece: str) -> str:
+    """A subword as the figure prints it: a word's first piece without the tokenizer's ``▁``, a piece that
+    continues a word after ``##`` (``▁Stra``, ``ße`` -> ``Stra``, ``##ße``)."""
+    if piece.startswith("▁"):
+        return piece[1:] or "▁"
+    return piece if piece.startswith("<") or not piece[:1].isalnum() else "##" + piece
 
 
 def _wrap(text: str) -> str:
@@ -88,7 +104,7 @@ def near_diagonal(weights) -> list[int]:
 
     w = np.asarray(weights)
     _, n_out, n_src = w.shape
-    diagonal = np.arange(n_out) * (n_src - 1) / max(1, n_out - 1)
+    diagonal = _diagonal(n_out, n_src)
     return [int((np.abs(w[h].argmax(-1) - diagonal) <= NEAR).sum()) for h in range(w.shape[0])]
 
 
@@ -99,16 +115,18 @@ def off_diagonal(weights) -> list[tuple[int, int, int]]:
 
     w = np.asarray(weights)
     _, n_out, n_src = w.shape
-    diagonal = np.arange(n_out) * (n_src - 1) / max(1, n_out - 1)
+    diagonal = _diagonal(n_out, n_src)
     return [(h, r, int(j)) for h in range(w.shape[0]) for r, j in enumerate(w[h].argmax(-1))
             if abs(j - diagonal[r]) > NEAR]
 
 
-def draw(layers, src_pieces, out_pieces, path: Path) -> str:
+def draw(layers, src_pieces, out_pieces, path: Path) -> tuple[str, str]:
     """Draw the first and last layer's heads (``layers``: a list of ``(n_heads, n_out, n_src)`` arrays, one per
-    decoder layer) as a grid in the widget's colours; return the figure's caption."""
+    decoder layer) as a grid in the widget's colours; return the figure's caption and a paragraph of what it shows."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+
+    src_pieces, out_pieces = [label(p) for p in src_pieces], [label(p) for p in out_pieces]
 
     shown = [(0, layers[0]), (len(layers) - 1, layers[-1])]  # counted from 0, as in the widget and chapter 11
     n_heads = layers[0].shape[0]
@@ -135,33 +153,32 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> str:
     first, last = near_diagonal(layers[0][:, :-1]), near_diagonal(layers[-1][:, :-1])
     last_number = len(layers) - 1
     caption = (f"The cross-attention of decoder layer 0 (top) and layer {last_number} (bottom), every head, for the "
-               "first example. One row per output subword, one "
-               "column per source subword; `▁` (a low bar, not the underscore `_`) marks the start of a word, and the "
-               "darker the cell, the larger its weight.")
+               "first example: one row per output subword, one column per source subword, darker for a larger "
+               "weight.")
+    if any(p.startswith("##") for p in src_pieces + out_pieces):
+        caption += " `##` marks a subword that continues the word before it."
     counts = f"{', '.join(map(str, last[:-1]))} and {last[-1]}" if n_heads > 1 else str(last[0])
-    caption += (f" In layer {last_number}, the largest weight of a word row (the `<eos>` row aside) lies within "
-                f"{NEAR:g} subwords of the diagonal (the straight line from the first source subword in the first row "
-                f"to the last source subword in the last word row), in {counts} of "
-                f"the {n_out} rows of heads 0 to {n_heads - 1}")
+    text = (f"In Figure T.1's layer {last_number}, the largest weight of a word row (the `<eos>` row aside) lies "
+            "within one subword of the diagonal, as {ref}`chapter 11 <nb11-stats>` defines it, in "
+            f"{counts} of the {n_out} rows of heads 0 to {n_heads - 1}")
     off = off_diagonal(layers[-1][:, :-1])  # (head, output row, source subword) of the other rows
     if not off:
-        caption += ": every head of the layer follows the word order."
+        text += ": every head of the layer follows the word order."
     elif min(last) >= 0.75 * n_out and len(off) <= 3:
-        caption += (". These heads follow the word order, with " + ("one exception" if len(off) == 1 else
-                                                                   f"{len(off)} exceptions") + ": "
-                    + "; ".join(f"head {h} reads `{src_pieces[j]}` while writing `{out_pieces[r]}`"
-                                for h, r, j in off) + ".")
+        text += (". These heads follow the word order, with " + ("one exception" if len(off) == 1 else
+                                                                f"{len(off)} exceptions") + ": "
+                 + "; ".join(f"head {h} reads `{src_pieces[j]}` while writing `{out_pieces[r]}`"
+                             for h, r, j in off) + ".")
     else:
-        caption += "."
+        text += "."
     worst = min(range(n_heads), key=lambda h: first[h])
     if first[worst] <= 0.5 * n_out:
         most = layers[0][worst, :-1].argmax(-1).tolist()
         top = max(set(most), key=most.count)
-        caption += (f" Head {worst} of layer 0 looks elsewhere: {most.count(top)} of its {n_out} word rows (the "
-                    f"`<eos>` row aside) put their largest weight on `{src_pieces[top]}`.")
-    caption += (" {ref}`Chapter 11 <nb11-stats>` measures how closely each head follows the word order over many "
-                "sentences.")
-    return caption
+        text += (f" Head {worst} of layer 0 looks elsewhere: {most.count(top)} of its {n_out} word rows put their "
+                 f"largest weight on `{src_pieces[top]}`.")
+    text += " Chapter 11 measures how closely each head follows the word order over many sentences."
+    return caption, text
 
 
 def main() -> int:
@@ -190,7 +207,7 @@ def main() -> int:
 
     pair = translate_and_capture(model, tok, sources[0])
     layers = [w[0].numpy() for w in pair["capture"].weights["cross"]]  # each (n_heads, tgt_len, src_len)
-    caption = draw(layers, pair["src_pieces"], pair["produced_pieces"], FIGURE)
+    caption, reading = draw(layers, pair["src_pieces"], pair["produced_pieces"], FIGURE)
 
     minutes = f"{trained.elapsed_s / 60:.0f} minutes" if trained.elapsed_s else "chapter 9's time budget"
     minutes += f" ({trained.step:,} steps on the computer that trained this one)"
@@ -232,6 +249,8 @@ def main() -> int:
         "",
         _wrap("Figure T.1: " + caption),
         "```",
+        "",
+        _wrap(reading),
         END,
     ])
     page = PAGE.read_text(encoding="utf-8")

@@ -135,9 +135,9 @@ def check_padding_invariance(fn, x, real, what: str = "your function", *, axis: 
         first = tuple(int(i) for i in np.argwhere(moved)[0][:compared.ndim])
         kind = "real position" if out_real is None else "position"
         at = f"{kind} {first[1]} of sentence {first[0]}" if len(first) == 2 else f"{kind} {first}"
-        raise AssertionError(f"{what}: the output at {at} changes when the padding changes: is the padding mask "
-                             "missing, inverted, broadcast along the wrong axis (queries instead of keys), or "
-                             "multiplied into the scores instead of setting them to -inf?")
+        raise AssertionError(f"{what}: the output at {at} changes when the padding changes: the padding still "
+                             "reaches it (is the padding mask missing, inverted or broadcast along the wrong axis, "
+                             "queries instead of keys? Does every padded key get a weight of exactly 0?)")
     which = "at a real position " if out_real is None else "" if compared.all() else "at a position compared "
     return f"correct: {what} ignores the padding: no output {which}changes with it (tolerance {atol:g})"
 

@@ -238,9 +238,8 @@ PAPER_QUIZ = (
          "Self-attention costs O(n²·d) per layer: quadratic in the length n."),
         ("All positions are processed in parallel, and any two positions are one attention step apart.", True),
         ("It has far fewer parameters than a recurrent encoder-decoder of the same quality.", False,
-         "Size is not where it gains: the base model has 65 million parameters and the big one 213 million. Its "
-         "gain is time: it trains in parallel, and reached the state of the art at a fraction of the earlier "
-         "models' training cost."),
+         "The paper makes no such claim: it never compares its parameter counts with those of recurrent models, "
+         "and its models are not small (65 million parameters for the base model, 213 million for the big one)."),
         ("It needs no positional information, since attention sees every position at once.", False, "It needs positional encodings, because attention ignores order."),
     ], "A recurrent layer needs n sequential steps for n tokens; self-attention needs O(1) sequential operations "
        "and connects every pair of positions directly (the paper's Table 1). That made training much faster on "
@@ -256,8 +255,8 @@ PAPER_QUIZ = (
          "source position may attend to every other."),
         ("Layer normalisation, then multi-head self-attention, then a residual connection; the same again around "
          "a feed-forward network.", False,
-         "The sub-layers are right, but the order is that of later pre-LN models. The paper adds the residual "
-         "first and normalises the sum: LayerNorm(x + Sublayer(x)), so the normalisation comes last."),
+         "Normalising before each sub-layer is the order of later pre-LN models, not the paper's. Look at where "
+         "Figure P.1 puts its layer normalisation."),
         ("Self-attention and a feed-forward network, each followed by a residual addition and then layer "
          "normalisation.", True,
          "Two sub-layers, each wrapped as LayerNorm(x + Sublayer(x)): the sub-layer's output is added to its "
@@ -267,8 +266,8 @@ PAPER_QUIZ = (
        "output, and masks its self-attention. Chapters 2, 3 and 5 build each piece."),
     choice("paper-q4", "Q4. Why did the Transformer change NLP so quickly?", [
         ("It won the NIPS 2017 best-paper award, which drew the whole field's attention to it at once.", False,
-         "It won no such award: NIPS 2017's three best paper awards went to other papers, which the errata "
-         "names."),
+         "It won no such award: NIPS 2017's three best paper awards went to other papers, named on this page "
+         "under 'Claims about the paper that do not hold'."),
         ("It trained in parallel and scaled, so far larger models could be pre-trained on text (BERT, GPT).", True),
         ("It was the first neural machine translation system, replacing the phrase-based systems of the time.", False,
          "Neural translation came before it: the recurrent encoder-decoders of 2014 that the paper compares with."),
@@ -277,8 +276,8 @@ PAPER_QUIZ = (
          "known and the causal mask hides each position's future. A translation is still written one token at a "
          "time, each step reading the tokens before it."),
     ], "Parallel training over positions and a simple, uniform architecture made it practical to scale models and "
-       "data; encoder-only (BERT, 2018) and decoder-only (GPT, 2018-2020) pre-trained models followed within two "
-       "years. Its success came from results and scalability, not from an award."),
+       "data; encoder-only (BERT) and decoder-only (GPT) pre-trained models followed within two years. Its success "
+       "came from results and scalability, not from an award."),
     numeric("paper-q5", "Q5. A stack of causal dilated convolutions with kernel width 3 (dilations 1, 3, 9, ...), "
             "each position reading only itself and earlier positions, reads a sentence of 50 tokens. How many "
             "layers must information from the first token pass through to reach the last one? (A recurrent layer needs 49 steps; self-attention needs one.)",
@@ -288,7 +287,13 @@ PAPER_QUIZ = (
             "undilated causal kernels of width 3 would need 25 layers (chapter 12 evaluates the table). Short paths make "
             "long-range dependencies easier to learn (§4).",
             hints=[(25, "That is the count for kernels without dilation, each layer reaching 2 positions further "
-                        "back. With dilations 1, 3, 9, ..., how far back does each layer reach?")]),
+                        "back. With dilations 1, 3, 9, ..., how far back does each layer reach?"),
+                   (3, "How many positions do 3 layers cover, the position itself included? Is that enough for a "
+                       "sentence of 50 tokens?"),
+                   (3.56, "Layers come in whole numbers: how many do you need so that the positions they cover "
+                          "reach 50?"),
+                   (3.6, "Layers come in whole numbers: how many do you need so that the positions they cover "
+                         "reach 50?")]),
 )
 
 
