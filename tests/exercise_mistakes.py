@@ -512,14 +512,15 @@ MISTAKES: dict[str, list[Mistake]] = {
             "def teacher_forcing(tgt, bos_id):\n    return tgt[:, :-1], tgt[:, 1:]")),
     ],
     "ex-10-embed": [
-        Mistake("the bug left in: scaled by 8, the square root of 64", unanswered=True),
-        Mistake("scaled by d_model, not its square root", replace=(("* math.sqrt(d_model)", "* d_model"),)),
-        Mistake("not scaled at all", replace=(("table[ids] * math.sqrt(d_model)", "table[ids]"),)),
-        Mistake("scaled by the square root of the vocabulary size", replace=(
-            ("* math.sqrt(d_model)", "* math.sqrt(table.shape[0])"),)),
+        Mistake("the bug left in: scaled by the square root of the vocabulary size", unanswered=True),
+        Mistake("scaled by d_model, not its square root", replace=(
+            ("scale = math.sqrt(table.shape[1])", "scale = table.shape[1]"),)),
+        Mistake("not scaled at all", replace=(("table[ids] * scale", "table[ids]"),)),
+        Mistake("scaled by 8, the square root of 64", replace=(
+            ("scale = math.sqrt(table.shape[1])", "scale = 8.0"),)),
         Mistake("the positional encodings scaled down instead", replace=(
-            ("table[ids] * math.sqrt(d_model) + R.positional_encoding(n, d_model)",
-             "table[ids] + R.positional_encoding(n, d_model) / math.sqrt(d_model)"),)),
+            ("table[ids] * scale + R.positional_encoding(len(ids), table.shape[1])",
+             "table[ids] + R.positional_encoding(len(ids), table.shape[1]) / scale"),)),
     ],
     "ex-10-polarity": [
         Mistake("the bug left in: the course's mask handed to nn unchanged", unanswered=True),

@@ -258,7 +258,7 @@ def test_head_findings_gives_each_verdict():
 def test_ablation_findings_end_with_verdicts():
     f = I.ablation_findings(_stats(), _ablation())
     assert f["verdicts"] == ["layers pass", "cross most sensitive"]
-    assert _verdicts(f)[0] == "finding: 1 of 4 layers passes Michel et al.'s one-head test: enc-self L1"
+    assert _verdicts(f)[0] == "finding: 1 of 4 layers passes our version of Michel et al.'s one-head test: enc-self L1"
     assert _verdicts(f)[1].startswith("finding: cross-attention is the most sensitive kind, as Michel et al. found")
     assert _verdicts(f)[2].startswith("finding: without cross L")  # BLEU 2.0 of 30.0: below a quarter
     assert _verdicts(f)[2].endswith("there is no translation: the decoder reads the German sentence there")
@@ -269,7 +269,7 @@ def test_ablation_findings_end_with_verdicts():
     table.loc[cross_layer, "delta_nll"] = 0.1  # cross-attention the cheapest kind
     g = I.ablation_findings(_stats(), table)
     assert g["verdicts"] == ["no layer passes", "decoder self most sensitive"]
-    assert "finding: no layer passes Michel et al.'s one-head test" in _flat(g)
+    assert "finding: no layer passes our version of Michel et al.'s one-head test" in _flat(g)
     assert "decoder self-attention is the most sensitive kind, not cross-attention" in _flat(g)
     assert all(len(line) <= WIDTH for line in g.lines)
 

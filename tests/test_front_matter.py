@@ -19,7 +19,7 @@ def _code_and_printed(rel: str) -> list[tuple[str, str]]:
     return re.findall(r"```python\n(.*?)```\s*\n\s*It prints:\s*\n\s*```text\n(.*?)```", text, re.S)
 
 
-@pytest.mark.parametrize("rel", ["book/errata.md", "book/errata/03.md"])
+@pytest.mark.parametrize("rel", ["book/errata.md", "book/errata/03.md", "book/errata/05.md"])
 def test_errata_code_prints_what_the_page_shows(rel):
     blocks = _code_and_printed(rel)
     assert blocks, f"{rel}: no code block followed by its printed output"

@@ -120,7 +120,9 @@ var feedback = element(), explanation = element(), input = element(), submit = e
 var options = [element({"data-correct": "false"}), element({"data-correct": "true"})];
 var root = element(KIND === "choice" ? {"data-kind": "choice"}
                    : {"data-kind": "numeric", "data-answer": "4", "data-tolerance": "0"});
-if (KIND === "numeric-hints") { root.setAttribute("data-hints", JSON.stringify([[25, "No dilation?"]])); }
+if (KIND === "numeric-hints" || KIND === "numeric-hint-second") {
+  root.setAttribute("data-hints", JSON.stringify([[25, "No dilation?"]]));
+}
 root.querySelector = function (sel) {
   return {".tm-quiz-feedback": feedback, ".tm-quiz-explanation": explanation, ".tm-quiz-input": input,
           ".tm-quiz-submit": submit}[sel];
@@ -132,6 +134,10 @@ var seen = [];
 function state() { seen.push([root.getAttribute("data-state"), explanation.hidden, feedback.textContent]); }
 if (KIND === "choice") { options[0].click(); state(); options[0].click(); state(); }
 else if (KIND === "numeric-hints") { input.value = "25"; submit.click(); state(); input.value = "3"; submit.click(); state(); }
+else if (KIND === "numeric-hint-second") {
+  input.value = "5"; submit.click(); state(); input.value = "25"; submit.click(); state();
+  input.value = "6"; submit.click(); state();
+}
 else { input.value = "3"; submit.click(); state(); input.value = "4"; submit.click(); state(); }
 console.log(JSON.stringify(seen));
 """
@@ -180,3 +186,23 @@ def test_a_numeric_hint_follows_its_wrong_value_only(tmp_path):
     assert state1 == state2 == "wrong" and hidden1
     assert text1.startswith("Not quite: 25 is not the answer. No dilation?") and "Try again" in text1
     assert "No dilation?" not in text2 and text2.startswith("Not quite: 3 is not the answer.")
+
+
+def test_a_hint_on_the_second_try_comes_before_the_explanation(tmp_path):
+    """A second wrong try that gets a hint of its own (Q5: 5, then 3) shows the hint without the explanation, so that
+    the hint can be acted on; the third try shows the explanation."""
+    import json
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js is not installed: the widget's script cannot run here")
+    script = (Q._SCRIPT % {"id": '"tm-quiz-t"'}).replace("<script>", "").replace("</script>", "")
+    (tmp_path / "quiz.js").write_text(_FAKE_DOM.replace("KIND", json.dumps("numeric-hint-second"))
+                                      .replace("SCRIPT", script))
+    seen = json.loads(subprocess.run([node, str(tmp_path / "quiz.js")], capture_output=True, text=True,
+                                     check=True).stdout)
+    (_, hidden1, _), (_, hidden2, text2), (_, hidden3, _) = seen
+    assert hidden1 and hidden2 and not hidden3
+    assert "No dilation?" in text2 and "Try again with this hint." in text2

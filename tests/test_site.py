@@ -149,6 +149,16 @@ def test_figures_carry_only_their_chapter_numbers(html_dir):
 
 @pytest.mark.skipif(not BUILDS, reason="no built site (run `make book`)")
 @pytest.mark.parametrize("html_dir", BUILDS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_page_shows_raw_directive_markup(html_dir):
+    # A directive that MyST did not parse (e.g. a backtick in the title of a ```{admonition} fence, which CommonMark
+    # forbids in a fence's info string) reaches the page as literal text.
+    pages = [p for p in html_dir.rglob("*.html") if "_static" not in p.parts]
+    raw = [p.relative_to(html_dir).as_posix() for p in pages if "```{" in p.read_text(errors="replace")]
+    assert not raw, f"raw directive markup (```{{...) shown on {raw}"
+
+
+@pytest.mark.skipif(not BUILDS, reason="no built site (run `make book`)")
+@pytest.mark.parametrize("html_dir", BUILDS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_reference_list_labels_read_as_the_citations(html_dir):
     """A citation "[Vaswani et al., 2017]" leads to the same label in the list (_ext/author_year_labels.py), in
     alphabetical order, with no LaTeX left in the text."""

@@ -26,7 +26,8 @@ or opens it in Colab gets none of that; the site's download and Colab buttons le
   check, which the notebook holds as cells to run), nor those tagged ``smoke-only`` (the cell that shrinks a run
   in the course's quick test mode, ``TMLIB_SMOKE=1``, e.g. fewer test sentences: machinery of the course's tests,
   which a student's run never takes); a Markdown cell tagged ``remove-cell``, which the page leaves out, stays:
-  what the notebook says in its own words;
+  what the notebook says in its own words (a number glued from the page's run, ``{glue:text}``, may stand only in
+  a ``site-only`` cell: the student's run prints its own);
 * no outputs, execution counts, cell tags or execution timestamps; fresh cell ids; a first note on how to work
   and hand in, without a link to the chapter's page (it holds the solutions; the instructor decides whether
   they are published). The notebook metadata ``tmlib_assignment``, and the stub cells' ``assignment`` metadata
@@ -223,8 +224,8 @@ def latex_to_text(text: str) -> str:
 class Converter:
     """Converts one page's MyST markdown to plain Markdown (see the module docstring)."""
 
-    def __init__(self, book: Book, docname: str, glued: dict[str, str] | None = None):
-        self.book, self.docname, self.glued = book, docname, glued or {}
+    def __init__(self, book: Book, docname: str):
+        self.book, self.docname = book, docname
 
     def cell(self, source: str, where: str) -> str:
         return re.sub(r"\n{3,}", "\n\n", self.convert(source, where)).strip("\n")
@@ -336,36 +337,10 @@ class Converter:
             return f"[{text or self.book.titles[docname]}]({self.book.page_url(docname)})"
         if role == "math":
             return f"${body}$"
-        if role in ("glue", "glue:text"):  # a number of this run: the code that computes it, which the student runs
-            key = body.split(":")[0].strip()
-            if key not in self.glued:
-                raise ValueError(f"{where}: {{{role}}}`{key}` is glued by no cell of this notebook")
-            return self.glued[key]
+        if role.startswith("glue"):  # a number of the page's run: the student's run prints its own
+            raise ValueError(f"{where}: {{{role}}} in a cell the notebook keeps: put the sentence in a Markdown cell "
+                             "tagged site-only, and what the notebook says instead in one tagged remove-cell")
         raise ValueError(f"{where}: no plain-Markdown form for the {{{role}}} role (tools/student_notebooks.py)")
-
-
-def glued_expressions(nb) -> dict[str, str]:
-    """``{key: Markdown}`` for every ``glue("key", value, ...)`` call of the notebook's code cells: the value's
-    expression in code font (an f-string's literal text kept, each replacement field as its expression, a
-    ``Words(...)`` wrapper dropped), which is how the page's glued number reads in the student's notebook."""
-    out = {}
-    for cell in nb.cells:
-        if cell.cell_type != "code" or "glue(" not in cell.source:
-            continue
-        for node in ast.walk(ast.parse(cell.source)):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "glue"
-                    and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant)):
-                continue
-            value = node.args[1]
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "Words":
-                value = value.args[0]
-            if isinstance(value, ast.JoinedStr):
-                out[node.args[0].value] = "".join(
-                    part.value if isinstance(part, ast.Constant) else f"`{ast.unparse(part.value)}`"
-                    for part in value.values)
-            else:
-                out[node.args[0].value] = f"`{ast.unparse(value)}`"
-    return out
 
 
 def normalise(docname: str) -> str:
@@ -502,7 +477,7 @@ def make(path: Path, book: Book | None = None):
     docname = book.docname(path)
     student, exercises = student_notebook(nb, path=str(path), clear_outputs=True)
     student.cells = [c for c in student.cells if not set(LEFT_OUT) & set(c.metadata.get("tags", []))]
-    convert = Converter(book, docname, glued_expressions(nb))
+    convert = Converter(book, docname)
     kinds = exercise_kinds(nb)
     label_of = {number: label for label, number in book.exercise_numbers.items()}
     essays = {c.metadata[KEY]["exercise"] for c in nb.cells if c.cell_type == "code"

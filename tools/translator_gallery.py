@@ -98,25 +98,26 @@ def chapter_9_scores(step: int, best_step: int | None) -> dict[str, float] | Non
 
 
 def near_diagonal(weights) -> list[int]:
-    """For each head of ``weights`` ``(n_heads, n_out, n_src)``: how many output subwords weight most a source
-    subword within ``NEAR`` of the diagonal."""
+    """For each head of ``weights`` ``(n_heads, n_q, n_src)`` (every row, the ``<eos>`` row last): how many of the
+    word rows (all but the last) weight most a source subword within ``NEAR`` of chapter 11's diagonal, which places
+    the rows among all ``n_q``."""
     import numpy as np
 
     w = np.asarray(weights)
-    _, n_out, n_src = w.shape
-    diagonal = _diagonal(n_out, n_src)
-    return [int((np.abs(w[h].argmax(-1) - diagonal) <= NEAR).sum()) for h in range(w.shape[0])]
+    _, n_q, n_src = w.shape
+    diagonal = _diagonal(n_q, n_src)[:-1]
+    return [int((np.abs(w[h, :-1].argmax(-1) - diagonal) <= NEAR).sum()) for h in range(w.shape[0])]
 
 
 def off_diagonal(weights) -> list[tuple[int, int, int]]:
-    """The output subwords of ``weights`` ``(n_heads, n_out, n_src)`` whose largest weight lies more than ``NEAR``
-    from the diagonal, as ``(head, output row, source subword)``."""
+    """The word rows of ``weights`` ``(n_heads, n_q, n_src)`` (the ``<eos>`` row last, not counted) whose largest
+    weight lies more than ``NEAR`` from chapter 11's diagonal, as ``(head, output row, source subword)``."""
     import numpy as np
 
     w = np.asarray(weights)
-    _, n_out, n_src = w.shape
-    diagonal = _diagonal(n_out, n_src)
-    return [(h, r, int(j)) for h in range(w.shape[0]) for r, j in enumerate(w[h].argmax(-1))
+    _, n_q, n_src = w.shape
+    diagonal = _diagonal(n_q, n_src)[:-1]
+    return [(h, r, int(j)) for h in range(w.shape[0]) for r, j in enumerate(w[h, :-1].argmax(-1))
             if abs(j - diagonal[r]) > NEAR]
 
 
@@ -150,7 +151,7 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> tuple[str, str]:
 
     # The caption says what the figure shows, computed from the weights drawn (without the <eos> row).
     n_out = layers[0].shape[1] - 1
-    first, last = near_diagonal(layers[0][:, :-1]), near_diagonal(layers[-1][:, :-1])
+    first, last = near_diagonal(layers[0]), near_diagonal(layers[-1])
     last_number = len(layers) - 1
     caption = (f"The cross-attention of decoder layer 0 (top) and layer {last_number} (bottom), every head, for the "
                "first example: one row per output subword, one column per source subword, darker for a larger "
@@ -158,10 +159,12 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> tuple[str, str]:
     if any(p.startswith("##") for p in src_pieces + out_pieces):
         caption += " `##` marks a subword that continues the word before it."
     counts = f"{', '.join(map(str, last[:-1]))} and {last[-1]}" if n_heads > 1 else str(last[0])
-    text = (f"In Figure T.1's layer {last_number}, the largest weight of a word row (the `<eos>` row aside) lies "
-            "within one subword of the diagonal, as {ref}`chapter 11 <nb11-stats>` defines it, in "
-            f"{counts} of the {n_out} rows of heads 0 to {n_heads - 1}")
-    off = off_diagonal(layers[-1][:, :-1])  # (head, output row, source subword) of the other rows
+    text = (f"In Figure T.1's layer {last_number}, the largest weight of a word row lies within one subword of "
+            "{ref}`chapter 11's diagonal <nb11-stats>` (row $i$ of the "
+            f"{n_out + 1} rows, `<eos>` included, is centred on source subword $(i + \\tfrac{{1}}{{2}}) \\cdot "
+            f"{layers[0].shape[2]}/{n_out + 1} - \\tfrac{{1}}{{2}}$, counting from 0) in "
+            f"{counts} of the {n_out} word rows of heads 0 to {n_heads - 1}")
+    off = off_diagonal(layers[-1])  # (head, output row, source subword) of the other rows
     if not off:
         text += ": every head of the layer follows the word order."
     elif min(last) >= 0.75 * n_out and len(off) <= 3:

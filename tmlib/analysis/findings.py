@@ -304,8 +304,9 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     layer: name, cost, share of its kind's layers' total cost, BLEU), ``baseline_bleu``, ``all_off`` (the cost of
     every head off).
 
-    The printout ends with two verdicts (``verdicts``): Michel et al.'s one-head test, passed by a layer whose best
-    head alone costs no more than the median single head (``"no layer passes"`` or ``"layers pass"``), and the
+    The printout ends with two verdicts (``verdicts``): our version of Michel et al.'s one-head test (they measured
+    BLEU with a layer reduced to one head), passed by a layer whose best head alone costs no more than the median
+    single head (``"no layer passes"`` or ``"layers pass"``), and the
     kind of attention whose whole layers cost the most on average (``"cross most sensitive"``, as Michel et al.
     found, or ``"<kind> most sensitive"``); where the costliest layer leaves less than a quarter of the greedy BLEU,
     a last line says that there is no translation without it.
@@ -315,7 +316,7 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     standout = standout_heads(stats)
     names = [head_name(r) for _, r in single.iterrows()]
     median = float(single["delta_nll"].median())
-    costliest = [(n, float(c), " and ".join(standout.get(n, [])) or "none of the most diagonal, previous-token or self-looking heads")
+    costliest = [(n, float(c), " and ".join(standout.get(n, [])) or "not one of the heads that stood out")
                  for n, c in zip(names[:2], single["delta_nll"][:2])]
     looking = stats.loc[stats["same"].idxmax()]
     rank = names.index(head_name(looking))
@@ -356,11 +357,11 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
         if prunable:
             verdicts.append("layers pass")
             lines += _wrap(f"finding: {len(prunable)} of {len(kept_alone)} layers "
-                           f"pass{'es' if len(prunable) == 1 else ''} Michel et al.'s one-head test: "
+                           f"pass{'es' if len(prunable) == 1 else ''} our version of Michel et al.'s one-head test: "
                            f"{', '.join(prunable)}", indent="")
         else:
             verdicts.append("no layer passes")
-            lines += _wrap("finding: no layer passes Michel et al.'s one-head test", indent="")
+            lines += _wrap("finding: no layer passes our version of Michel et al.'s one-head test", indent="")
     costs = numbers["by_kind"]
     if costs:
         worst = max(costs, key=costs.get)

@@ -1,9 +1,10 @@
 """Checks that say *what* is wrong with a build-it, not what the right answer is.
 
-Each returns a one-line confirmation that starts with ``"correct:"`` or raises ``AssertionError`` with a message that
-names the symptom: a row that does not sum to 1, a position that sees the future, an output that changes with the
-padding, the first sub-layer that differs from the reference, a call of the library's own version of what the
-exercise asks the student to write. None prints an expected value. The perturbations are seeded, so a check calls
+Each returns a one-line confirmation that starts with ``"correct:"`` (``check_own_work``: ``"correct so far:"``, as
+the values are checked after it) or raises ``AssertionError`` with a message that names the symptom: a row that
+does not sum to 1, a position that sees the future, an output that changes with the padding, the first sub-layer
+that differs from the reference, a call of the library's own version of what the exercise asks the student to
+write. None prints an expected value. The perturbations are seeded, so a check calls
 the student's function on the same inputs every time (the grader replays a function's outputs on recorded inputs).
 """
 from __future__ import annotations
@@ -374,4 +375,4 @@ def check_own_work(fn, forbid, what: str | None = None) -> str:
     if found:
         raise AssertionError(f"{name} calls {', '.join(found)}: this exercise asks you to write it yourself, "
                              "without it")
-    return f"correct: {name} is your own work (it calls none of {', '.join(forbid)})"
+    return f"correct so far: {name} is your own work (it calls none of {', '.join(forbid)})"

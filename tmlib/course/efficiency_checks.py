@@ -2,8 +2,8 @@
 
 * :func:`check_skipped_pairs`: the block pairs a causal, tiled attention skips (Exercise 12.2);
 * :func:`check_tiled_reads`: that the same attention reads its keys and values one block at a time (Exercise 12.2);
-* :func:`check_against_measured`: a count by hand against a measured or counted value (Exercises 12.1 and 12.4),
-  with the ratio yours / measured when they differ.
+* :func:`check_against_measured`: a count by hand against a measured or counted value (Exercises 12.1 and 12.4):
+  too small or too large when they differ, never by what factor.
 """
 from __future__ import annotations
 
@@ -98,12 +98,12 @@ def check_tiled_reads(fn, what: str = "causal_online_attention", *, n: int = 23,
 
 def check_against_measured(answer, measured, what: str, *, rtol: float = 0.0, atol: float = 0.0,
                            measured_as: str = "measured",
-                           hint: str = "which term is missing or counted twice?") -> str:
+                           hint="which term is missing or counted twice?") -> str:
     """Check a count by hand against a value measured on a model (bytes held, FLOPs counted by PyTorch).
 
-    A failure gives the ratio answer / measured (too large or too small, and by what factor), which points at the
-    term that is missing or doubled without giving the formula; ``hint`` ends the message (a question, or where
-    to look).
+    A failure says whether the answer is too small or too large, never by what factor (a ratio of 0.5 or 2 would
+    name the missing or doubled term); ``hint`` ends the message: one string for both sides, or a mapping with
+    the keys ``"too small"`` and ``"too large"``, so that a hint that fits one kind of mistake is shown only for it.
 
     Raises:
         TypeError: the answer is still ``...`` or None.
@@ -113,7 +113,7 @@ def check_against_measured(answer, measured, what: str, *, rtol: float = 0.0, at
     try:
         return check_close(answer, measured, what, atol=atol, rtol=rtol)
     except AssertionError:
-        ratio = float(answer) / float(measured) if float(measured) != 0 else math.inf
-        side = "too large" if ratio > 1 else "too small"
-        raise AssertionError(f"{what}: yours is {ratio:.3g} times the value {measured_as} ({side});\n  "
-                             f"{hint}") from None
+        side = "too large" if float(answer) > float(measured) else "too small"
+        told = hint.get(side, "") if isinstance(hint, dict) else hint
+        raise AssertionError(f"{what}: yours is {side}, compared with the value {measured_as}"
+                             + (f";\n  {told}" if told else "")) from None

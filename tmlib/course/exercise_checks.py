@@ -406,10 +406,16 @@ def check_positional_encoding(fn, what: str = "my_positional_encoding", *, seed:
         got = fn(n, d)
         if got is None:
             raise AssertionError(f"{what} returned None: end it with `return ...`")
+        dtype = getattr(got, "dtype", None)
+        low_precision = dtype is not None and np.issubdtype(dtype, np.floating) and np.dtype(dtype).itemsize < 8
         got = as_float_array(got, "answer", name)
         check_shape(got, (n, d), name)
         _, variants = _sinusoid_variants(np.arange(n, dtype=float)[:, None], d)
-        lines.append(_compare(got, ref.positional_encoding(n, d), name, variants, atol=1e-9))
+        right = ref.positional_encoding(n, d)
+        if low_precision and not np.allclose(got, right, rtol=0, atol=1e-9) and np.allclose(got, right, atol=1e-5):
+            raise AssertionError(f"{name} has dtype {dtype}: its entries are right to its own precision, "
+                                 f"but this check compares to 1e-9; build the array in float64 (NumPy's default)")
+        lines.append(_compare(got, right, name, variants, atol=1e-9))
     return "\n".join(lines)
 
 
@@ -443,9 +449,10 @@ def check_wavelength_pair(i_best, d_model: int = 64, target: float = 100.0, what
 
 def check_rope_scores(scores, what: str = "scores", *, seed: int = 3,
                       pairs=((0, 3), (10, 13), (50, 53)), d: int = 8) -> str:
-    """Exercise 4.4: ``scores[j]`` is (M_m q)·(M_n k) for the j-th pair (m, n) of ``pairs``, with q and k the first
-    two draws ``rng.normal(size=d)`` of ``np.random.default_rng(seed)``, recomputed here and never printed. A wrong
-    score names q·k (no rotation, or both rotated by M_m), the key rotated by M_n^T, or m and n swapped."""
+    """Exercise 4.4: ``scores[j]`` is (q M_m^T)·(k M_n^T) = (M_m q)·(M_n k) for the j-th pair (m, n) of ``pairs``,
+    with q and k the first two draws ``rng.normal(size=d)`` of ``np.random.default_rng(seed)``, recomputed here and
+    never printed. A wrong score names q·k (no rotation, or both rotated by M_m), the key rotated by M_n^T, or m and
+    n swapped (which both rotations transposed, ``q @ M``, also give)."""
     require_answered(scores, what)
     got = as_float_array(scores, "scores", what)
     check_shape(got, (len(pairs),), what)
@@ -455,8 +462,9 @@ def check_rope_scores(scores, what: str = "scores", *, seed: int = 3,
     variants = [("q·k gives, with no rotation or both rotated by the same M_m: rotate k by its own M_n",
                  lambda m, n: q @ k),
                 ("the key rotated by the transpose M_n^T gives", lambda m, n: (rot(m) @ q) @ (rot(n).T @ k)),
-                ("the two positions swapped give, (M_n q)·(M_m κ): the query turns by its own position m, the key "
-                 "by n", lambda m, n: (rot(n) @ q) @ (rot(m) @ k))]
+                ("the two positions swapped give, (M_n q)·(M_m κ), and so do both rotations transposed "
+                 "(`q_vec @ M` is q M, not q M^T): rotate the query as q M_m^T (`q_vec @ M.T`, the same as "
+                 "`M @ q_vec`) and the key as κ M_n^T", lambda m, n: (rot(n) @ q) @ (rot(m) @ k))]
     # a hint only for a mistake that every score shows (at m = 0 a swap and a transposed key agree)
     variants = [(hint, [f(m, n) for m, n in pairs]) for hint, f in variants]
     variants = [(hint, v) for hint, v in variants if np.allclose(got, v, rtol=0, atol=1e-9)]
@@ -568,14 +576,23 @@ def check_key_shifts(w_shifted, w_other, *, names: tuple[str, str] = ("w_shifted
 def check_one_head(answer, what: str = "out_one") -> str:
     """Exercise 2.5: the output of multi-head attention on chapter 2's two-head example
     (:data:`tmlib.course.examples.MHA_EXAMPLE_2`) with its two heads' matrices used side by side as one head of
-    width 4 and the same W^O, computed here. A failure names the shape or how far the answer is off, never the
-    output due, nor whether it equals the two-head output (the question the exercise asks in words)."""
+    width 4 and the same W^O, computed here. A failure names the shape, how far the answer is off, and three slips:
+    the two-head output stored instead (named, without the reason they differ, which the exercise asks for in
+    words), the scale √2 of one of the two heads, and W^O left out; never the output due."""
     from tmlib.course.examples import MHA_EXAMPLE_2 as m
 
     require_answered(answer, what)
     big = [np.concatenate(list(np.asarray(w, dtype=float)), axis=1)[None] for w in (m.w_q, m.w_k, m.w_v)]
     expected = ref.multi_head_attention(m.q, m.k, m.v, *big, m.w_o)[0]
-    return _compare(answer, expected, what, (), atol=1e-9)
+    w_o = np.asarray(m.w_o, dtype=float)
+    variants = [("the two heads give (`output`): run the single head of width 4, whose three projections are the "
+                 "matrices `big`", ref.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, w_o)[0]),
+                ("the head gives with its scores divided by √2, the width of one of the two small heads: a single "
+                 "head of width 4 divides by √4", ref.multi_head_attention(m.q, m.k, m.v, big[0] * np.sqrt(2.0),
+                                                                        big[1], big[2], w_o)[0]),
+                ("the head gives without the product with W^O: keep the same W^O as the two heads",
+                 ref.multi_head_attention(m.q, m.k, m.v, *big, np.eye(w_o.shape[0], w_o.shape[1]))[0])]
+    return _compare(answer, expected, what, variants, atol=1e-9)
 
 
 def check_relu_bias(answer, what: str = "out_new") -> str:

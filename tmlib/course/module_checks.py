@@ -308,5 +308,6 @@ def check_cache_numbers(answer, *, n_steps: int, d_model: int, what: str = "the 
             2 * n: "one number per key? each key and each value is a vector of d_model numbers (all heads together)",
             4 * expected: "bytes? count numbers, not the 4 bytes of a float32",
             2 * expected: "bytes? count numbers, not the 2 bytes of a float16"}.get(
-        answer, f"yours is {answer / expected:.3g} times the right count: which factor is missing or counted twice?")
+        answer, "which factor is missing or counted twice? write the count as a product of n_steps, d_model and "
+                "small numbers, and say what each factor counts")
     raise AssertionError(f"{what} is {'too small' if answer < expected else 'too large'}: {hint}")

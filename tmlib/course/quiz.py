@@ -3,7 +3,8 @@ from a network.
 
 A notebook cell returns a :class:`Quiz` (multiple choice or numeric); Jupyter, Colab and the site (myst-nb renders
 ``text/html`` outputs) show it as a question with buttons or an input box. After each try the widget says whether
-the answer is right; the explanation, which gives the answer away, follows a right answer or a second try.
+the answer is right; the explanation, which gives the answer away, follows a right answer or a second try (a third
+try when the second got a hint of its own, so that the hint can be used first).
 Everything is in the cell's output: one ``<div>`` with a small ``<style>`` and an inline ``<script>`` that wires up
 that div only (ES5, no library, no CDN; MathJax is not needed: write formulas in plain text/Unicode).
 
@@ -62,11 +63,14 @@ _SCRIPT = """<script>
   var feedback = root.querySelector(".tm-quiz-feedback");
   var explanation = root.querySelector(".tm-quiz-explanation");
   var tries = 0;
-  function show(ok, message) {
+  function show(ok, message, hinted) {
     tries += 1;
-    var reveal = ok || tries >= 2;  // the explanation gives the answer: after a right answer or a second try
+    // The explanation gives the answer: after a right answer, a second try, or, when this try got a hint of its
+    // own, a third try (so that the hint can be acted on first).
+    var reveal = ok || (tries >= 2 && !hinted) || tries >= 3;
     root.setAttribute("data-state", ok ? "correct" : "wrong");
-    feedback.textContent = message + (reveal ? "" : " Try again: the explanation appears after a second try.");
+    feedback.textContent = message + (reveal ? "" : hinted ? " Try again with this hint."
+                                                 : " Try again: the explanation appears after a second try.");
     feedback.hidden = false;
     if (reveal) { explanation.hidden = false; }
   }
@@ -94,7 +98,7 @@ _SCRIPT = """<script>
       for (var j = 0; j < hints.length && !ok; j++) {
         if (Math.abs(value - hints[j][0]) <= tolerance) { note = " " + hints[j][1]; break; }
       }
-      show(ok, ok ? "Correct." : "Not quite: " + value + " is not the answer." + note);
+      show(ok, ok ? "Correct." : "Not quite: " + value + " is not the answer." + note, note !== "");
     };
     root.querySelector(".tm-quiz-submit").addEventListener("click", check);
     input.addEventListener("keydown", function (event) { if (event.key === "Enter") { check(); } });
@@ -236,7 +240,8 @@ PAPER_QUIZ = (
     choice("paper-q2", "Q2. What is the main advantage of the Transformer over a recurrent encoder-decoder?", [
         ("Its cost grows only linearly with the sentence length, where a recurrent layer's grows quadratically.", False,
          "Self-attention costs O(n²·d) per layer: quadratic in the length n."),
-        ("All positions are processed in parallel, and any two positions are one attention step apart.", True),
+        ("In training, all positions are processed in parallel, and any two positions are one attention step apart.",
+         True),
         ("It has far fewer parameters than a recurrent encoder-decoder of the same quality.", False,
          "The paper makes no such claim: it never compares its parameter counts with those of recurrent models, "
          "and its models are not small (65 million parameters for the base model, 213 million for the big one)."),
@@ -266,8 +271,8 @@ PAPER_QUIZ = (
        "output, and masks its self-attention. Chapters 2, 3 and 5 build each piece."),
     choice("paper-q4", "Q4. Why did the Transformer change NLP so quickly?", [
         ("It won the NIPS 2017 best-paper award, which drew the whole field's attention to it at once.", False,
-         "It won no such award: NIPS 2017's three best paper awards went to other papers, named on this page "
-         "under 'Claims about the paper that do not hold'."),
+         "It won no such award: NIPS 2017's three best paper awards went to other papers, named on the "
+         "errata page."),
         ("It trained in parallel and scaled, so far larger models could be pre-trained on text (BERT, GPT).", True),
         ("It was the first neural machine translation system, replacing the phrase-based systems of the time.", False,
          "Neural translation came before it: the recurrent encoder-decoders of 2014 that the paper compares with."),
@@ -281,9 +286,9 @@ PAPER_QUIZ = (
     numeric("paper-q5", "Q5. A stack of causal dilated convolutions with kernel width 3 (dilations 1, 3, 9, ...), "
             "each position reading only itself and earlier positions, reads a sentence of 50 tokens. How many "
             "layers must information from the first token pass through to reach the last one? (A recurrent layer needs 49 steps; self-attention needs one.)",
-            _DILATED_LAYERS, 0, "Each layer of kernel width k multiplies the span a position sees by k: after L "
-            "layers it covers k to the power L positions, and 3³ = 27 < 50 ≤ 81 = 3⁴, so 4 layers. This is the "
-            "O(logₖ n) path of the paper's Table 1, against O(n) for recurrence and O(1) for self-attention; "
+            _DILATED_LAYERS, 0, "Each layer of kernel width w multiplies the span a position sees by w: after L "
+            "layers it covers w to the power L positions, and 3³ = 27 < 50 ≤ 81 = 3⁴, so 4 layers. This is the "
+            "O(log_w n) path of the paper's Table 1, against O(n) for recurrence and O(1) for self-attention; "
             "undilated causal kernels of width 3 would need 25 layers (chapter 12 evaluates the table). Short paths make "
             "long-range dependencies easier to learn (§4).",
             hints=[(25, "That is the count for kernels without dilation, each layer reaching 2 positions further "
