@@ -169,9 +169,9 @@ MISTAKES: dict[str, list[Mistake]] = {
             "rng_rope = np.random.default_rng(3)\nq_vec, k_vec = rng_rope.normal(size=8), rng_rope.normal(size=8)\n"
             "scores = [float(q_vec @ k_vec)] * 3")),
         Mistake("the key rotated by the transpose", replace=(
-            ("(R.relative_position_matrix(n, 8) @ k_vec)", "(R.relative_position_matrix(n, 8).T @ k_vec)"),)),
+            ("(k_vec @ R.relative_position_matrix(n, 8).T)", "(k_vec @ R.relative_position_matrix(n, 8))"),)),
         Mistake("both rotated by the query's position", replace=(
-            ("(R.relative_position_matrix(n, 8) @ k_vec)", "(R.relative_position_matrix(m, 8) @ k_vec)"),)),
+            ("(k_vec @ R.relative_position_matrix(n, 8).T)", "(k_vec @ R.relative_position_matrix(m, 8).T)"),)),
     ],
     # chapter 5
     "ex-05-cross": [

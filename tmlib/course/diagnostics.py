@@ -33,7 +33,8 @@ def check_rows_sum_to_one(weights, what: str = "the attention weights", atol: fl
     if w.ndim == 0:
         raise AssertionError(f"{what} must have at least one axis, got a scalar")
     if not np.isfinite(w).all():
-        raise AssertionError(f"{what} contains NaN or infinity: a row of scores that is all -inf, or an overflow?")
+        raise AssertionError(f"{what} contains NaN or infinity: a row of scores that is all -inf, an overflow, or a "
+                             "row whose exponentials all round to 0 (0/0: is each row's own maximum subtracted?)")
     if (w < -atol).any():
         first = tuple(int(i) for i in np.argwhere(w < -atol)[0])
         raise AssertionError(f"{what} has a negative entry at index {first}: weights are probabilities (>= 0)")

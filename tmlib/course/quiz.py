@@ -275,7 +275,8 @@ PAPER_QUIZ = (
          "errata page."),
         ("It trained in parallel and scaled, so far larger models could be pre-trained on text (BERT, GPT).", True),
         ("It was the first neural machine translation system, replacing the phrase-based systems of the time.", False,
-         "Neural translation came before it: the recurrent encoder-decoders of 2014 that the paper compares with."),
+         "Neural translation came before it: recurrent encoder-decoders from 2014 on, and the recurrent and "
+         "convolutional systems (GNMT, ConvS2S) that the paper's Table 2 compares with."),
         ("It made translation fast at inference too: its decoder writes all the words of a translation at once.",
          False, "Only training runs over all target positions at once, because there the whole target sentence is "
          "known and the causal mask hides each position's future. A translation is still written one token at a "
