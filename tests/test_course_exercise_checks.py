@@ -144,10 +144,24 @@ def test_encoder_layer_build_it_names_the_sub_layer():
     assert check_encoder_layer(lambda x, a, f: (R.sublayer(x, lambda s: R.multi_head_attention(s, s, s, *a)[0]),
                                                 R.encoder_layer(x, a, f))).startswith("correct:")
     for fn, symptom in [(layer(residual=False), "self-attention sub-layer: the residual connection is missing"),
-                        (layer(pre_ln=True), "self-attention sub-layer: the normalisation comes before"),
+                        (layer(pre_ln=True), "self-attention sub-layer: your layer normalises the sub-layer's input"),
                         (layer(ffn_on_x=True), "feed-forward sub-layer .*matches.*gets the layer's input x")]:
         with pytest.raises(AssertionError, match=symptom):
             check_encoder_layer(fn)
+    # the pre-LN slip (a reader of r54 read "the normalisation comes before the sub-layer" as advice): the message
+    # says what the student's layer does, and that the paper's is post-LN, as a statement, not a question
+    with pytest.raises(AssertionError) as err:
+        check_encoder_layer(layer(pre_ln=True))
+    text = str(err.value)
+    assert "x + Sublayer(LN(x)): that is pre-LN" in text and "post-LN, LN(x + Sublayer(x))" in text, text
+    assert "comes before" not in text and not text.endswith("?"), text
+
+    def pre_ln_ffn_only(x, a, f):  # the first sub-layer right, the second pre-LN
+        z = R.sublayer(x, lambda s: R.multi_head_attention(s, s, s, *a)[0])
+        return z, z + R.feed_forward(R.layer_norm(z), *f)
+    with pytest.raises(AssertionError, match=r"feed-forward sub-layer.*z \+ FFN\(LN\(z\)\): that is pre-LN") as err:
+        check_encoder_layer(pre_ln_ffn_only)
+    assert not str(err.value).endswith("?")
 
 
     def swapped(x, a, f):  # the pair returned as (out, z)
@@ -197,8 +211,10 @@ def test_merged_alignment_names_the_rule_broken():
     qs, ks = A.word_spans(pq), A.word_spans(pk)
     by_key = np.stack([w[:, a:b].sum(1) for a, b in ks], 1)
     summed = np.stack([by_key[a:b].sum(0) for a, b in qs])
-    with pytest.raises(AssertionError, match="summing over the query pieces"):
+    with pytest.raises(AssertionError, match="summing over the query pieces") as err:
         check_merged_alignment(summed, w, pq, pk)
+    # the exercise asks what goes wrong when the query pieces are summed: the message must not say it (r54)
+    assert "number of pieces" not in str(err.value) and "adds up" not in str(err.value), str(err.value)
     with pytest.raises((AssertionError, ValueError), match="shape"):
         check_merged_alignment(right[:2], w, pq, pk)
     slipped = right.copy()
@@ -715,7 +731,8 @@ def test_layer_norm_result_names_another_epsilon_without_the_expected_value():
         assert "epsilon" not in str(err.value)
 
 
-def _run_train_step(pad=True, smoothing=True, clip=True, schedule_first=False, clear="before", schedule_steps=1):
+def _run_train_step(pad=True, smoothing=True, clip=True, schedule_first=False, clear="before", schedule_steps=1,
+                    clip_first=False):
     """Exercise 8.4's given run_train_step around a train_step written out, with one of the usual slips."""
     import torch
 
@@ -734,6 +751,8 @@ def _run_train_step(pad=True, smoothing=True, clip=True, schedule_first=False, c
         loss = per_token[real].mean()
         if clear == "before":
             optimizer.zero_grad()
+        if clip_first:  # the slip of a reader of r54: clipping before backward clips nothing
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
         loss.backward()
         if clear == "between":
             optimizer.zero_grad()
@@ -778,6 +797,10 @@ def test_train_step_compares_with_a_reference_step_and_names_each_slip():
             with pytest.raises(AssertionError, match=words) as err:
                 check_train_step(_run_train_step(**slips))
             assert f"{ref_loss:.3f}" not in str(err.value) and f"{ref_loss:.2f}" not in str(err.value)
+        # clipped before backward: the same weights as no clipping, so one message names both slips
+        with pytest.raises(AssertionError, match=r"not clipped: is clip_grad_norm_ missing, or called before "
+                                                 r"loss\.backward\(\)"):
+            check_train_step(_run_train_step(clip=False, clip_first=True))
 
 
 def _my_mha_runner(mistake=None):
@@ -806,9 +829,12 @@ def _my_mha_runner(mistake=None):
             divisor = {"no scale": 1.0, "sqrt d_model": query.shape[-1] ** 0.5}.get(mistake, self.d_k ** 0.5)
             scores = q @ k.transpose(-2, -1) / divisor
             if attn_mask is not None:
-                if mistake != "no mask":
+                if mistake not in ("no mask", "zero after"):
                     scores = scores.masked_fill(attn_mask if mistake == "mask" else ~attn_mask, float("-inf"))
-            heads = torch.softmax(scores, dim=-1) @ v
+            weights = torch.softmax(scores, dim=-1)
+            if mistake == "zero after" and attn_mask is not None:  # chapter 5's wrong way to mask
+                weights = weights.masked_fill(~attn_mask, 0.0)
+            heads = weights @ v
             if mistake in ("merge view", "view both ways"):
                 return self.w_o(heads.reshape(query.shape[0], query.shape[1], -1))
             return self.w_o(heads.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1))
@@ -835,7 +861,8 @@ def test_my_mha_says_not_written_for_the_stub_and_names_mistakes_without_the_exp
                            ("no mask", "the mask was not applied"), ("sqrt d_model", "√d_model instead"),
                            ("split view", "splits the heads with view alone, without the transpose"),
                            ("merge view", "merges the heads without the transpose"),
-                           ("view both ways", "without either transpose")):  # the last three: a reader of r48
+                           ("view both ways", "without either transpose"),  # the last three: a reader of r48
+                           ("zero after", "to 0 after the softmax: the weights of a query then no longer add up")):
         with pytest.raises(AssertionError, match=words) as err:
             check_my_mha(_my_mha_runner(mistake))
         text = str(err.value)
@@ -892,6 +919,8 @@ def test_rope_scores_recomputed_inside_the_check_and_each_mistake_named():
                            ([(rot(m) @ q) @ (rot(m) @ k) for m, n in pairs], "both rotated by the same"),
                            ([(rot(m) @ q) @ (rot(n).T @ k) for m, n in pairs], "transpose"),
                            ([(rot(n) @ q) @ (rot(m) @ k) for m, n in pairs], "two positions swapped"),
+                           ([q @ (rot(n) @ k) for m, n in pairs], "only the key rotated"),
+                           ([(rot(m) @ q) @ k for m, n in pairs], "only the query rotated"),
                            ([0.0, 0.0, 0.0], "not right yet")]:
         with pytest.raises(AssertionError, match=symptom) as err:
             check_rope_scores(wrong, pairs=pairs)
@@ -1404,3 +1433,93 @@ def test_tiled_reads_accept_block_reads_and_name_the_whole_matrix_and_a_prefix()
         return (q @ k.T) @ v, 0
     stand_in.__tm_references__ = []
     assert "not by the autograder" in check_tiled_reads(stand_in)
+
+
+def test_rope_scores_with_only_the_key_rotated_pass_m_0_and_name_the_slip_after():
+    """Exercise 4.4 (a reader of r54): the key rotated, the query not, is right at m = 0 (M_0 = I) only; the later
+    pairs say that the score depends on n alone, and no line shows a right score."""
+    from tmlib.course import check_rope_scores
+
+    rng = np.random.default_rng(3)
+    q, k = rng.normal(size=8), rng.normal(size=8)
+    pairs = [(0, 3), (10, 13), (50, 53)]
+    rot = lambda pos: R.relative_position_matrix(pos, 8)  # noqa: E731
+    with pytest.raises(AssertionError) as err:
+        check_rope_scores([q @ (rot(n) @ k) for m, n in pairs], pairs=pairs)
+    text = str(err.value)
+    assert "(10, 13)" in text and "depends on n alone" in text and "rotate the query by its own M_m" in text, text
+    assert not any(f"{(rot(m) @ q) @ (rot(n) @ k):.3f}" in text for m, n in pairs), text
+
+
+def _check_cell(notebook: str, exercise: str) -> str:
+    """The source of the public check cell of ``exercise`` in ``notebooks/<notebook>.ipynb``."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / f"{notebook}.ipynb").read_text())
+    return next("".join(c["source"]) for c in nb["cells"]
+                if c["metadata"].get("assignment", {}).get("exercise") == exercise
+                and c["metadata"]["assignment"].get("check") == "public")
+
+
+def _run_check_cell(notebook: str, exercise: str, **names) -> str:
+    """Run that check cell with the student's ``names``: its printout, or ``AssertionError: message``."""
+    import contextlib
+    import io
+
+    from tmlib.analysis import flops as FL
+    from tmlib.course import check_close, check_rows_sum_to_one, check_shape
+    from tmlib.course.checks import require_answered
+
+    namespace = dict(np=np, R=R, FL=FL, check_close=check_close, check_shape=check_shape,
+                     check_rows_sum_to_one=check_rows_sum_to_one, require_answered=require_answered, **names)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(_check_cell(notebook, exercise), namespace)  # noqa: S102: the course's own check cell
+    except AssertionError as err:
+        return f"{out.getvalue()}AssertionError: {err}"
+    return out.getvalue()
+
+
+def test_temperature_check_cell_names_the_scores_multiplied_by_tau():
+    """Exercise 1.6 (a reader of r54): w_q3 from scores * τ is named, as the scores divided twice already were; the
+    right answer still passes with its three lines."""
+    scores = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [2.0, 1.0, 1.0]])  # the cell reads query 3's row only
+    taus = np.geomspace(0.05, 20, 60)
+    right = _run_check_cell("01_attention_by_hand", "ex-01-temperature", scores=scores,
+                            w_q3=np.array([R.softmax(scores[2] / t) for t in taus]))
+    assert "AssertionError" not in right and right.count("correct:") == 3, right
+    times = _run_check_cell("01_attention_by_hand", "ex-01-temperature", scores=scores,
+                            w_q3=np.array([R.softmax(scores[2] * t) for t in taus]))
+    assert "AssertionError: w_q3 is what the scores multiplied by τ give" in times, times
+    twice = _run_check_cell("01_attention_by_hand", "ex-01-temperature", scores=scores,
+                            w_q3=np.array([R.softmax(scores[2] / np.sqrt(2) / t) for t in taus]))
+    assert "did you divide the already-scaled scores?" in twice and "multiplied" not in twice, twice
+
+
+def test_permute_check_cell_names_the_columns_of_w_o_swapped():
+    """Exercise 2.3 (a reader of r54): W^O's columns swapped instead of its rows is named, without saying which rows;
+    the right W^O still passes both tests."""
+    m = E.MHA_EXAMPLE_2
+    output = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)[0]
+    right = _run_check_cell("02_multi_head_attention", "ex-02-permute", m=m, output=output,
+                            w_o_swapped=np.concatenate([m.w_o[2:], m.w_o[:2]]))
+    assert "AssertionError" not in right and right.count("correct:") == 2, right
+    columns = _run_check_cell("02_multi_head_attention", "ex-02-permute", m=m, output=output,
+                              w_o_swapped=np.concatenate([m.w_o[:, 2:], m.w_o[:, :2]], axis=1))
+    assert "AssertionError: w_o_swapped is W^O with its columns swapped" in columns, columns
+    assert "rows 3 and 4" not in columns and "m.w_o[2:]" not in columns, columns
+    unchanged = _run_check_cell("02_multi_head_attention", "ex-02-permute", m=m, output=output, w_o_swapped=m.w_o)
+    assert "AssertionError" in unchanged and "columns" not in unchanged, unchanged
+
+
+def test_layer_crossover_check_cell_gives_no_direction():
+    """Exercise 12.5 (a reader of r54): a wrong length is "not the crossover", never too small or too large, so that
+    the lengths cannot be found by trial; the right ones (4d and 6d at d = 512) pass."""
+    right = _run_check_cell("12_efficiency", "ex-12-layer-crossover", n_a=4 * 512, n_b=6 * 512)
+    assert "AssertionError" not in right and right.count("correct:") == 2, right
+    for n_a, n_b in ((2 * 512, 6 * 512), (8 * 512, 6 * 512), (4 * 512, 2 * 512), (4 * 512, 12 * 512)):
+        text = _run_check_cell("12_efficiency", "ex-12-layer-crossover", n_a=n_a, n_b=n_b)
+        assert "n is not the crossover" in text, text
+        assert not re.search(r"too (small|large)|\b(less|more) than\b", text), text

@@ -84,8 +84,8 @@ def check_merged_alignment(answer, weights, query_pieces, key_pieces, what: str 
         by_key = np.stack([cols(w[:, a:b], axis=1) for a, b in ks], axis=1)
         return np.stack([rows(by_key[a:b], axis=0) for a, b in qs], axis=0)
 
-    variants = [("summing over the query pieces gives (a row then adds up to its number of pieces)",
-                 merge(np.sum, np.sum)),
+    variants = [("summing over the query pieces gives: the rule averages over a query word's pieces and sums "
+                 "over a key word's pieces", merge(np.sum, np.sum)),
                 ("averaging over the key pieces gives (a row then no longer adds up to 1)", merge(np.mean, np.mean)),
                 ("the mean and the sum exchanged give", merge(np.sum, np.mean))]
     def rows_off(a):  # the rule a hand slip most often breaks
@@ -304,19 +304,23 @@ def check_encoder_layer(fn, what: str = "your encoder layer", *, seed: int = 0) 
                              "self-attention sub-layer's output first and the layer's second")
     for name, ans, exp, variants in [
             ("self-attention", z_ans, z, [("the residual connection is missing (LN(MultiHead(x)))", ref.layer_norm(attn(x))),
-                                          ("the normalisation comes before the sub-layer (pre-LN), not after the "
-                                           "residual addition", x + attn(ref.layer_norm(x)))]),
+                                          ("your layer normalises the sub-layer's input, x + Sublayer(LN(x)): that is "
+                                           "pre-LN. The paper's layer is post-LN, LN(x + Sublayer(x)): it normalises "
+                                           "after the residual addition.", x + attn(ref.layer_norm(x)))]),
             ("feed-forward", out_ans, out,
              [("the residual connection is missing (LN(FFN(z)))", ref.layer_norm(ff(z))),
               ("the feed-forward network gets the layer's input x instead of z", ref.layer_norm(z + ff(x))),
-              ("the normalisation comes before the sub-layer (pre-LN)", z_ans + ff(ref.layer_norm(z_ans)))])]:
+              ("your layer normalises the sub-layer's input, z + FFN(LN(z)): that is pre-LN. The paper's layer "
+               "is post-LN, LN(z + FFN(z)): it normalises after the residual addition.",
+               z_ans + ff(ref.layer_norm(z_ans)))])]:
         check_shape(ans, (n, d_model), f"{what}: the output of its {name} sub-layer")
         if np.allclose(ans, exp, rtol=0, atol=1e-9):
             continue
         cause = next((hint for hint, v in variants if np.allclose(ans, v, rtol=0, atol=1e-9)), None)
         before = "" if name == "self-attention" else " (the self-attention sub-layer before it matches)"
         raise AssertionError(f"{what} differs from the right output in its {name} sub-layer{before}: "
-                             + (f"{cause}?" if cause else "follow x + Sublayer(x), then the layer normalisation"))
+                             + ((cause if cause.endswith(".") else f"{cause}?") if cause
+                                else "follow x + Sublayer(x), then the layer normalisation"))
     return f"correct: both sub-layers of {what} give the right outputs (tolerance 1e-09)"
 
 
@@ -451,8 +455,8 @@ def check_rope_scores(scores, what: str = "scores", *, seed: int = 3,
                       pairs=((0, 3), (10, 13), (50, 53)), d: int = 8) -> str:
     """Exercise 4.4: ``scores[j]`` is (q M_m^T)·(k M_n^T) = (M_m q)·(M_n k) for the j-th pair (m, n) of ``pairs``,
     with q and k the first two draws ``rng.normal(size=d)`` of ``np.random.default_rng(seed)``, recomputed here and
-    never printed. A wrong score names q·k (no rotation, or both rotated by M_m), the key rotated by M_n^T, or m and
-    n swapped (which both rotations transposed, ``q @ M``, also give)."""
+    never printed. A wrong score names q·k (no rotation, or both rotated by M_m), the key rotated by M_n^T, m and
+    n swapped (which both rotations transposed, ``q @ M``, also give), or only one of the two vectors rotated."""
     require_answered(scores, what)
     got = as_float_array(scores, "scores", what)
     check_shape(got, (len(pairs),), what)
@@ -464,7 +468,11 @@ def check_rope_scores(scores, what: str = "scores", *, seed: int = 3,
                 ("the key rotated by the transpose M_n^T gives", lambda m, n: (rot(m) @ q) @ (rot(n).T @ k)),
                 ("the two positions swapped give, (M_n q)·(M_m κ), and so do both rotations transposed "
                  "(`q_vec @ M` is q M, not q M^T): rotate the query as q M_m^T (`q_vec @ M.T`, the same as "
-                 "`M @ q_vec`) and the key as κ M_n^T", lambda m, n: (rot(n) @ q) @ (rot(m) @ k))]
+                 "`M @ q_vec`) and the key as κ M_n^T", lambda m, n: (rot(n) @ q) @ (rot(m) @ k)),
+                ("only the key rotated gives, q·(M_n κ): your score depends on n alone (at m = 0 that is right, "
+                 "since M_0 = I); rotate the query by its own M_m too", lambda m, n: q @ (rot(n) @ k)),
+                ("only the query rotated gives, (M_m q)·κ: your score depends on m alone; rotate the key by its own "
+                 "M_n too", lambda m, n: (rot(m) @ q) @ k)]
     # a hint only for a mistake that every score shows (at m = 0 a swap and a transposed key agree)
     variants = [(hint, [f(m, n) for m, n in pairs]) for hint, f in variants]
     variants = [(hint, v) for hint, v in variants if np.allclose(got, v, rtol=0, atol=1e-9)]

@@ -106,9 +106,11 @@ def _mha_state_error(err: Exception, module: str) -> Exception | None:
 
 
 def _mha_torch(state, n_heads: int, query, key, value, mask=None, *, scale: bool = True, softmax_dim: int = -1,
-               transpose: bool = True, merge_transpose: bool = True, project: bool = True, by_d_model: bool = False):
+               transpose: bool = True, merge_transpose: bool = True, project: bool = True, by_d_model: bool = False,
+               zero_after: bool = False):
     """Multi-head attention with the weights ``state`` of four nn.Linear layers, and typical mistakes: no √d_k
-    (or √d_model instead), the softmax over the queries, the heads split or merged without the transpose, no W^O."""
+    (or √d_model instead), the softmax over the queries, the heads split or merged without the transpose, no W^O,
+    the blocked weights set to 0 after the softmax (``zero_after``) instead of the scores to -inf before it."""
     import torch
 
     def linear(name, x):
@@ -126,9 +128,12 @@ def _mha_torch(state, n_heads: int, query, key, value, mask=None, *, scale: bool
     q, k, v = split(linear("w_q", query)), split(linear("w_k", key)), split(linear("w_v", value))
     divisor = (d_model if by_d_model else d_k) ** 0.5 if scale else 1.0
     scores = q @ k.transpose(-2, -1) / divisor  # (batch, h, n_q, n_k)
-    if mask is not None:
+    if mask is not None and not zero_after:
         scores = scores.masked_fill(~mask, float("-inf"))
-    heads = torch.softmax(scores, dim=softmax_dim) @ v  # (batch, h, n_q, d_k)
+    weights = torch.softmax(scores, dim=softmax_dim)
+    if mask is not None and zero_after:
+        weights = weights.masked_fill(~mask, 0.0)
+    heads = weights @ v  # (batch, h, n_q, d_k)
     concat = (heads.transpose(1, 2) if merge_transpose else heads).reshape(batch, n_q, d_model)
     return linear("w_o", concat) if project else concat
 
@@ -143,8 +148,8 @@ def check_my_mha(run, what: str = "your module", *, module: str = "MyMultiHeadAt
     the causal mask (True = may attend); on chapter 2's two-head example with zero biases they must equal
     multi-head attention as Part I computes it, to 1e-12. A failure names the first case that differs and, where
     the output is that of a typical mistake, the mistake (no scale or √d_model, the softmax's axis, the split or the
-    merge without a transpose, no W^O, the mask not applied or read the wrong way round); an unwritten module is
-    reported as not written yet. Never prints an expected value.
+    merge without a transpose, no W^O, the mask not applied, read the wrong way round or applied to the weights
+    after the softmax); an unwritten module is reported as not written yet. Never prints an expected value.
     """
     import torch
     from torch import nn
@@ -200,6 +205,9 @@ def check_my_mha(run, what: str = "your module", *, module: str = "MyMultiHeadAt
             if mask is not None:
                 variants.append(("a module gives that ignores attn_mask: the mask was not applied, so every query "
                                  "attends to every key", _mha_torch(state, n_heads, x, x, x, None).numpy()))
+                variants.append(("a module gives that sets the blocked weights to 0 after the softmax: the "
+                                 "weights of a query then no longer add up to 1 (chapter 5 compares the two ways "
+                                 "of masking)", _mha_torch(state, n_heads, x, x, x, mask, zero_after=True).numpy()))
                 flipped = _mha_torch(state, n_heads, x, x, x, ~mask).numpy()
                 if np.allclose(got, flipped, rtol=0, atol=1e-10, equal_nan=True):
                     raise AssertionError(f"{what}: {case}\n  reads the mask the wrong way round: each query "

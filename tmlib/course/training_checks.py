@@ -333,8 +333,9 @@ def check_train_step(run_train_step, vocab_size: int = 13, *, seed: int = 0, bat
     if not _weights_match(runs[0][1], ref[0][1], start):
         slips = [("the weights did not move: call optimizer.step() after loss.backward(), and clear the "
                   "gradients before backward, not between backward and the step", None),
-                 ("the gradients were not clipped: clip their global norm to max_norm before optimizer.step()",
-                  dict(clip=False)),
+                 ("the gradients were not clipped: is clip_grad_norm_ missing, or called before loss.backward(), "
+                  "when there is no gradient yet to clip? Clip their global norm to max_norm once backward has "
+                  "computed them, before optimizer.step()", dict(clip=False)),
                  ("the step used the next step's learning rate: step the schedule after the optimizer",
                   dict(schedule_first=True))]
         hint = next((h for h, kw in slips if _weights_match(runs[0][1], start if kw is None else
