@@ -27,7 +27,7 @@ from tmlib.course.examples import (
     CROSS_ATTENTION_EXAMPLE, FFN_EXAMPLE, FeedForwardExample, LECTURE_PRINTED, LR_EXAMPLE, MHA_EXAMPLE_2,
     MHA_EXAMPLE_3, MultiHeadExample
 )
-from tmlib.course.listing import show_source
+from tmlib.course.listing import glue, show_source
 from tmlib.course.plotting import (
     alignment_panels, attention_heads, attention_heatmap, head_grid, mask_panels, positional_encoding_heatmap,
     power_law_plot
@@ -65,7 +65,7 @@ __all__ = [
     "check_view_shortcut",
     "check_additive_mask", "check_cache_numbers",
     "choice", "forbidden_references", "head_grid", "mask_panels", "module_stages", "numeric", "paper_quiz_block",
-    "positional_encoding_heatmap", "power_law_plot", "resolve_dotted", "show_source", "tolerance_text",
+    "positional_encoding_heatmap", "power_law_plot", "resolve_dotted", "glue", "show_source", "tolerance_text",
     "require_answered", "check_decoder_layer", "check_encoding_row", "check_positional_encoding", "check_score_spread",
     "check_greedy_decode", "check_preln_stages", "check_vocab_ranges",
     "check_greedy_pruning", "check_ln2_row", "check_max_entropy", "check_row_entropy", "check_perfect_alignment",

@@ -156,3 +156,14 @@ def fold_docstrings(source: str) -> str:
         text = opening[opening.index(quote) + 3:].strip() or lines[first].strip()  # the first line of text
         lines[first - 1:last] = [f"{opening[:col]}{opening[col:opening.index(quote)]}{quote}{text} …{quote}"]
     return "\n".join(lines)
+
+
+def glue(name: str, value) -> None:
+    """Record ``value`` (a number already formatted as text) under ``name`` for the page's prose, where
+    ``{glue:text}`name``` shows it: myst-nb's ``glue`` without displaying it, and nothing outside a site build
+    (without myst-nb, e.g. in Colab)."""
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return
+    myst_glue(name, value, display=False)
