@@ -65,7 +65,8 @@ GPU_IMAGE_MODULES = ("torch", "numpy", "matplotlib", "seaborn", "pandas", "scipy
                      "packaging", "typing_extensions", "yaml", "pygments", "jinja2", "pytest", "PIL")
 #: Their wheels (import names), installed offline at the start.
 WHEEL_MODULES = ("pooch", "platformdirs", "simple_parsing", "docstring_parser")
-#: Imported only lazily, by chapter 11's attention views and by tmlib.course.glue (a site build), never on the GPU run's path: they do not travel.
+#: Imported only lazily, by chapter 11's attention views and by tmlib.course.glue (a site build), never on the GPU
+#: run's path: they do not travel.
 NOT_NEEDED_ON_GPU = ("bertviz", "IPython", "myst_nb")
 #: Launch-bound cost of an eager CUDA operator on the host (dispatcher, autograd, launch), an assumption.
 HOST_US_PER_KERNEL = 10.0
