@@ -151,8 +151,8 @@ execute: venv-instructor
 	for nb in $(NOTEBOOKS); do $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=1800 "$$nb" || exit 1; done
 
-## student-notebooks: remake student/NN_name.ipynb, the notebooks behind the site's download and Colab buttons
-## (stubs instead of solutions, no hidden tests, plain Markdown); after editing a chapter's text or exercises
+## student-notebooks: remake student/NN_name.ipynb and student/distributed.ipynb, the notebooks behind the site's
+## download and Colab buttons (stubs instead of solutions, no hidden tests, plain Markdown); after editing a chapter's text or exercises
 .PHONY: student-notebooks
 student-notebooks: venv-instructor
 	$(BIN)/python tools/student_notebooks.py

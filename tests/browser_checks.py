@@ -12,6 +12,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+#: The repository's student notebooks (tools/student_notebooks.py), behind the download and Colab buttons.
+STUDENT_COPIES = Path(__file__).resolve().parent.parent / "student"
+
 #: Raw TeX left in the visible text means MathJax did not typeset it.
 RAW_TEX = ("\\(", "\\[", "$$", "\\begin{")
 
@@ -179,8 +182,9 @@ def check_buttons(page, page_path: str, site_dir: Path, origin: str, repo: str, 
                   colab_url: str) -> list[str]:
     """The Colab button of a chapter page opens the chapter's student notebook (``student/NN_name.ipynb``) of
     ``repo`` on ``branch``, and its download button serves that notebook from the build (``_static/student/``),
-    (tests/test_student_notebooks.py checks that it is the committed one). Other pages' download button serves
-    their source file.
+    (tests/test_student_notebooks.py checks that it is the committed one); so do the buttons of an executed page of
+    ``book/`` that has a student copy in the repository (``book/distributed.ipynb``: ``student/distributed.ipynb``).
+    Other pages' download button serves their source file, and another executed page's Colab button opens it.
 
     Args:
         page_path: site-relative HTML path, e.g. ``notebooks/01_attention_by_hand.html``.
@@ -192,10 +196,13 @@ def check_buttons(page, page_path: str, site_dir: Path, origin: str, repo: str, 
       colab: Array.from(document.querySelectorAll('.dropdown-launch-buttons a')).map(a => a.href),
       download: Array.from(document.querySelectorAll('a.btn-download-source-button')).map(a => a.href),
     })""")
-    is_notebook = source.startswith("notebooks/")
-    # an executed page outside the chapters (book/distributed.ipynb): Colab opens it, the download serves it
-    is_page_notebook = not is_notebook and (site_dir / "_sources" / f"{source}.ipynb").is_file()
     name = source.rsplit("/", 1)[-1]
+    # a chapter, or an executed page of book/ whose solutions the repository's student copy leaves out
+    is_notebook = source.startswith("notebooks/") or (
+        source.startswith("book/") and (site_dir / "_sources" / f"{source}.ipynb").is_file()
+        and (STUDENT_COPIES / f"{name}.ipynb").is_file())
+    # another executed page outside the chapters: Colab opens it, the download serves it
+    is_page_notebook = not is_notebook and (site_dir / "_sources" / f"{source}.ipynb").is_file()
     if is_notebook or is_page_notebook:
         path = f"student/{name}.ipynb" if is_notebook else f"{source}.ipynb"
         want = f"{colab_url.rstrip('/')}/github/{repo}/blob/{branch}/{path}"

@@ -347,10 +347,19 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("cross-attention counted, as in the encoder-decoder's decoder", replace=(
             ("layers = n_layers * (attn + ffn + 2 * ln)", "layers = n_layers * (2 * attn + ffn + 3 * ln)"),)),
         Mistake("the attention biases forgotten", replace=(("attn = 4 * (d * d + d)", "attn = 4 * d * d"),)),
+        Mistake("three LayerNorms per layer, as in the encoder-decoder's decoder", replace=(
+            ("layers = n_layers * (attn + ffn + 2 * ln)", "layers = n_layers * (attn + ffn + 3 * ln)"),)),
     ],
     "ex-08-train-step": [
         Mistake("padding counted in the loss", replace=(("ignore_index=pad_id, ", ""),)),
         Mistake("no label smoothing", replace=(("label_smoothing=label_smoothing)", "label_smoothing=0.0)"),)),
+        Mistake("label smoothing by hand in the exclusive convention, ε/(V - 1) on each other class", replace=((
+            "    loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),\n"
+            "                                       ignore_index=pad_id, label_smoothing=label_smoothing)",
+            "    log_p = logits.log_softmax(dim=-1)\n"
+            "    target = torch.full_like(log_p, label_smoothing / (log_p.shape[-1] - 1))\n"
+            "    target.scatter_(-1, tgt_out[..., None], 1 - label_smoothing)\n"
+            "    loss = -(target * log_p).sum(-1)[tgt_out != pad_id].mean()"),)),
         Mistake("the schedule stepped before the optimizer", replace=((
             "    optimizer.step()                                                    # Adam (§5.3)\n"
             "    scheduler.step()                                                    # the next step's learning rate\n",

@@ -279,8 +279,14 @@ def test_padding_fractions_compares_every_chunk_size_without_printing_them():
     with pytest.raises(AssertionError, match="chunk_size 1, chunk_size 10, chunk_size 100, chunk_size 10000"):
         check_padding_fractions(ordered_but_wrong, lengths, 2000)
     percent = {k: 100 * v for k, v in right.items()}
-    with pytest.raises(AssertionError, match="a percentage"):
+    with pytest.raises(AssertionError) as err:  # said once, and nothing else (a reader of r55 had it four times)
         check_padding_fractions(percent, lengths, 2000)
+    assert str(err.value) == "padding is given in percent: give a fraction between 0 and 1"
+    some_percent = {**right, 10: 100 * right[10], 100: right[100] + 0.01}
+    with pytest.raises(AssertionError) as err:
+        check_padding_fractions(some_percent, lengths, 2000)
+    assert str(err.value).count("percent") == 1 and "not right yet at chunk_size 100:" in str(err.value)
+    assert "padding at chunk_size 10 is given in percent" in str(err.value)
     off = {**right, 100: right[100] + 0.01}
     with pytest.raises(AssertionError) as err:
         check_padding_fractions(off, lengths, 2000)
@@ -641,11 +647,14 @@ def test_decoder_only_count_is_gpt2_small_and_names_each_part():
     for wrong, words in ((gpt2 - 1_024 * 768, "position table"), (gpt2 - 2 * 768, "final LayerNorm"),
                          (gpt2 + 50_257 * 768, "separate output matrix"), (gpt2 + 50_257, "bias in the output"),
                          (gpt2 + 12 * (4 * (768 * 768 + 768) + 2 * 768), "cross-attention"),
+                         (gpt2 + 12 * 2 * 768, "a LayerNorm per sub-layer"),
                          (gpt2 - 12 * 4 * 768, "attention projections' biases"), (gpt2 + 7, None)):
         with pytest.raises(AssertionError) as err:
             check_decoder_only_count(wrong, **sizes)
         assert (words is None and "Your answer is what" not in str(err.value)) or words in str(err.value)
         assert "124,439,808" not in str(err.value) and "124439808" not in str(err.value)
+        assert "not the exact value (the answer must be exact)" in str(err.value)
+        assert "allows no difference" not in str(err.value) and "exact equality" not in str(err.value)
     with pytest.raises(AssertionError, match="whole number"):
         check_decoder_only_count(1.5, **sizes)
 
@@ -656,8 +665,14 @@ def test_schedule_crossing_matches_the_curves_and_names_the_exponent():
     ours, paper = R.noam_lr(steps, 256, 200, 0.3), R.noam_lr(steps, 256, 4000)
     first = int(steps[np.argmax(ours <= paper)])  # the first whole step where ours is not above the paper's
     assert first == 1793
-    for answer in (first, first - 1, 1792.6):
+    for answer in (first, first - 1, float(first), np.int64(first)):
         assert check_schedule_crossing(answer, warmup_steps=200, factor=0.3).startswith("correct")
+    # the exact crossing point is not a step (a reader of r55 had 1792.6 accepted): the message says so, and only so
+    with pytest.raises(AssertionError, match=r"within one step of the crossing, but it is not a step number") as err:
+        check_schedule_crossing(1792.6, warmup_steps=200, factor=0.3)
+    assert "1793" not in str(err.value) and "1792," not in str(err.value) and "1,79" not in str(err.value)
+    with pytest.raises(AssertionError, match=r"not right yet(.|\n)*A step is a whole number"):  # off, and not whole
+        check_schedule_crossing(1500.5, warmup_steps=200, factor=0.3)
     for wrong, words in ((4000, "factor left out"), (657, "exponent 3/2"), (2191, "square root"),
                          (2259, "d_model 512"), (first + 2, None)):
         with pytest.raises(AssertionError) as err:
@@ -747,6 +762,14 @@ def _run_train_step(pad=True, smoothing=True, clip=True, schedule_first=False, c
             label_smoothing * log_p.mean(-1)
         if not smoothing:
             per_token = -log_p.gather(-1, tgt_out[..., None])[..., 0]
+        if smoothing in ("exclusive", "annotated kl"):  # by hand, in another convention (chapter 6's table)
+            spread = label_smoothing / (log_p.shape[-1] - (1 if smoothing == "exclusive" else 2))
+            target = torch.full_like(log_p, spread).scatter_(-1, tgt_out[..., None], 1 - label_smoothing)
+            if smoothing == "annotated kl":  # the Annotated Transformer's LabelSmoothing: no mass on pad, KLDivLoss
+                target[..., pad_id] = 0.0
+                per_token = (torch.xlogy(target, target) - target * log_p).sum(-1)
+            else:
+                per_token = -(target * log_p).sum(-1)
         real = tgt_out != pad_id if pad else torch.ones_like(tgt_out, dtype=torch.bool)
         loss = per_token[real].mean()
         if clear == "before":
@@ -790,6 +813,9 @@ def test_train_step_compares_with_a_reference_step_and_names_each_slip():
             assert check_train_step(right).startswith("correct")
         ref_loss = _sgd_steps(13, 0, _train_step_batches(13, 5)[:1])[0][0]
         for slips, words in ((dict(pad=False), "padded positions"), (dict(smoothing=False), "no label smoothing"),
+                             (dict(smoothing="exclusive"), r"exclusive convention \(the authors' code\): "
+                                                           r"ε_ls/\(V - 1\).*ε_ls/V each"),
+                             (dict(smoothing="annotated kl"), r"KL divergence.*Annotated Transformer's convention"),
                              (dict(clip=False), "not clipped"), (dict(schedule_first=True), "next step's learning"),
                              (dict(schedule_steps=0), "took 0 steps"), (dict(schedule_steps=2), "took 4 steps"),
                              (dict(clear="none"), "first step's gradients were added"),
@@ -1231,6 +1257,45 @@ def test_efficiency_checks_say_which_way_without_the_answer():
     with pytest.raises(AssertionError, match="too large") as err:
         check_against_measured(101, 96, "FLOPs", hint=per_side)
     assert "causal mask" not in str(err.value) and "counted over which tokens?" in str(err.value)
+
+
+def test_training_flops_names_a_forward_pass_alone_and_half_the_masked_scores():
+    """Exercise 12.4 against PyTorch's FLOP counter: the course's count passes; a forward pass alone is told the
+    backward pass, and only the masked self-attention counted for half its scores is told the causal mask removes
+    no products (a reader of r55 got that remark for a forward pass alone); other slips get the side's question."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from tmlib.course import check_training_flops
+    from tmlib.model import make_model
+
+    def by_hand(d, n_layers, f, vocab, S, T, *, passes=3, scores=4, output=2):  # the solution, or a slip
+        encoder = n_layers * (8 * S * d * d + 4 * S * S * d + 4 * S * d * f)
+        cross = 4 * T * d * d + 4 * S * d * d + 4 * T * S * d
+        decoder = n_layers * (8 * T * d * d + scores * T * T * d + cross + 4 * T * d * f)
+        return passes * (encoder + decoder + output * T * d * vocab) / T
+
+    sizes = dict(d=32, n_layers=2, f=48, vocab=40, S=7, T=5)
+    model = make_model("tiny", 40, d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=48,
+                       pad_id=0, dropout=0.0).eval()
+    model.keep_attention(True)
+    g = torch.Generator().manual_seed(0)
+    with FlopCounterMode(display=False) as counted, torch.no_grad():
+        model(torch.randint(4, 40, (1, 7), generator=g), torch.randint(4, 40, (1, 5), generator=g))
+    forward = counted.get_total_flops()
+    check = lambda answer: check_training_flops(answer, forward, d_model=32, n_layers=2, tgt_len=5)  # noqa: E731
+    assert check(by_hand(*sizes.values())).startswith("correct")
+    expected = 3 * forward / 5
+    for slip, words, unwanted in (
+            (dict(passes=1), "too small(.|\n)*forward pass plus the backward pass: count both$", "causal mask"),
+            (dict(scores=2), "too small(.|\n)*the causal mask removes no products", "backward"),
+            (dict(scores=3), "too small(.|\n)*the causal mask removes no products", "backward"),
+            (dict(output=0), "too small(.|\n)*which term is missing\\?$", "causal mask"),
+            (dict(output=4), "too large(.|\n)*counted twice", "causal mask")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check(by_hand(*sizes.values(), **slip))
+        message = str(err.value)
+        assert unwanted not in message and f"{expected:g}" not in message and str(int(expected)) not in message
 
 
 def _raises(check, *args) -> str:

@@ -192,6 +192,15 @@ def test_cross_attention_diagonal():
     assert I.attention_statistics(w, _full(2), _full(6), "cross")["diagonal"][0] == 0.0
 
 
+def test_diagonal_centre_is_the_middle_of_each_queries_slice_of_the_keys():
+    # 2 queries over 6 keys: slices {0, 1, 2} and {3, 4, 5}, centres 1 and 4; as many queries as keys: the identity
+    assert I.diagonal_centre(np.arange(2.0), 2, 6).tolist() == [1.0, 4.0]
+    assert I.diagonal_centre(np.arange(5.0), 5, 5).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    # broadcast over a batch of real lengths, as attention_statistics calls it: one row per sentence
+    rows = I.diagonal_centre(torch.arange(3.0)[None, :], torch.tensor([[3.0], [1.0]]), torch.tensor([[6.0], [2.0]]))
+    assert rows.tolist() == [[0.5, 2.5, 4.5], [0.5, 2.5, 4.5]]
+
+
 def test_cross_diagonal_uses_real_lengths_only():
     # the same 2x4 alignment, padded to 3 queries and 6 keys: padding must not move the diagonal
     w = torch.zeros(1, 1, 3, 6, dtype=torch.float64)

@@ -27,7 +27,9 @@ def test_install_cells_use_the_configured_address():
     url = sync_repository.repository_url()
     notebooks = sync_repository.notebooks()
     chapters, pages = (list((ROOT / folder).glob("*.ipynb")) for folder in ("notebooks", "book"))
-    assert pages and len(notebooks) == 2 * len(chapters) + len(pages)  # each chapter, its student copy, each page
+    copies = [p for p in pages if (ROOT / "student" / p.name).is_file()]  # a page with exercises: book/distributed
+    assert pages and copies  # each chapter, its student copy, each page, the student copy of a page with exercises
+    assert len(notebooks) == 2 * len(chapters) + len(pages) + len(copies)
     for nb in notebooks:
         found = sync_repository.notebook_requirements(nb)
         assert found and all(a == url for a, _ in found), (f"{nb.relative_to(ROOT)} installs from {found}, "

@@ -1,7 +1,7 @@
 """The notebooks behind the site's download and Colab buttons (`student/`, made by tools/student_notebooks.py):
-up to date with the chapters, free of solutions, hidden tests, quiz answers, site markup and execution clutter,
-with links that lead to pages of the book; and the site extensions that number exercises per chapter and point
-the buttons at these notebooks."""
+up to date with the chapters and the notebook pages of book/ (`book/distributed.ipynb`), free of solutions, hidden
+tests, quiz answers, site markup and execution clutter, with links that lead to pages of the book; and the site
+extensions that number exercises per chapter and point the buttons at these notebooks."""
 from __future__ import annotations
 
 import base64
@@ -19,6 +19,8 @@ from test_chapters import _toc_files  # noqa: E402
 from test_site import BUILDS  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+PAGES = [ROOT / page for page in sn.PAGES]  # pages of book/ with exercises and solutions: a student copy each
+SOURCES = CHAPTERS + PAGES
 BOOK = sn.Book()
 
 
@@ -34,18 +36,20 @@ def _code(nb) -> str:
     return "\n".join(c.source for c in nb.cells if c.cell_type == "code")
 
 
-def test_one_student_notebook_per_chapter():
-    assert sorted(p.name for p in (ROOT / "student").glob("*.ipynb")) == [p.name for p in CHAPTERS]
+def test_one_student_notebook_per_chapter_and_page():
+    assert PAGES and all(p.is_file() for p in PAGES)
+    assert sn.sources() == SOURCES
+    assert sorted(p.name for p in (ROOT / "student").glob("*.ipynb")) == sorted(p.name for p in SOURCES)
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_student_notebook_is_up_to_date(path):
     committed = (ROOT / "student" / path.name).read_text(encoding="utf-8")
     assert committed == sn.render(sn.make(path, BOOK)), \
         f"student/{path.name} is stale: run `make student-notebooks` and commit it"
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_no_site_markup_or_execution_clutter(path):
     nb = _student(path)
     text = _markdown(nb)
@@ -64,7 +68,7 @@ def test_no_site_markup_or_execution_clutter(path):
     assert "google.colab" in nb.cells[2].source, "the Colab install cell comes right after the title and the note"
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_exercises_are_stubs_with_public_checks_and_no_hidden_tests(path):
     source, nb = nbformat.read(path, as_version=4), _student(path)
     code = _code(nb)
@@ -87,11 +91,11 @@ def test_exercises_are_stubs_with_public_checks_and_no_hidden_tests(path):
         assert set(meta["exercises"]) == {assignments.qname(e.label) for e in exercises.values()}
     headings = re.findall(r"^### Exercise (\S+?)(?::|$)", _markdown(nb), re.M)
     n_exercises = sum(sn.directive_count(c.source, "exercise") for c in source.cells if c.cell_type == "markdown")
-    chapter = str(int(path.name[:2]))
+    chapter = sn.EXERCISE_NUMBERS.page_prefix(BOOK.docname(path))  # "3" for chapter 3, "D" for book/distributed
     assert headings == [f"{chapter}.{k}" for k in range(1, n_exercises + 1)]
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_quizzes_keep_their_question_and_lose_their_answer(path):
     source, nb = nbformat.read(path, as_version=4), _student(path)
     assert not re.search(r"\b(choice|numeric)\(", _code(nb)), "a quiz call (with its answers) is left"
@@ -101,7 +105,7 @@ def test_quizzes_keep_their_question_and_lose_their_answer(path):
             assert question and question.group(1)[:20] in _markdown(nb), "the quiz's question is missing"
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_links_lead_to_pages_of_the_book(path):
     pages = set(_toc_files())
     for url in re.findall(r"\]\((https?://[^)\s]+)\)", _markdown(_student(path))):
@@ -114,7 +118,7 @@ def test_links_lead_to_pages_of_the_book(path):
             assert BOOK.labels[anchor][0] == page[:-5], f"{url}: the label lives on another page"
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_figures_are_embedded_images(path):
     for mime, data in re.findall(r"\(data:(image/[a-z+]+);base64,([A-Za-z0-9+/=]+)\)", _markdown(_student(path))):
         raw = base64.b64decode(data, validate=True)
@@ -204,19 +208,93 @@ def test_download_and_colab_buttons_point_at_the_student_notebook():
     assert buttons[1]["buttons"][1]["url"] == "../_sources/x.pdf"
 
 
+def _theme_buttons(source: str) -> list:
+    """sphinx-book-theme's header buttons of the page whose source is ``source`` (``book/distributed.ipynb``)."""
+    return [{"type": "group", "label": "launch-buttons", "buttons": [
+                {"text": "Colab", "url": f"https://colab.research.google.com/github/o/r/blob/main/{source}"}]},
+            {"type": "group", "label": "download-buttons", "buttons": [
+                {"label": "download-source-button", "url": f"../_sources/{source}"}]}]
+
+
+def test_the_scaling_out_pages_buttons_point_at_its_student_notebook():
+    """The scaling-out page (book/distributed.ipynb) holds the solutions of its exercises, like a chapter: its
+    download and Colab buttons lead to student/distributed.ipynb. The extension's page hook, run as Sphinx runs it
+    on this repository, rewrites the buttons of every chapter and of that page, and leaves a Markdown page's."""
+    import student_buttons as site
+    name = "distributed.ipynb"
+    buttons = _theme_buttons(f"book/{name}")
+    assert site.point_to_student_notebooks(buttons, name, f"../_static/student/{name}") == 0, "not a chapter"
+    assert site.point_to_student_notebooks(buttons, name, f"../_static/student/{name}", "book") == 2
+    assert buttons[0]["buttons"][0]["url"] == f"https://colab.research.google.com/github/o/r/blob/main/student/{name}"
+    assert buttons[1]["buttons"][0]["url"] == f"../_static/student/{name}"
+
+    class App:
+        srcdir = str(ROOT)
+
+    def hook(pagename: str, source: str) -> list:
+        context = {"header_buttons": _theme_buttons(source), "pathto": lambda target, _resource: f"../{target}"}
+        site._student_buttons(App(), pagename, "page.html", context, None)
+        return [b["buttons"][0]["url"] for b in context["header_buttons"]]
+
+    for path in SOURCES:
+        docname = BOOK.docname(path)
+        assert hook(docname, f"{docname}.ipynb") == [
+            f"https://colab.research.google.com/github/o/r/blob/main/student/{path.name}",
+            f"../_static/student/{path.name}"], docname
+    assert hook("book/distributed", "book/distributed.ipynb")[0].endswith("/blob/main/student/distributed.ipynb")
+    assert hook("book/paper", "book/paper.md") == [  # a Markdown page keeps the theme's buttons
+        "https://colab.research.google.com/github/o/r/blob/main/book/paper.md", "../_sources/book/paper.md"]
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.stem)
+def test_the_pages_student_notebook_holds_no_solution(path):
+    """A page of book/ with exercises (the scaling-out page) hands out its notebook without the solutions: no line of
+    a `{solution}` block, no cell of a gated solution (`solution-start` to `solution-end`); each exercise is followed
+    by a cell to answer in; the first note names the page and has no grader metadata (only chapters are graded)."""
+    source, nb = nbformat.read(path, as_version=4), _student(path)
+    markdown, code = _markdown(nb), _code(nb)
+    solution_lines, solution_code, inside = [], [], False
+    for cell in source.cells:
+        names = [d.name for d in sn.myst.directives(cell.source, nested=True)] if cell.cell_type == "markdown" else []
+        if "solution-end" in names:
+            inside = False
+        elif inside and cell.cell_type == "code":
+            solution_code.append(cell.source.strip())
+        elif inside:
+            solution_lines += cell.source.splitlines()
+        inside = inside or "solution-start" in names
+        for d in sn.myst.directives(cell.source, nested=True) if cell.cell_type == "markdown" else []:
+            if d.name == "solution":
+                solution_lines += d.body.splitlines()
+    solution_lines = [line.strip() for line in solution_lines if len(line.strip()) >= 20]
+    assert solution_lines and solution_code, "the page has text and code solutions"
+    leaked = [line for line in solution_lines if line in markdown or line in code]
+    assert not leaked, f"solution text in student/{path.name}: {leaked[:3]}"
+    assert not [c for c in solution_code if c in code], f"solution code in student/{path.name}"
+    assert not re.search(r"solution-(start|end)|\{solution\}", markdown + code)
+    numbers = re.findall(r"^### Exercise (\S+?)(?::|$)", markdown, re.M)
+    assert numbers == [f"D.{k}" for k in range(1, len(numbers) + 1)] and len(numbers) == 3
+    for number in numbers:
+        assert f"*Your answer to Exercise {number}" in markdown, f"no answer cell for Exercise {number}"
+    note = nb.cells[1].source
+    assert note.startswith(f'*This is the notebook of the page "{BOOK.titles[BOOK.docname(path)]}"'), note
+    assert "hand" not in note and assignments.META not in nb.metadata
+
+
 @pytest.mark.skipif(not BUILDS, reason="no built site (run `make book` or `make site-strict`)")
 @pytest.mark.parametrize("html_dir", BUILDS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_built_chapter_pages_offer_the_student_notebooks(html_dir):
-    for path in CHAPTERS:
-        page = (html_dir / "notebooks" / f"{path.stem}.html").read_text(errors="replace")
+    for path in SOURCES:  # the chapters and the notebook pages of book/ (the scaling-out page)
+        docname = BOOK.docname(path)
+        page = (html_dir / f"{docname}.html").read_text(errors="replace")
         assert f'href="../_static/student/{path.name}"' in page, f"{path.stem}: download button"
         assert f"/blob/main/student/{path.name}" in page, f"{path.stem}: Colab button"
-        assert f"/notebooks/{path.name}" not in page.split("colab.research.google.com", 1)[-1][:300]
+        assert f"/{docname}.ipynb" not in page.split("colab.research.google.com", 1)[-1][:300]
         assert (html_dir / "_static" / "student" / path.name).read_text() == \
             (ROOT / "student" / path.name).read_text()
-        first = re.search(r"Exercise (\d+)\.1\b", page)
+        first = re.search(r"Exercise ([0-9A-Z]+)\.1\b", page)
         if first:
-            assert first.group(1) == str(int(path.name[:2])), f"{path.stem}: exercises numbered per chapter"
+            assert first.group(1) == sn.EXERCISE_NUMBERS.page_prefix(docname), f"{path.stem}: numbered per page"
 
 
 def test_install_cell_says_what_to_install_outside_colab(monkeypatch):
@@ -250,12 +328,12 @@ def test_myst_structure_comes_from_markdown_it():
         myst.outline("```{note}\nnever closed\n")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_no_link_to_the_page_with_the_solutions(path):
     """Issue 24: the header linked to the chapter's page "with the solutions"; the notebook links to no page that
     shows this chapter's solutions, and essay questions get a Markdown cell to answer in."""
     nb = _student(path)
-    docname = f"notebooks/{path.stem}"
+    docname = BOOK.docname(path)
     assert BOOK.page_url(docname) not in _markdown(nb) and "solution" not in nb.cells[1].source.lower()
     kinds = sn.exercise_kinds(nbformat.read(path, as_version=4))
     numbers = {BOOK.exercise_numbers[label]: kind for label, kind in kinds.items()}
@@ -296,7 +374,7 @@ def test_questions_in_words_of_checked_exercises_are_graded_by_hand():
 SMOKE_INLINE: set[str] = set()  # chapters whose student notebook still mentions the quick mode: none
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_no_quick_test_mode_in_the_student_notebook(path):
     """The cells tagged `smoke-only` shrink a run for the course's quick test mode (TMLIB_SMOKE=1, CI): the student
     notebook leaves them out, and mentions neither TMLIB_SMOKE nor smoke_mode."""

@@ -1,4 +1,5 @@
-"""The notebooks a student downloads or opens in Colab: ``student/NN_name.ipynb``, made from the chapters.
+"""The notebooks a student downloads or opens in Colab: ``student/NN_name.ipynb``, made from the chapters, and
+``student/NAME.ipynb`` for each page of ``book/`` that is a notebook with exercises (:data:`PAGES`).
 
 Usage (what `make student-notebooks` runs; `--check` is what the tests run):
 
@@ -30,8 +31,11 @@ or opens it in Colab gets none of that; the site's download and Colab buttons le
   a ``site-only`` cell: the student's run prints its own);
 * no outputs, execution counts, cell tags or execution timestamps; fresh cell ids; a first note on how to work
   and hand in, without a link to the chapter's page (it holds the solutions; the instructor decides whether
-  they are published). The notebook metadata ``tmlib_assignment``, and the stub cells' ``assignment`` metadata
-  (which exercise, never the solution), let the grader take the finished notebook.
+  they are published). A page of :data:`PAGES` is converted the same way; its note names the page and says
+  nothing about handing in (the assignments, ``tools/assignments.py``, are the chapters'), and it may not hold
+  checked exercises (``assignment`` markup), which only a chapter's grader knows. The notebook metadata
+  ``tmlib_assignment``, and the stub cells' ``assignment`` metadata (which exercise, never the solution), let the
+  grader take the finished notebook.
 
 ``tools/assignments.py build`` hands out this same notebook.
 
@@ -76,6 +80,9 @@ EXERCISE_NUMBERS = _load_exercise_numbers()
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "student"
+# Pages of book/ that are executed notebooks with exercises (and solutions): each gets a student copy too,
+# student/NAME.ipynb, behind its page's download and Colab buttons like a chapter's
+PAGES = ("book/distributed.ipynb",)
 # Raw HTML lines (inside the parser's HTML blocks) that the site's JavaScript turns into something: not MyST.
 SCRIPT = re.compile(r"^\s*<script\b[^>]*>\s*</script>\s*$")
 WIDGET = re.compile(r"^\s*<div class=\"tm-[a-z-]+\"[^>]*>\s*</div>\s*$")
@@ -447,10 +454,13 @@ def has_ellipsis(code: str) -> bool:
         return "..." in code
 
 
-def note(chapter: int, stem: str, checked: bool, essays: bool, repair: bool = False) -> str:
+def note(chapter: int | str, stem: str, checked: bool, essays: bool, repair: bool = False) -> str:
     """The first note of a student notebook: how to work and hand in (no link to the page with the solutions).
-    ``repair``: the exercises hand out working code with a bug to fix, not code with ``...`` to complete."""
-    text = (f"*This is the notebook of chapter {chapter} for you to run and work in. Run the cells from the top. "
+    ``chapter``: the chapter's number, or the title of a page outside the chapters (:data:`PAGES`), whose notebook
+    is not an assignment: its note says nothing about handing in. ``repair``: the exercises hand out working code
+    with a bug to fix, not code with ``...`` to complete."""
+    what = f"chapter {chapter}" if isinstance(chapter, int) else f'the page "{chapter}"'
+    text = (f"*This is the notebook of {what} for you to run and work in. Run the cells from the top. "
             "Each exercise is followed by a cell for your work")
     if checked and repair:
         text += ": where it holds a function with a bug in it, find the bug and fix it; the check cell below it " \
@@ -460,14 +470,22 @@ def note(chapter: int, stem: str, checked: bool, essays: bool, repair: bool = Fa
                 "what is wrong"
     if essays:
         text += "; a question is answered in the Markdown cell below it"
+    if not isinstance(chapter, int):
+        return text + ".*"
     return text + (f". To hand the notebook in, run it from the top and save it as `YOURID__{stem}.ipynb` (your id, "
                    "two underscores, the name).*")
+
+
+def sources(root: Path = ROOT) -> list[Path]:
+    """The notebooks that get a student copy: the chapters ``notebooks/NN_*.ipynb``, then the pages :data:`PAGES`."""
+    return sorted((root / "notebooks").glob("[0-9]*.ipynb")) + [root / page for page in PAGES]
 
 
 def make(path: Path, book: Book | None = None):
     """The student notebook of one chapter notebook (a new ``NotebookNode``): the same notebook
     ``tools/assignments.py build`` hands out. Stub cells keep their ``assignment`` metadata (which exercise, which
-    stub; never the solution), so that the grader knows them.
+    stub; never the solution), so that the grader knows them. A page of :data:`PAGES` (not named ``NN_name``) gets
+    the same conversion and a note of its own.
 
     Raises:
         ValueError: markup with no plain-Markdown form, a dangling reference, or bad exercise markup.
@@ -524,11 +542,15 @@ def make(path: Path, book: Book | None = None):
         cells.append(code)
     if pending is not None:
         cells.append(answer_cell(pending))
-    chapter = chapter_of(path)
+    chapter = chapter_of(path) if re.match(r"\d+_", path.name) else None  # None: a page outside the chapters
+    if chapter is None and exercises:
+        raise ValueError(f"{path.name}: checked exercises (assignment markup) belong in a chapter notebook, "
+                         "NN_name.ipynb: only the chapters are assignments that the grader knows")
     essays = any(c.cell_type == "markdown" and c.source.startswith("*Your answer to Exercise") for c in cells)
     stubs = [c.source for c in cells if c.cell_type == "code" and "stub" in c.metadata.get("assignment", {})]
     repair = bool(stubs) and not any(map(has_ellipsis, stubs))  # every stub is working code with a bug
-    cells.insert(1, nbformat.v4.new_markdown_cell(note(int(chapter), path.stem, bool(exercises), essays, repair)))
+    what = int(chapter) if chapter is not None else book.titles.get(docname, path.stem)
+    cells.insert(1, nbformat.v4.new_markdown_cell(note(what, path.stem, bool(exercises), essays, repair)))
     out = nbformat.v4.new_notebook(cells=cells)
     out.metadata = copy.deepcopy({k: v for k, v in nb.metadata.items() if k in ("kernelspec", "language_info")})
     if exercises:
@@ -544,13 +566,14 @@ def render(nb) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="*", type=Path, help="chapter notebooks (default: notebooks/NN_*.ipynb)")
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="chapter notebooks (default: notebooks/NN_*.ipynb and the pages " + ", ".join(PAGES) + ")")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--check", action="store_true", help="write nothing; fail if a student notebook is stale")
     parser.add_argument("--site", help="the website the links lead to (default: the course's, from _config.yml), "
                                        "e.g. a student edition without solutions")
     args = parser.parse_args(argv)
-    notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    notebooks = args.notebooks or sources()
     book, stale = Book(site=args.site), []
     args.out.mkdir(parents=True, exist_ok=True)
     for path in notebooks:

@@ -55,7 +55,9 @@ def _diagonal(n_out: int, n_src: int):
     """Chapter 11's proportional diagonal: the source place of each of ``n_out`` rows, ``(n_out,)``."""
     import numpy as np
 
-    return (np.arange(n_out) + 0.5) * n_src / max(1, n_out) - 0.5
+    from tmlib.analysis import diagonal_centre
+
+    return diagonal_centre(np.arange(n_out, dtype=np.float64), max(1, n_out), n_src)
 
 
 def label(piece: str) -> str:

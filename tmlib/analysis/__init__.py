@@ -42,7 +42,7 @@ from tmlib.analysis.findings import (
     Findings, ablation_findings, alignment_reading, argmax_changed_off, head_name, layer_breadth, layer_table,
     permutation_findings, run_summary, sink_heads, standout_heads, strongest_heads, head_findings
 )
-from tmlib.analysis.heads import STATISTICS, attention_statistics, head_statistics
+from tmlib.analysis.heads import STATISTICS, attention_statistics, diagonal_centre, head_statistics
 from tmlib.analysis.records import (
     attention_cost_findings, attention_rows, attention_series, attention_time_findings, disturbed_cases,
     exponent_table, gpu_attention_findings, kv_cache_findings, mfu_findings, step_profile, table1_findings,
@@ -58,7 +58,7 @@ from tmlib.analysis.views import bertviz_inputs, bertviz_view
 __all__ = [
     "ATTENTION_KINDS", "AttentionCapture", "Findings", "GPU_RESULTS", "Head", "LAYER_TYPES", "PAPER_TABLE_1",
     "PEAK_FLOPS", "PowerLawFit", "RESULTS_URL", "STATISTICS", "ablate_heads", "ablation_experiments",
-    "ablation_table", "all_heads", "attention_flops", "attention_matrix_bytes", "attention_module",
+    "ablation_table", "all_heads", "attention_flops", "attention_matrix_bytes", "attention_module", "diagonal_centre",
     "attention_statistics", "bertviz_inputs", "bertviz_view", "capture_attention", "complexity_per_layer",
     "complexity_table", "decoder_cache_bytes", "feed_forward_flops",
     "ffn_activation_bytes", "ffn_parameter_count", "fit_power_law", "flops_per_token", "gpu_peak_flops",

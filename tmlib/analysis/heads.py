@@ -15,7 +15,7 @@ from torch import Tensor
 
 from tmlib.analysis.capture import ATTENTION_KINDS, as_pair, check_kind, capture_attention
 
-__all__ = ["STATISTICS", "attention_statistics", "head_statistics", "statistic_sums"]
+__all__ = ["STATISTICS", "attention_statistics", "diagonal_centre", "head_statistics", "statistic_sums"]
 
 #: The per-head statistics of :func:`attention_statistics`, in table order.
 STATISTICS = ("entropy", "max_entropy", "previous", "same", "first", "last", "diagonal")
@@ -52,6 +52,13 @@ def _checked_lengths(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind
     if bool((n_k_real[n_q_real > 0] == 0).any()):
         raise ValueError("a sentence with real queries has no real key")
     return n_q_real, n_k_real
+
+
+def diagonal_centre(positions, n_q, n_k):
+    """The proportional diagonal of cross-attention: the key position ``(i + 1/2) n_k / n_q - 1/2`` at which query
+    ``i`` of ``n_q`` sits when the ``n_q`` queries are spread evenly over the ``n_k`` keys (the centres of equal
+    slices). NumPy arrays, tensors or numbers, broadcast together (``n_q`` > 0); the result has their shape."""
+    return (positions + 0.5) * (n_k / n_q) - 0.5
 
 
 def statistic_sums(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind: str) -> tuple[Tensor, Tensor]:
@@ -92,8 +99,8 @@ def statistic_sums(weights: Tensor, query_mask: Tensor, key_mask: Tensor, kind: 
         terms["last"] = w.gather(-1, last_index)[..., 0], chooses  # (batch, h, n_q)
     if kind == "cross":
         # the proportional diagonal: query i of n_q_real sits at key position (i + 1/2) n_k / n_q - 1/2
-        ratio = n_k_real.to(torch.float64) / n_q_real.clamp_min(1).to(torch.float64)  # (batch,)
-        centre = (i[None, :].to(torch.float64) + 0.5) * ratio[:, None] - 0.5  # (batch, n_q)
+        centre = diagonal_centre(i[None, :].to(torch.float64), n_q_real.clamp_min(1).to(torch.float64)[:, None],
+                                 n_k_real.to(torch.float64)[:, None])  # (batch, n_q)
         near = (j[None, None, :] - centre[:, :, None]).abs() <= 1.0  # (batch, n_q, n_k): within ±1 key
         near = near & key_mask[:, None, :]
         terms["diagonal"] = (w * near[:, None].to(torch.float64)).sum(dim=-1), chooses  # (batch, h, n_q)

@@ -232,16 +232,18 @@ TABLE1_HEADERS = {"median_ratio": "median time ratio", "attention_slower": "atte
 
 # --------------------------------------------------------------------------- the KV cache
 def kv_cache_findings(cpu_record: dict, gpu_record: dict) -> Findings:
-    """One cached decoding step profiled on each machine (its time and the output projection's share of it), the
-    spread of the GPU's repeats, and the speed-ups of the lengths both machines timed.
+    """One cached decoding on each machine (its time a step, timed without the profiler, and the output projection's
+    share of a step under the profiler), the spread of the GPU's repeats, and the speed-ups of the lengths both
+    machines timed.
 
     Numbers: ``table`` (CPU and GPU side by side: speed-up, ms per token with and without the cache) and
     ``gpu_spread`` (the largest ratio slower / faster repeat of one GPU case)."""
     lines = []
     for where, record in (("CPU", cpu_record), ("GPU", gpu_record)):
         prof = record["results"]["profile"]
-        lines += [f"{where}: cached step {prof['tokens']}, profiled alone: {prof['s_per_step'] * 1e3:.2f} ms;",
-                  f"  the output projection, the largest product: "
+        lines += [f"{where}: cached decoding of {prof['tokens']} tokens, timed without the profiler: "
+                  f"{prof['s_per_step'] * 1e3:.2f} ms a step;",
+                  f"  under the profiler, the output projection, the largest product: "
                   f"{prof['output_projection_share_of_step']:.1%} of the step"]
     cpu, gpu = (pd.DataFrame(r["results"]["timing"]).set_index("output_tokens") for r in (cpu_record, gpu_record))
     spread = max(max(t) / min(t) for times in gpu["times_s"] for t in times.values())

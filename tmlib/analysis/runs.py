@@ -21,11 +21,11 @@ COLUMNS = ("minutes", "CPU computes bf16 natively", "precision", "dropout", "ste
 
 def native_bf16(machine: dict | None) -> str:
     """Whether the run's CPU computes bf16 natively (:func:`tmlib.machine.cpu_class`, which also sees kernels capped
-    to imitate a smaller CPU), from its machine description: "yes", "no", "GPU" (a GPU trained it) or "?" (not
-    recorded)."""
+    to imitate a smaller CPU), from its machine description: "yes", "no", "n/a (GPU)" (a GPU trained it) or "?"
+    (not recorded)."""
     machine = machine or {}
     if machine.get("gpu"):
-        return "GPU"
+        return "n/a (GPU)"
     if machine.get("cpu_native_bf16") is None:
         return "?"
     return "yes" if cpu_class(machine).startswith("native bf16") else "no"

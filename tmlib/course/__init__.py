@@ -43,7 +43,8 @@ from tmlib.course.analysis_checks import (
     check_greedy_pruning, check_ln2_row, check_max_entropy, check_row_entropy
 )
 from tmlib.course.analysis_checks import check_perfect_alignment
-from tmlib.course.efficiency_checks import check_against_measured, check_skipped_pairs, check_tiled_reads
+from tmlib.course.efficiency_checks import (check_against_measured, check_skipped_pairs, check_tiled_reads,
+                                            check_training_flops)
 from tmlib.course.recipe_checks import check_lrate, check_smoothed_loss
 from tmlib.course.modern_checks import check_alibi_slopes, check_tokens_in_memory
 from tmlib.course.count_checks import check_ffn_parameters
@@ -70,7 +71,7 @@ __all__ = [
     "check_greedy_decode", "check_preln_stages", "check_vocab_ranges",
     "check_greedy_pruning", "check_ln2_row", "check_max_entropy", "check_row_entropy", "check_perfect_alignment",
     "check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm",
-    "check_against_measured", "check_skipped_pairs", "check_tiled_reads",
+    "check_against_measured", "check_skipped_pairs", "check_tiled_reads", "check_training_flops",
     "check_lrate", "check_smoothed_loss",
     "check_alibi_slopes", "check_ffn_parameters", "check_tokens_in_memory",
     "check_rope_scores", "check_wavelength_pair",

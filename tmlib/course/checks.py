@@ -139,7 +139,7 @@ def tolerance_text(atol: float, rtol: float = 0.0, decimals: int | None = None) 
 def how_far(ratio: float) -> str:
     """An error as a multiple of the tolerance, to the decade: how far off, without the expected value."""
     if not math.isfinite(ratio):
-        return "off where the tolerance allows no difference"
+        return "not the exact value, and no difference is allowed here"
     if ratio < 10:
         return "just outside the tolerance (less than 10 times it)"
     decade = int(math.floor(math.log10(ratio)))
@@ -226,6 +226,8 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
     if atol < 0 or rtol < 0:
         raise ValueError(f"check_close: tolerances must be non-negative, got atol={atol}, rtol={rtol}")
     tol = tolerance_text(atol, rtol, decimals)
+    exact = atol == 0 and rtol == 0
+    tol_failed = "the answer must be exact" if exact else f"tolerance: {tol}"  # how a failure names it
 
     a = as_float_array(answer, "answer", what)
     e = as_float_array(expected, "expected value", what)
@@ -244,7 +246,7 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
         first = tuple(int(i) for i in np.argwhere(bad_value)[0])
         raise AssertionError(f"{what} contains NaN or infinity in {count} entr{'y' if count == 1 else 'ies'} "
                              f"(first at index {first}): a division by zero, a log of 0 or an overflow? "
-                             f"(tolerance: {tol})")
+                             f"({tol_failed})")
 
     def wrong_of(x):
         same = x == e  # catches equal infinities, whose difference is NaN
@@ -260,13 +262,15 @@ def check_close(answer, expected, what: str = "your answer", atol: float | None 
         ratio = np.where(wrong, diff / np.broadcast_to(allowed, diff.shape), 0.0)
     hint = _pattern(a, e, lambda x: not wrong_of(x)[0].any(), int(wrong.sum()), name_sign)
     if a.ndim == 0:
+        if exact:
+            raise AssertionError(f"{what} is not right yet: not the exact value (the answer must be exact).{hint}")
         raise AssertionError(f"{what} is not right yet: {how_far(float(ratio))} (tolerance: {tol}).{hint}")
     n_wrong, n = int(wrong.sum()), a.size
     order = np.argsort(-np.where(wrong, np.nan_to_num(ratio, posinf=np.finfo(float).max), -1.0),
                        axis=None)[:min(n_wrong, _MAX_LISTED)]
     lines = [f"  index {tuple(int(i) for i in np.unravel_index(flat, a.shape))}: "
-             f"{how_far(float(ratio.flat[flat]))}" for flat in order]
+             f"{'not the exact value' if exact else how_far(float(ratio.flat[flat]))}" for flat in order]
     more = f"\n  ... and {n_wrong - len(order)} more" if n_wrong > len(order) else ""
     verb = "is" if n_wrong == 1 else "are"
-    raise AssertionError(f"{what} is not right yet: {n_wrong} of {n} entries {verb} off (shape {a.shape}; tolerance: "
-                         f"{tol}).{hint}\n" + "\n".join(lines) + more)
+    raise AssertionError(f"{what} is not right yet: {n_wrong} of {n} entries {verb} off (shape {a.shape}; "
+                         f"{tol_failed}).{hint}\n" + "\n".join(lines) + more)

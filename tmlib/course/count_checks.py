@@ -116,8 +116,8 @@ def check_decoder_only_count(answer, *, d_model: int, n_layers: int, d_ff: int, 
     """Check the parameters of a GPT-2-style decoder-only model, exactly: a token table tied to the output layer
     (no output bias), a learned table of ``n_positions`` positions, ``n_layers`` pre-LN layers of self-attention and
     feed-forward network (with their biases, two LayerNorms each) and a final LayerNorm. Names the part left out
-    or counted too often (positions, final norm, cross-attention, an untied or biased output layer, biases,
-    LayerNorms); never the value."""
+    or counted too often (positions, final norm, cross-attention, a third LayerNorm per layer, an untied or biased
+    output layer, biases, LayerNorms); never the value."""
     d, f = int(d_model), int(d_ff)
     attn, ffn, ln = 4 * (d * d + d), 2 * d * f + f + d, 2 * d
     expected = vocab * d + n_positions * d + n_layers * (attn + ffn + 2 * ln) + ln
@@ -129,6 +129,9 @@ def check_decoder_only_count(answer, *, d_model: int, n_layers: int, d_ff: int, 
                 ("the count gives without the final LayerNorm", expected - ln),
                 ("the count gives with cross-attention and a third LayerNorm in every layer (the encoder-decoder's "
                  "decoder layer; a decoder-only model has no encoder to attend to)", expected + n_layers * (attn + ln)),
+                ("the count gives with three LayerNorms in every layer, as the encoder-decoder's decoder layer has: "
+                 "there is a LayerNorm per sub-layer, and GPT-2's layer has two sub-layers (self-attention and the "
+                 "feed-forward network), so two LayerNorms per layer", expected + n_layers * ln),
                 ("the count gives with a separate output matrix (GPT-2 ties it to the token table)",
                  expected + vocab * d),
                 ("the count gives with a bias in the output layer (GPT-2's has none)", expected + vocab),

@@ -3,7 +3,9 @@
 * :func:`check_skipped_pairs`: the block pairs a causal, tiled attention skips (Exercise 12.2);
 * :func:`check_tiled_reads`: that the same attention reads its keys and values one block at a time (Exercise 12.2);
 * :func:`check_against_measured`: a count by hand against a measured or counted value (Exercises 12.1 and 12.4):
-  too small or too large when they differ, never by what factor.
+  too small or too large when they differ, never by what factor;
+* :func:`check_training_flops`: Exercise 12.4's count against PyTorch's, naming a forward pass alone and a
+  masked self-attention counted for half its scores.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 from tmlib.course.checks import check_close, require_answered
 from tmlib.course.diagnostics import grader_references
 
-__all__ = ["check_skipped_pairs", "check_tiled_reads", "check_against_measured"]
+__all__ = ["check_skipped_pairs", "check_tiled_reads", "check_against_measured", "check_training_flops"]
 
 
 def check_skipped_pairs(answer, n: int, block_size: int, what: str = "the block pairs skipped") -> str:
@@ -98,12 +100,14 @@ def check_tiled_reads(fn, what: str = "causal_online_attention", *, n: int = 23,
 
 def check_against_measured(answer, measured, what: str, *, rtol: float = 0.0, atol: float = 0.0,
                            measured_as: str = "measured",
-                           hint="which term is missing or counted twice?") -> str:
+                           hint="which term is missing or counted twice?", slips=()) -> str:
     """Check a count by hand against a value measured on a model (bytes held, FLOPs counted by PyTorch).
 
     A failure says whether the answer is too small or too large, never by what factor (a ratio of 0.5 or 2 would
     name the missing or doubled term); ``hint`` ends the message: one string for both sides, or a mapping with
     the keys ``"too small"`` and ``"too large"``, so that a hint that fits one kind of mistake is shown only for it.
+    ``slips``: ``(value, hint)`` pairs, the counts that typical mistakes give (computed by the caller, never
+    printed); an answer equal to one of them (to the same tolerance) gets that slip's hint instead of ``hint``.
 
     Raises:
         TypeError: the answer is still ``...`` or None.
@@ -115,5 +119,30 @@ def check_against_measured(answer, measured, what: str, *, rtol: float = 0.0, at
     except AssertionError:
         side = "too large" if float(answer) > float(measured) else "too small"
         told = hint.get(side, "") if isinstance(hint, dict) else hint
+        told = next((h for value, h in slips if value != measured and np.isclose(
+            float(answer), float(value), rtol=max(rtol, 1e-12), atol=atol)), told)
         raise AssertionError(f"{what}: yours is {side}, compared with the value {measured_as}"
                              + (f";\n  {told}" if told else "")) from None
+
+
+def check_training_flops(answer, forward_flops, *, d_model: int, n_layers: int, tgt_len: int,
+                         what: str = "FLOPs per target token") -> str:
+    """Exercise 12.4: the training FLOPs per target token by hand against PyTorch's count of one forward pass
+    (``forward_flops``, of an encoder-decoder with ``n_layers`` layers per stack and explicit attention, on one
+    pair with ``tgt_len`` target tokens): the answer must be ``3 * forward_flops / tgt_len`` (relative tolerance
+    1e-12). A failure says too small or too large and names two slips by the count they give: one forward pass
+    without the backward pass, and the decoder's masked self-attention counted for half its scores (the products
+    q·k, or q·k and the weights times the values), as if the causal mask removed products; never the value."""
+    measured = 3 * float(forward_flops) / tgt_len
+    d, layers, t = float(d_model), float(n_layers), float(tgt_len)
+    masked = ("the causal mask removes no products: the decoder's masked self-attention computes the whole "
+              "T x T matrix of scores and masks it afterwards, so count every score, and every product of the "
+              "weights with the values")
+    slips = [(measured / 3, "a training step is the forward pass plus the backward pass: count both"),
+             (measured - 3 * layers * 2 * t * t * d / t, masked),   # both T x T products counted for half
+             (measured - 3 * layers * t * t * d / t, masked)]       # the scores q·k alone counted for half
+    return check_against_measured(answer, measured, what, rtol=1e-12,
+                                  measured_as="PyTorch counts (3 x one forward pass)",
+                                  hint={"too small": "which term is missing?",
+                                        "too large": "which term is counted twice, or over too many tokens?"},
+                                  slips=slips)

@@ -124,32 +124,37 @@ def check_padding_fractions(answer: dict, lengths, max_tokens: int, chunk_sizes=
     if not isinstance(answer, dict) or sorted(answer) != sorted(chunk_sizes):
         keys = sorted(answer) if isinstance(answer, dict) else type(answer).__name__
         raise AssertionError(f"{what} must be a dict with the keys {', '.join(map(str, chunk_sizes))}; got {keys}")
-    wrong = []
+    wrong, percent = [], []
     for chunk in chunk_sizes:
         expected = padding_fraction(token_batches(lengths, max_tokens, seed=seed, epoch=0, chunk_size=chunk), lengths)
         got = float(answer[chunk])
         if not np.isclose(got, expected, rtol=0, atol=5e-4):
-            wrong.append(f"chunk_size {chunk}" + (" (a percentage? give a fraction between 0 and 1)"
-                                                  if np.isclose(got, 100 * expected, rtol=0, atol=5e-2) else ""))
+            (percent if np.isclose(got, 100 * expected, rtol=0, atol=5e-2) else wrong).append(f"chunk_size {chunk}")
+    where = "" if len(percent) == len(chunk_sizes) else f" at {', '.join(percent)}"
+    in_percent = f"{what}{where} is given in percent: give a fraction between 0 and 1" if percent else ""
+    if percent and not wrong:  # every fraction that differs is the right one in percent: say that, once
+        raise AssertionError(in_percent)
     if wrong:
-        other = [(sd, 0) for sd in range(1, 6) if sd != seed] + [(seed, 1), (seed, 2)]  # another shuffle
-        for sd, ep in other:
-            if all(np.isclose(float(answer[c]), padding_fraction(token_batches(
-                    lengths, max_tokens, seed=sd, epoch=ep, chunk_size=c), lengths), rtol=0, atol=5e-4)
-                   for c in chunk_sizes):
-                raise AssertionError(f"{what} is counted right, but on another shuffle (seed={sd}, epoch={ep}): "
-                                     f"the batches depend on it; use seed={seed}, epoch=0")
+        if not percent:  # the right counting on another shuffle?
+            for sd, ep in [(sd, 0) for sd in range(1, 6) if sd != seed] + [(seed, 1), (seed, 2)]:
+                if all(np.isclose(float(answer[c]), padding_fraction(token_batches(
+                        lengths, max_tokens, seed=sd, epoch=ep, chunk_size=c), lengths), rtol=0, atol=5e-4)
+                       for c in chunk_sizes):
+                    raise AssertionError(f"{what} is counted right, but on another shuffle (seed={sd}, epoch={ep}): "
+                                         f"the batches depend on it; use seed={seed}, epoch=0")
         raise AssertionError(f"{what} is not right yet at {', '.join(wrong)}: count the padded positions of the "
-                             "longer side (source, or target + 1) over all positions, summed over the batches")
+                             "longer side (source, or target + 1) over all positions, summed over the batches"
+                             + (f"; and {in_percent}" if percent else ""))
     return f"correct: {what} at chunk sizes {', '.join(map(str, chunk_sizes))} (3 decimals)"
 
 
 def check_schedule_crossing(answer, *, warmup_steps: int, factor: float, paper_warmup_steps: int = 4000,
                             paper_factor: float = 1.0, d_model: int = 256, what: str = "crossing step") -> str:
     """Check the step at which the warm-up schedule (paper eq. 3) with ``warmup_steps`` and ``factor``, past its
-    peak, falls to the paper's schedule (``paper_warmup_steps``, ``paper_factor``, still warming up), to within one
-    step (d_model cancels). Names the factor left out (the paper's peak), a wrong exponent of the ratio of the
-    factors, or the paper's curve drawn at d_model 512; never the value."""
+    peak, falls to the paper's schedule (``paper_warmup_steps``, ``paper_factor``, still warming up), as a whole step
+    within one step of the exact crossing (d_model cancels). Names the factor left out (the paper's peak), a wrong
+    exponent of the ratio of the factors, or the paper's curve drawn at d_model 512; an answer that is not a whole
+    number fails (the exercise asks for a step); never the value."""
     ratio, w = factor / paper_factor, float(paper_warmup_steps)
     expected = ratio ** (2 / 3) * w  # factor · s^-1/2 = paper_factor · s · W^-3/2
     if not warmup_steps < expected < w:
@@ -161,12 +166,21 @@ def check_schedule_crossing(answer, *, warmup_steps: int, factor: float, paper_w
     if d_model != 512:
         variants.append(("the paper's curve at d_model 512 gives (both curves share d_model, which cancels)",
                          (ratio * (512 / d_model) ** 0.5) ** (2 / 3) * w))
+    require_answered(answer, what)
+    whole = not isinstance(answer, bool) and isinstance(answer, (int, float, np.integer, np.floating)) \
+        and float(answer).is_integer()
+    step = "  A step is a whole number: give the whole step nearest to the crossing."
     try:
-        return check_close(answer, expected, what, atol=1)
+        verdict = check_close(answer, expected, what, atol=1)
     except AssertionError as err:
         a = float(as_float_array(answer, "answer", what))
         hint = next((h for h, v in variants if abs(a - v) <= 1 and abs(v - expected) > 2), None)
-        raise AssertionError(f"{err}\n  Your answer is what {hint}." if hint else str(err)) from None
+        raise AssertionError(f"{err}" + (f"\n  Your answer is what {hint}." if hint else "")
+                             + ("" if whole else f"\n{step}")) from None
+    if not whole:
+        raise AssertionError(f"{what} {answer!r} lies within one step of the crossing, but it is not a step number."
+                             f"\n{step[:-1]}, not the crossing point itself.")
+    return verdict
 
 
 def _distinct_sizes(lengths, max_tokens: int, chunk: int, seed: int, key) -> float:
@@ -275,6 +289,49 @@ def _sgd_steps(vocab_size: int, seed: int, batches, *, pad_id=0, smoothing=0.1, 
     return losses, {n: p.detach().clone() for n, p in model.named_parameters()}, scheduler.last_epoch
 
 
+def _other_smoothed_losses(vocab_size: int, seed: int, batch, *, pad_id=0, smoothing=0.1) -> list:
+    """The first step's loss (the fresh seeded ``"tiny"`` model of :func:`_sgd_steps` on ``batch``) with the
+    smoothing of another convention or as a KL divergence, each as ``(hint, loss)``: ε/(V - 1) on each other class
+    (chapter 6's exclusive convention), ε/(V - 2) on the classes that are neither correct nor padding (the Annotated
+    Transformer's), each as a cross-entropy and as a KL divergence, and the uniform target's KL divergence."""
+    import torch
+
+    from tmlib.model import make_model
+    from tmlib.utils import seed_everything
+
+    src, tgt_in, tgt_out = batch
+    seed_everything(seed)
+    model = make_model("tiny", vocab_size, dropout=0.0)
+    with torch.no_grad():
+        log_p = torch.log_softmax(model(src, tgt_in).double(), dim=-1)
+    v, eps, real = vocab_size, smoothing, tgt_out != pad_id
+    onehot = torch.nn.functional.one_hot(tgt_out, v).double()
+    not_pad = torch.ones(v, dtype=torch.float64)
+    not_pad[pad_id] = 0.0
+    targets = {"uniform": (1 - eps) * onehot + eps / v,
+               "exclusive": (1 - eps) * onehot + eps / (v - 1) * (1 - onehot),
+               "annotated": (1 - eps) * onehot + eps / (v - 2) * (1 - onehot) * not_pad}
+
+    def mean(per_token):
+        return float(per_token[real].mean())
+
+    def kl(t):
+        return mean((torch.xlogy(t, t) - t * log_p).sum(-1))
+
+    course = ("the course spreads ε_ls over all V classes, ε_ls/V each, the correct one included (chapter 6's "
+              "uniform convention, PyTorch's label_smoothing)")
+    exclusive = "chapter 6's exclusive convention (the authors' code): ε_ls/(V - 1) on each of the V - 1 other classes"
+    annotated = ("the Annotated Transformer's convention: ε_ls/(V - 2) on each class that is neither the correct "
+                 "one nor padding")
+    as_kl = "is a KL divergence, not the cross-entropy (the two differ by the target's entropy), and it smooths with"
+    return [(f"smooths with {exclusive}; {course}", mean(-(targets["exclusive"] * log_p).sum(-1))),
+            (f"{as_kl} {exclusive}; {course}", kl(targets["exclusive"])),
+            (f"smooths with {annotated}; {course}", mean(-(targets["annotated"] * log_p).sum(-1))),
+            (f"{as_kl} {annotated}; {course}", kl(targets["annotated"])),
+            ("is the KL divergence to the smoothed target, not the cross-entropy: the two differ by the target's "
+             "entropy (the target itself is right)", kl(targets["uniform"]))]
+
+
 def _weights_match(got, want, start) -> bool:
     """Every weight within 1e-5 of the largest weight change of the reference step (plus float32's rounding)."""
     import torch
@@ -298,7 +355,8 @@ def check_train_step(run_train_step, vocab_size: int = 13, *, seed: int = 0, bat
     rate and a stale gradient, which Adam's first step lr·g/(|g| + ε) hides. Losses to 1e-5, weights to 1e-5 of the
     largest weight change; the schedule must advance once per step. A failure names the slip (padding counted, no
     smoothing, no clipping, the schedule stepped before the optimizer or not once per step, gradients not cleared
-    or cleared too late); never a value."""
+    or cleared too late, another convention of label smoothing (ε/(V - 1) or ε/(V - 2) spread over the other
+    classes) or a KL divergence for the cross-entropy); never a value."""
     batches = _train_step_batches(vocab_size, batch_seed)
     runs = [run_train_step(seed, batches[:n], plain_sgd=True) for n in (1, 2)]  # the student's step, first
     from tmlib.course.diagnostics import _not_written, _unwritten_inside
@@ -323,8 +381,9 @@ def check_train_step(run_train_step, vocab_size: int = 13, *, seed: int = 0, bat
                  ("has no label smoothing: pass label_smoothing", dict(smoothing=0.0)),
                  ("counts the padded positions and has no label smoothing", dict(pad_id=None, smoothing=0.0))]
         hint = next((h for h, kw in slips if abs(loss - _sgd_steps(vocab_size, seed, batches[:1], **kw)[0][0])
-                     <= 1e-5), "differs from the label-smoothed cross-entropy over the non-padded targets, "
-                               "computed before the update")
+                     <= 1e-5), None) or next((h for h, value in _other_smoothed_losses(vocab_size, seed, batches[0])
+                                              if abs(loss - value) <= 1e-5), None) or (
+            "differs from the label-smoothed cross-entropy over the non-padded targets, computed before the update")
         raise AssertionError(f"the loss of {what} {hint}")
     counts = (runs[0][2], runs[1][2])
     if counts != (1, 2):

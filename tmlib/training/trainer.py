@@ -90,7 +90,7 @@ class Trainer:
         gradients add up); each batch's summed loss is divided by ``step_tokens``, the non-pad target tokens of the
         whole step (default: of ``batches``, on all processes). Returns the step's loss, 0-dim, on the device."""
         batches = list(batches) if isinstance(batches, (list, tuple)) else [batches]
-        if step_tokens is None:
+        if step_tokens is None:  # [not in the paper] the step's target tokens, summed over the processes
             count = torch.tensor([sum(b.n_tokens for b in batches)])
             step_tokens = int(distributed.all_reduce_sum(count, control=True)[0])
         self.optimizer.zero_grad(set_to_none=True)
@@ -105,12 +105,12 @@ class Trainer:
                                  batch.n_tokens, step_tokens)  # over the batch's tokens / the step's tokens
                 self.amp.backward(part * self.world_size)  # (DDP averages the gradients: × world_size sums them)
             loss = loss + part.detach()
-        self.amp.unscale_(self.optimizer)  # (fp16: the gradients at their true scale)
+        self.amp.unscale_(self.optimizer)  # [not in the paper] fp16: the gradients back at their true scale
         if self.config.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)  # global norm ≤ clip
         self.amp.step(self.optimizer)  # Adam (§5.3)
         self.scheduler.step()  # the learning rate of the next step
-        if self.ema is not None:
+        if self.ema is not None:  # [not in the paper] a moving average of the weights (checkpoint averaging, §6.1)
             self.ema.update_parameters(self.model)
         return distributed.all_reduce_sum(loss)  # the loss of the whole step
 
