@@ -373,6 +373,17 @@ MISTAKES: dict[str, list[Mistake]] = {
             "    scheduler.step()                                                    # the next step's learning rate\n",
             ""),)),
         Mistake("gradients never cleared", replace=(("    optimizer.zero_grad()\n", ""),)),
+        Mistake("each gradient entry clipped (clip_grad_value_), not the global norm", replace=((
+            "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)",
+            "torch.nn.utils.clip_grad_value_(model.parameters(), max_norm)"),)),
+    ],
+    "ex-08-preln": [
+        Mistake("only the first encoder layer run", replace=(
+            ("enumerate(pre.encoder.layers)", "enumerate(pre.encoder.layers[:1])"),)),
+        Mistake("each layer fed the embedded input, not the previous layer's output", replace=(
+            ("last_layer = layer(last_layer, real_keys",
+             "last_layer = layer(pre.positional(pre.src_embed(src)), real_keys"),)),
+        Mistake("the padding mask not passed", replace=(("real_keys=pre.real_tokens(src)", "real_keys=None"),)),
     ],
     "ex-08-greedy": [
         Mistake("the first position's logits", replace=(

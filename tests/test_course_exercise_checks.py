@@ -827,6 +827,38 @@ def test_train_step_compares_with_a_reference_step_and_names_each_slip():
         with pytest.raises(AssertionError, match=r"not clipped: is clip_grad_norm_ missing, or called before "
                                                  r"loss\.backward\(\)"):
             check_train_step(_run_train_step(clip=False, clip_first=True))
+        # each value clipped (a reader's slip in r56): the same weights as no clipping here, told apart by the
+        # function that train_step calls
+        with pytest.raises(AssertionError, match=r"clip the global norm \(clip_grad_norm_\), not each value"):
+            check_train_step(_value_clipping_run_train_step())
+
+
+def _value_clipping_run_train_step():
+    """Exercise 8.4's given run_train_step around a train_step that clips each gradient entry (clip_grad_value_)."""
+    import torch
+
+    from tmlib.model import make_model
+    from tmlib.training import make_optimizer, make_scheduler, translation_loss
+    from tmlib.utils import seed_everything
+
+    def train_step(model, optimizer, scheduler, src, tgt_in, tgt_out, pad_id=0, label_smoothing=0.1, max_norm=1.0):
+        loss = translation_loss(model(src, tgt_in), tgt_out, pad_id=pad_id, label_smoothing=label_smoothing)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_value_(model.parameters(), max_norm)
+        optimizer.step()
+        scheduler.step()
+        return loss.item()
+
+    def run_train_step(seed, batches, plain_sgd=False):
+        seed_everything(seed)
+        model = make_model("tiny", 13, dropout=0.0)
+        optimizer = torch.optim.SGD(model.parameters(), lr=1.0) if plain_sgd else make_optimizer(model)
+        scheduler = make_scheduler(optimizer, model.d_model, warmup_steps=10)
+        losses = [train_step(model, optimizer, scheduler, *batch) for batch in batches]
+        return losses, {n: p.detach().clone() for n, p in model.named_parameters()}, scheduler.last_epoch
+
+    return run_train_step
 
 
 def _my_mha_runner(mistake=None):
@@ -1059,6 +1091,13 @@ def test_chapter_8_checks_answer_a_stub_and_name_each_slip():
         check_preln_stages(unmasked, pre.encoder.norm(unmasked), src)
     with pytest.raises(AssertionError, match="already normalised"):
         check_preln_stages(after, after, src)
+    with torch.no_grad():
+        x0 = pre.positional(pre.src_embed(src))
+        first_only = pre.encoder.layers[0](x0, real_keys=pre.real_tokens(src))
+        last_on_input = pre.encoder.layers[-1](x0, real_keys=pre.real_tokens(src))
+    for wrong, words in ((first_only, "first layer only"), (last_on_input, "previous layer's output")):
+        with pytest.raises(AssertionError, match=words):
+            check_preln_stages(wrong, pre.encoder.norm(wrong), src)
     with pytest.raises(AssertionError, match="equals last_layer"):
         check_preln_stages(last, last, src)
 
@@ -1588,3 +1627,44 @@ def test_layer_crossover_check_cell_gives_no_direction():
         text = _run_check_cell("12_efficiency", "ex-12-layer-crossover", n_a=n_a, n_b=n_b)
         assert "n is not the crossover" in text, text
         assert not re.search(r"too (small|large)|\b(less|more) than\b", text), text
+
+
+def test_scaling_out_checks_accept_the_right_answers_and_name_each_slip():
+    """The scaling-out page's exercises D.1 to D.3: the tokens of a step with accumulation, the first step that a
+    missing factor N_p shows through clipping, and the bytes of a naive and a ring all-reduce; never the values."""
+    from tmlib.course import check_accumulate, check_all_reduce_bytes, check_first_unclipped_step
+
+    d1 = dict(n_gpus=3, max_tokens=4000, target=25000)
+    assert check_accumulate(2, 24_000, **d1).startswith("correct")
+    for (a, t), slip in [((6, 24_000), "one GPU's batches"), ((3, 36_000), "more tokens than the target"),
+                         ((1, 12_000), "a larger accumulate"), ((2, 25_000), "that is the target"),
+                         ((2, 8_000), "the GPUs are left out"), ((2, 12_000), "the accumulation is left out")]:
+        with pytest.raises(AssertionError, match=slip) as err:
+            check_accumulate(a, t, **d1)
+        assert "24000" not in str(err.value) and "24,000" not in str(err.value)
+    with pytest.raises(TypeError, match="still `...`"):
+        check_accumulate(..., 24_000, **d1)
+
+    norms = [2.995, 2.446, 1.756, 2.202, 1.637, 0.606]  # the page's table: g/2 is first below 1 at step 3
+    assert check_first_unclipped_step(3, norms).startswith("correct")
+    for step, slip in [(2, "count the steps from 1"), (6, "the full gradient"), (4, "an earlier step"),
+                       (1, "still clipped")]:
+        with pytest.raises(AssertionError, match=slip) as err:
+            check_first_unclipped_step(step, norms)
+        assert "3" not in str(err.value)
+    with pytest.raises(AssertionError, match="whole number"):
+        check_first_unclipped_step(2.5, norms)
+
+    s = 214_282_376
+    d3 = dict(n_params=s, n_gpus=8)
+    assert check_all_reduce_bytes(7 * s * 4, 2 * 7 / 8 * s * 4, 4, **d3).startswith("correct")
+    assert check_all_reduce_bytes(6.00e9, 1.50e9, 4.0, **d3).startswith("correct")  # three significant figures
+    for answers, slips in [((8 * s * 4, 2 * s * 4, 7), ("own gradients", "limit of many GPUs", "not one copy")),
+                           ((6.0, 1.5, 0.25), ("in GB", "in GB", "divide the naive bytes")),
+                           ((7 * s, 7 / 4 * s, 4), ("numbers counted", "numbers counted")),
+                           ((14 * s * 4, 7 / 8 * s * 4, 4), ("both directions", "one phase only"))]:
+        with pytest.raises(AssertionError) as err:
+            check_all_reduce_bytes(*answers, **d3)
+        for slip in slips:
+            assert slip in str(err.value), (answers, str(err.value))
+        assert not re.search(r"5999|1499|6\.00|1\.50", str(err.value))

@@ -86,7 +86,9 @@ def test_exercises_are_stubs_with_public_checks_and_no_hidden_tests(path):
             present = check.code.strip() in code
             assert present == (check.kind == "public"), f"{ex.label}: {check.kind} check present={present}"
     meta = nb.metadata.get(assignments.META)
-    if exercises:
+    if path in PAGES:  # a page's checks are the student's own: no hidden tests, not graded
+        assert meta is None and all(c.kind == "public" for ex in exercises.values() for c in ex.checks)
+    elif exercises:
         assert meta["notebook"] == path.stem and meta["chapter"] == path.name[:2]
         assert set(meta["exercises"]) == {assignments.qname(e.label) for e in exercises.values()}
     headings = re.findall(r"^### Exercise (\S+?)(?::|$)", _markdown(nb), re.M)
@@ -249,8 +251,10 @@ def test_the_scaling_out_pages_buttons_point_at_its_student_notebook():
 @pytest.mark.parametrize("path", PAGES, ids=lambda p: p.stem)
 def test_the_pages_student_notebook_holds_no_solution(path):
     """A page of book/ with exercises (the scaling-out page) hands out its notebook without the solutions: no line of
-    a `{solution}` block, no cell of a gated solution (`solution-start` to `solution-end`); each exercise is followed
-    by a cell to answer in; the first note names the page and has no grader metadata (only chapters are graded)."""
+    a `{solution}` block, no cell of a gated solution (`solution-start` to `solution-end`) but its public checks;
+    each exercise is followed by a cell to answer in, or by the stub of its numbers and their check (and a cell
+    for its question in words); the first note names the page and has no grader metadata (only chapters are
+    graded)."""
     source, nb = nbformat.read(path, as_version=4), _student(path)
     markdown, code = _markdown(nb), _code(nb)
     solution_lines, solution_code, inside = [], [], False
@@ -258,6 +262,8 @@ def test_the_pages_student_notebook_holds_no_solution(path):
         names = [d.name for d in sn.myst.directives(cell.source, nested=True)] if cell.cell_type == "markdown" else []
         if "solution-end" in names:
             inside = False
+        elif inside and "check" in cell.metadata.get("assignment", {}):
+            pass  # a public check: the student copy keeps it
         elif inside and cell.cell_type == "code":
             solution_code.append(cell.source.strip())
         elif inside:
@@ -274,8 +280,24 @@ def test_the_pages_student_notebook_holds_no_solution(path):
     assert not re.search(r"solution-(start|end)|\{solution\}", markdown + code)
     numbers = re.findall(r"^### Exercise (\S+?)(?::|$)", markdown, re.M)
     assert numbers == [f"D.{k}" for k in range(1, len(numbers) + 1)] and len(numbers) == 3
+    _, exercises = assignments.transform(source, path=str(path))
+    checked = {BOOK.exercise_numbers[label]: ex for label, ex in exercises.items()}
+    assert sorted(checked) == ["D.1", "D.2", "D.3"], "the numbers of D.1 to D.3 are checked"
+    stubs = [c.metadata["assignment"]["stub"] for c in source.cells if "stub" in c.metadata.get("assignment", {})]
     for number in numbers:
-        assert f"*Your answer to Exercise {number}" in markdown, f"no answer cell for Exercise {number}"
+        heading = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+                       and re.search(rf"^### Exercise {re.escape(number)}$", c.source, re.M))
+        after = nb.cells[heading + 1]
+        if number not in checked:
+            assert after.source.startswith(f"*Your answer to Exercise {number}"), f"no answer cell for {number}"
+            continue
+        ex = checked[number]
+        assert after.cell_type == "code" and after.source in [s.rstrip("\n") for s in stubs], number
+        assert "..." in after.source, f"Exercise {number}: the stub holds `...` to complete"
+        check = nb.cells[heading + 2]
+        assert [check.source.strip()] == [c.code.strip() for c in ex.checks if c.kind == "public"], number
+        if ex.essay:
+            assert nb.cells[heading + 3].source.startswith(f"*Your answer to Exercise {number}, in words"), number
     note = nb.cells[1].source
     assert note.startswith(f'*This is the notebook of the page "{BOOK.titles[BOOK.docname(path)]}"'), note
     assert "hand" not in note and assignments.META not in nb.metadata

@@ -32,8 +32,9 @@ or opens it in Colab gets none of that; the site's download and Colab buttons le
 * no outputs, execution counts, cell tags or execution timestamps; fresh cell ids; a first note on how to work
   and hand in, without a link to the chapter's page (it holds the solutions; the instructor decides whether
   they are published). A page of :data:`PAGES` is converted the same way; its note names the page and says
-  nothing about handing in (the assignments, ``tools/assignments.py``, are the chapters'), and it may not hold
-  checked exercises (``assignment`` markup), which only a chapter's grader knows. The notebook metadata
+  nothing about handing in (the assignments, ``tools/assignments.py``, are the chapters'); its exercises may have
+  stubs and public checks (``assignment`` markup), which the student copy keeps, but no hidden tests: only a
+  chapter is graded, and only a chapter's notebook gets the grader's metadata. The notebook metadata
   ``tmlib_assignment``, and the stub cells' ``assignment`` metadata (which exercise, never the solution), let the
   grader take the finished notebook.
 
@@ -543,9 +544,10 @@ def make(path: Path, book: Book | None = None):
     if pending is not None:
         cells.append(answer_cell(pending))
     chapter = chapter_of(path) if re.match(r"\d+_", path.name) else None  # None: a page outside the chapters
-    if chapter is None and exercises:
-        raise ValueError(f"{path.name}: checked exercises (assignment markup) belong in a chapter notebook, "
-                         "NN_name.ipynb: only the chapters are assignments that the grader knows")
+    hidden = [e.label for e in exercises.values() if any(c.kind != "public" for c in e.checks)]
+    if chapter is None and hidden:
+        raise ValueError(f"{path.name}: hidden tests of {', '.join(hidden)}: a page outside the chapters is not "
+                         "graded, so its exercises have public checks only (the chapters are the assignments)")
     essays = any(c.cell_type == "markdown" and c.source.startswith("*Your answer to Exercise") for c in cells)
     stubs = [c.source for c in cells if c.cell_type == "code" and "stub" in c.metadata.get("assignment", {})]
     repair = bool(stubs) and not any(map(has_ellipsis, stubs))  # every stub is working code with a bug
@@ -553,7 +555,7 @@ def make(path: Path, book: Book | None = None):
     cells.insert(1, nbformat.v4.new_markdown_cell(note(what, path.stem, bool(exercises), essays, repair)))
     out = nbformat.v4.new_notebook(cells=cells)
     out.metadata = copy.deepcopy({k: v for k, v in nb.metadata.items() if k in ("kernelspec", "language_info")})
-    if exercises:
+    if exercises and chapter is not None:  # a page's checks help the student; only a chapter is graded
         out.metadata[META] = assignment_metadata(chapter, path.stem, exercises)
     for i, cell in enumerate(out.cells):
         cell["id"] = f"c{i:03d}"

@@ -46,3 +46,60 @@ def record_repeats(record: dict) -> list[int]:
 def repeat_spreads(*tables: list[dict]) -> np.ndarray:
     """Slowest over fastest repeat, ``max(times_s) / min(times_s)``, of every case in the given lists of rows."""
     return np.array([max(r["times_s"]) / min(r["times_s"]) for rows in tables for r in rows])
+
+
+# The course's CPU machines (the page "How the numbers in this course were measured", section "The machines"), by the
+# CPU model the operating system reports and whether the CPU computes bf16 natively: M1 and M3 report the same model.
+COURSE_CPUS = {("AMD EPYC", True): "M1", ("Intel(R) Xeon(R) Processor", True): "M2", ("AMD EPYC", False): "M3"}
+
+
+def course_machine(machine: dict | None) -> str | None:
+    """The course's name of the machine a record describes.
+
+    Args:
+        machine: a machine description (:func:`tmlib.machine.machine_info`, as records and checkpoints store it),
+            or None where none was recorded.
+
+    Returns:
+        ``"M1"``, ``"M2"`` or ``"M3"`` for a machine with 2 CPUs and no GPU whose CPU model and native bf16 match
+        that machine's; None for any other machine (a GPU machine included) and for None.
+    """
+    if not machine or machine.get("gpu") or machine.get("cpu_count") != 2:
+        return None
+    return COURSE_CPUS.get((machine.get("cpu_model"), bool(machine.get("cpu_native_bf16"))))
+
+
+def your_run(history: dict, machine: dict | None, dtype: str, references: dict[str, dict]) -> str:
+    """A run of chapter 9 set beside the course's 15-minute run of the same kind of machine, in two sentences.
+
+    Args:
+        history: the run's ``history.json`` (lists ``step``, ``elapsed_s``, ``val_nll`` and ``val_step``).
+        machine: the machine its checkpoint describes, or None where the checkpoint does not say.
+        dtype: the precision it trained in, ``"float32"`` or ``"bfloat16"``.
+        references: the course's 15-minute runs by machine name (``"M1"``, ``"M2"``, ``"M3"``), each a record of
+            ``benchmarks/results/`` with ``steps`` and ``best_val_nll``.
+
+    Returns:
+        str: the run's steps, minutes and lowest validation cross-entropy, then either that it is one of the
+        ``references`` itself (same steps, same lowest cross-entropy), or how its steps and cross-entropy compare
+        with the run of the machine it matches (:func:`course_machine`), or the machine's description.
+    """
+    from tmlib.machine import describe_machine
+
+    steps, minutes = history["step"][-1], history["elapsed_s"][-1] / 60
+    best_nll, best_step = min(zip(history["val_nll"], history["val_step"]))
+    text = (f"{steps:,} steps in {minutes:.1f} minutes, lowest validation cross-entropy {best_nll:.4f} "
+            f"at step {best_step:,}. ")
+    for name, ref in references.items():
+        if steps == ref["steps"] and abs(best_nll - ref["best_val_nll"]) < 5e-5:
+            return text + f"This is {name}'s run in the table, the one that comes with the course."
+    like = course_machine(machine)
+    ref = references.get(like)
+    if ref is None:
+        return text + ("It was made on a machine unlike M1, M2 and M3: "
+                       + (describe_machine(machine) if machine else "not recorded") + ".")
+    gap = best_nll - ref["best_val_nll"]
+    return text + (f"It trained in {dtype.replace('bfloat16', 'bf16')} on a machine with the CPU model and instruction "
+                   f"sets of {like}: {steps / ref['steps']:.2f} times the {ref['steps']:,} steps of {like}'s "
+                   f"15-minute run in the table, and a lowest validation cross-entropy {abs(gap):.4f} "
+                   f"{'below' if gap < 0 else 'above'} that run's {ref['best_val_nll']:.4f}.")

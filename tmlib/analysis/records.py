@@ -22,15 +22,16 @@ import pandas as pd
 
 from tmlib.analysis.findings import Findings
 
-__all__ = ["PASSES", "CPU_METHODS", "GPU_METHODS", "attention_rows", "attention_series", "disturbed_cases",
+__all__ = ["PASSES", "BASIC_METHODS", "GPU_METHODS", "attention_rows", "attention_series", "disturbed_cases",
            "exponent_table", "attention_cost_findings", "attention_time_findings", "gpu_attention_findings",
            "table1_ratios",
            "table1_findings", "TABLE1_HEADERS", "kv_cache_findings", "KV_HEADERS", "throughput_findings", "mfu_findings", "step_profile"]
 
 #: The passes an attention record times, and how the chapter names them.
 PASSES = {"forward": "forward", "forward_backward": "forward + backward"}
-#: The attention paths timed on the CPU and on a GPU, in the order of the chapter's figures.
-CPU_METHODS = ("explicit", "sdpa", "sdpa_math")
+#: The attention paths in the order of the chapter's figures: the three that every machine runs (the formula
+#: written out, the default fused call, the unfused math backend), and all those timed on a GPU.
+BASIC_METHODS = ("explicit", "sdpa", "sdpa_math")
 GPU_METHODS = ("explicit", "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math")
 _COLUMNS = {"time": "median_s", "memory": "peak_bytes"}  # the record's column for each plotted quantity
 
@@ -106,7 +107,7 @@ def exponent_table(record: dict, quantities=("time", "memory")) -> pd.DataFrame:
     return table.set_index(["method", "pass"])
 
 
-def attention_cost_findings(memory_record: dict, time_record: dict | None = None, methods=CPU_METHODS) -> Findings:
+def attention_cost_findings(memory_record: dict, time_record: dict | None = None, methods=BASIC_METHODS) -> Findings:
     """Attention's peak memory at the largest n, in units of one ``(n, n)`` score matrix of the batch (from
     ``memory_record``), and, given ``time_record``, the findings of :func:`attention_time_findings` (the chapter
     takes the GPU's, a record whose machine ran nothing else).
@@ -130,7 +131,7 @@ def attention_cost_findings(memory_record: dict, time_record: dict | None = None
     return Findings(numbers, lines)
 
 
-def attention_time_findings(time_record: dict, methods=CPU_METHODS, flat: float = 1.5) -> Findings:
+def attention_time_findings(time_record: dict, methods=BASIC_METHODS, flat: float = 1.5) -> Findings:
     """The time exponent of each doubling of n from 512 on, in both passes, and the flat start of each path:
     the largest n up to which its time stays within ``flat`` times its time at the smallest n.
 

@@ -45,11 +45,15 @@ from tmlib.course.analysis_checks import (
 from tmlib.course.analysis_checks import check_perfect_alignment
 from tmlib.course.efficiency_checks import (check_against_measured, check_skipped_pairs, check_tiled_reads,
                                             check_training_flops)
+from tmlib.course.efficiency_checks import (check_causal_online_attention, check_crossovers, check_flops_per_token,
+                                            check_kv_cache_function)
+from tmlib.course.efficiency_checks import check_big_model_cache, check_big_model_flops
 from tmlib.course.recipe_checks import check_lrate, check_smoothed_loss
 from tmlib.course.modern_checks import check_alibi_slopes, check_tokens_in_memory
 from tmlib.course.count_checks import check_ffn_parameters
 from tmlib.course.exercise_checks import check_rope_scores, check_wavelength_pair
 from tmlib.course.exercise_checks import check_key_shifts, check_ln_of_affine, check_one_head, check_relu_bias
+from tmlib.course.scaling_checks import check_accumulate, check_all_reduce_bytes, check_first_unclipped_step
 
 __all__ = [
     "ATTENTION_EXAMPLES", "ATTENTION_EXAMPLE_1", "ATTENTION_EXAMPLE_2", "ATTENTION_EXAMPLE_3",
@@ -72,8 +76,11 @@ __all__ = [
     "check_greedy_pruning", "check_ln2_row", "check_max_entropy", "check_row_entropy", "check_perfect_alignment",
     "check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm",
     "check_against_measured", "check_skipped_pairs", "check_tiled_reads", "check_training_flops",
+    "check_causal_online_attention", "check_crossovers", "check_flops_per_token", "check_kv_cache_function",
+    "check_big_model_cache", "check_big_model_flops",
     "check_lrate", "check_smoothed_loss",
     "check_alibi_slopes", "check_ffn_parameters", "check_tokens_in_memory",
     "check_rope_scores", "check_wavelength_pair",
-    "check_key_shifts", "check_ln_of_affine", "check_one_head", "check_relu_bias"
+    "check_key_shifts", "check_ln_of_affine", "check_one_head", "check_relu_bias",
+    "check_accumulate", "check_all_reduce_bytes", "check_first_unclipped_step"
 ]

@@ -4,8 +4,12 @@
 * :func:`check_tiled_reads`: that the same attention reads its keys and values one block at a time (Exercise 12.2);
 * :func:`check_against_measured`: a count by hand against a measured or counted value (Exercises 12.1 and 12.4):
   too small or too large when they differ, never by what factor;
-* :func:`check_training_flops`: Exercise 12.4's count against PyTorch's, naming a forward pass alone and a
-  masked self-attention counted for half its scores.
+* :func:`check_training_flops`: Exercise 12.4's count against PyTorch's, naming a forward pass alone, a
+  masked self-attention counted for half its scores and a count divided by every token of the pair;
+* the whole check of an exercise, what its check cell calls: :func:`check_kv_cache_function` (Exercise 12.1),
+  :func:`check_causal_online_attention` (12.2), :func:`check_flops_per_token` (12.4), :func:`check_crossovers` (12.5);
+  and the exercise's numbers, in a call of their own: :func:`check_big_model_cache` (12.1),
+  :func:`check_big_model_flops` (12.4).
 """
 from __future__ import annotations
 
@@ -16,7 +20,9 @@ import numpy as np
 from tmlib.course.checks import check_close, require_answered
 from tmlib.course.diagnostics import grader_references
 
-__all__ = ["check_skipped_pairs", "check_tiled_reads", "check_against_measured", "check_training_flops"]
+__all__ = ["check_skipped_pairs", "check_tiled_reads", "check_against_measured", "check_training_flops",
+           "check_kv_cache_function", "check_causal_online_attention", "check_flops_per_token", "check_crossovers",
+           "check_big_model_cache", "check_big_model_flops"]
 
 
 def check_skipped_pairs(answer, n: int, block_size: int, what: str = "the block pairs skipped") -> str:
@@ -126,13 +132,14 @@ def check_against_measured(answer, measured, what: str, *, rtol: float = 0.0, at
 
 
 def check_training_flops(answer, forward_flops, *, d_model: int, n_layers: int, tgt_len: int,
-                         what: str = "FLOPs per target token") -> str:
+                         src_len: int | None = None, what: str = "FLOPs per target token") -> str:
     """Exercise 12.4: the training FLOPs per target token by hand against PyTorch's count of one forward pass
     (``forward_flops``, of an encoder-decoder with ``n_layers`` layers per stack and explicit attention, on one
     pair with ``tgt_len`` target tokens): the answer must be ``3 * forward_flops / tgt_len`` (relative tolerance
     1e-12). A failure says too small or too large and names two slips by the count they give: one forward pass
     without the backward pass, and the decoder's masked self-attention counted for half its scores (the products
-    q·k, or q·k and the weights times the values), as if the causal mask removed products; never the value."""
+    q·k, or q·k and the weights times the values), as if the causal mask removed products; given ``src_len``, also
+    a third: the count divided by all ``src_len + tgt_len`` tokens of the pair; never the value."""
     measured = 3 * float(forward_flops) / tgt_len
     d, layers, t = float(d_model), float(n_layers), float(tgt_len)
     masked = ("the causal mask removes no products: the decoder's masked self-attention computes the whole "
@@ -141,8 +148,183 @@ def check_training_flops(answer, forward_flops, *, d_model: int, n_layers: int, 
     slips = [(measured / 3, "a training step is the forward pass plus the backward pass: count both"),
              (measured - 3 * layers * 2 * t * t * d / t, masked),   # both T x T products counted for half
              (measured - 3 * layers * t * t * d / t, masked)]       # the scores q·k alone counted for half
+    if src_len:  # the same count divided by every token of the pair
+        slips.append((measured * t / (t + src_len), "divided by the wrong number of tokens: the count is per "
+                                                    "target token, so divide by tgt_len"))
     return check_against_measured(answer, measured, what, rtol=1e-12,
                                   measured_as="PyTorch counts (3 x one forward pass)",
                                   hint={"too small": "which term is missing?",
                                         "too large": "which term is counted twice, or over too many tokens?"},
                                   slips=slips)
+
+
+_BIG_CACHE = {  # n_tokens, src_len, batch of Exercise 12.1's two numbers, and what each is, in the exercise's words
+    "bytes_per_token": ((1, 0, 1), "what one generated token adds to the cache of one sentence"),
+    "bytes_batch": ((1024, 1024, 32), "the cache of a batch of 32 sentences of 1,024 generated tokens with 1,024 "
+                                      "source tokens each")}
+
+
+def check_kv_cache_function(fn, *, seed: int = 31) -> str:
+    """Exercise 12.1: ``fn(n_layers, d_model, n_tokens, src_len, batch, bytes_per_element)`` against the bytes of
+    the keys and values that freshly built models of random sizes hold after decoding through their cache (twice
+    float32, once bfloat16), without a source and with one. A failure says too small or too large, never the value.
+    It also applies ``fn`` to the big model's two cases (what :func:`check_big_model_cache` compares with), so that
+    the autograder, which replays the results of the calls made before the check reads the student's numbers, has
+    them. Returns the lines of the successes, one per check."""
+    import torch
+
+    from tmlib.analysis.benchmarking import decoder_cache_bytes
+    from tmlib.model import make_model
+
+    g = torch.Generator().manual_seed(seed)
+    lines = []
+    for dtype in (torch.float32, torch.bfloat16, torch.float32):
+        n_layers, batch = (int(x) for x in torch.randint(1, 4, (2,), generator=g))
+        n_tokens, src_len = (int(x) for x in torch.randint(1, 9, (2,), generator=g))
+        d_model = 16 * int(torch.randint(1, 5, (1,), generator=g))
+        model = make_model("tiny", 40, d_model=d_model, n_heads=4, n_encoder_layers=1,
+                           n_decoder_layers=n_layers, d_ff=32, pad_id=0).to(dtype).eval()
+        src = torch.randint(4, 40, (batch, src_len), generator=g)
+        token, cache = torch.ones(batch, 1, dtype=torch.long), model.new_cache()
+        with torch.no_grad():
+            memory = model.encode(src)
+            for _ in range(n_tokens):  # decode through the cache, one token per step
+                token = model.decode(token, memory, src, cache=cache)[:, -1:].argmax(-1)
+        held = decoder_cache_bytes(cache)  # bytes of the keys and values: self_attn, cross_attn, total
+        case = (f"{n_layers} layer{'s' * (n_layers > 1)}, d_model {d_model}, "
+                f"{n_tokens} generated token{'s' * (n_tokens > 1)}, "
+                f"batch {batch}, {dtype.itemsize} bytes per number")
+        lines.append(check_against_measured(  # without a source: the self-attention part of the cache
+            fn(n_layers, d_model, n_tokens, 0, batch, dtype.itemsize),
+            held["self_attn"], f"the cache without a source (src_len 0), {case}",
+            measured_as="the self-attention keys and values hold"))
+        lines.append(check_against_measured(
+            fn(n_layers, d_model, n_tokens, src_len, batch, dtype.itemsize),
+            held["total"], f"the cache with {src_len} source tokens, {case}", measured_as="the cache holds"))
+    for args, _ in _BIG_CACHE.values():
+        fn(6, 1024, *args, 2)
+    return "\n".join(lines)
+
+
+def check_big_model_cache(fn, bytes_per_token, bytes_batch) -> str:
+    """Exercise 12.1's two numbers against ``fn`` applied to the big model (6 layers, d_model 1024, bf16); a
+    failure names the number and what it should count, in the exercise's words, never the arguments or the value."""
+    for name, value in (("bytes_per_token", bytes_per_token), ("bytes_batch", bytes_batch)):
+        require_answered(value, name)
+        args, meant = _BIG_CACHE[name]
+        if value != fn(6, 1024, *args, 2):
+            raise AssertionError(f"{name} is not your function applied to the big model (6 layers, d_model 1024, "
+                                 f"bf16) for {meant}")
+    return "correct: bytes_per_token and bytes_batch are your function applied to the big model"
+
+
+def check_causal_online_attention(fn, *, seed: int = 17) -> str:
+    """Exercise 12.2: ``fn(q, k, v, block_size)`` on fresh random inputs (n = 23, blocks of 4): that it returns a
+    pair (output, pairs skipped), the pairs it skips, that no output changes when a later input changes, each block
+    of rows against causal attention (a failure names the first block that differs, never a value), and that it
+    reads its keys and values one block at a time. Returns the lines of the successes, one per check."""
+    from tmlib import ref
+    from tmlib.course.checks import check_shape
+    from tmlib.course.diagnostics import check_causal
+
+    g = np.random.default_rng(seed)
+    n, b, d_k = 23, 4, 6
+    w = g.normal(size=(3, d_k, d_k))  # projections: queries, keys and values of one input x
+    x = g.normal(size=(n, d_k))
+    got = fn(x @ w[0], x @ w[1], x @ w[2], b)
+    assert isinstance(got, tuple) and len(got) == 2, "return a pair: (output, number of block pairs skipped)"
+    check_shape(np.asarray(got[0]), (n, d_k), "the output (n, d_v)")
+    lines = [check_skipped_pairs(got[1], n, b)]  # too few or too many
+
+    def project_and_attend(x_in):
+        return fn(x_in @ w[0], x_in @ w[1], x_in @ w[2], b)[0]
+
+    name = getattr(fn, "__name__", "causal_online_attention")
+    lines.append(check_causal(project_and_attend, x, name))
+    want, _ = ref.scaled_dot_product_attention(x @ w[0], x @ w[1], x @ w[2], mask=ref.causal_mask(n))
+    off = ~np.isclose(np.asarray(got[0], dtype=float), want, rtol=0, atol=1e-10).all(axis=1)  # rows that differ
+    if off.any():
+        block = int(np.argmax(off)) // b
+        raise AssertionError(f"the rows of query block {block} (positions {block * b} to "
+                             f"{min(block * b + b, n) - 1}) do not match causal attention"
+                             + ("; the blocks before it match" if block else ", already in the first block"))
+    lines.append("correct: every block of rows matches causal attention (to 1e-10)")
+    lines.append(check_tiled_reads(fn, name))  # one key block read at a time
+    return "\n".join(lines)
+
+
+def check_flops_per_token(fn, *, seed: int = 41) -> str:
+    """Exercise 12.4: ``fn(d_model, n_layers, d_ff, vocab, src_len, tgt_len)`` against PyTorch's FLOP counter on
+    freshly built models of random sizes (explicit attention: every product counted), through
+    :func:`check_training_flops`. It also applies ``fn`` to the big model (what :func:`check_big_model_flops`
+    compares with), for the autograder, as :func:`check_kv_cache_function` does. Returns the lines of the successes,
+    one per model."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from tmlib.model import make_model
+
+    g = torch.Generator().manual_seed(seed)
+    lines = []
+    for d_model in (16, 32, 64):  # three widths; the rest drawn at random
+        n_layers = int(torch.randint(1, 4, (1,), generator=g))
+        d_ff = 8 * int(torch.randint(2, 9, (1,), generator=g))
+        vocab = int(torch.randint(20, 90, (1,), generator=g))
+        src_len, tgt_len = (int(x) for x in torch.randint(2, 12, (2,), generator=g))
+        model = make_model("tiny", vocab, d_model=d_model, n_heads=4, n_encoder_layers=n_layers,
+                           n_decoder_layers=n_layers, d_ff=d_ff, pad_id=0, dropout=0.0).eval()
+        model.keep_attention(True)
+        with FlopCounterMode(display=False) as counted, torch.no_grad():
+            model(torch.randint(4, vocab, (1, src_len), generator=g),
+                  torch.randint(4, vocab, (1, tgt_len), generator=g))
+        lines.append(check_training_flops(
+            fn(d_model, n_layers, d_ff, vocab, src_len, tgt_len), counted.get_total_flops(), d_model=d_model,
+            n_layers=n_layers, tgt_len=tgt_len, src_len=src_len,
+            what=f"FLOPs per target token, d_model {d_model}, {n_layers} + {n_layers} layers, d_ff {d_ff}, "
+                 f"vocabulary {vocab}, {src_len} + {tgt_len} tokens"))
+    fn(*_BIG_FLOPS)
+    return "\n".join(lines)
+
+
+_BIG_FLOPS = (1024, 6, 4096, 37000, 25, 25)  # the big model, 25 + 25 tokens
+
+
+def check_big_model_flops(fn, flops_big, mfu_big) -> str:
+    """Exercise 12.4's two numbers: ``flops_big`` against ``fn`` for the big model (25 + 25 tokens) and ``mfu_big``
+    against the definition of MFU (a percentage instead of a fraction is named). Returns one line per number."""
+    from tmlib.analysis.flops import mfu
+
+    yours = fn(*_BIG_FLOPS)
+    lines = []
+    require_answered(flops_big, "flops_big")
+    require_answered(mfu_big, "mfu_big")
+    lines.append(check_close(flops_big, yours, "flops_big against your function for the big model, 25 + 25 tokens",
+                             rtol=1e-12))
+    expected = mfu(25_000 / 1.0, flops_big, 8 * 9.5e12)
+    assert not np.isclose(float(mfu_big), 100 * expected, rtol=1e-6), \
+        "mfu_big is a percentage: give the MFU as a fraction of the peak (0.5 for 50%)"
+    lines.append(check_close(mfu_big, expected,
+                             "mfu_big: 25,000 target tokens a second at flops_big each, over 8 x 9.5 TFLOP/s",
+                             rtol=1e-9))
+    return "\n".join(lines)
+
+
+def check_crossovers(n_a, n_b, *, d: int = 512) -> str:
+    """Exercise 12.5: at ``n_a`` the two attention products of ``FL.layer_flops`` (width ``d``, d_ff = 4d) cost as
+    much as the feed-forward network, at ``n_b`` as much as the four projections plus it. A failure says which
+    length is not the crossover and how to find it, never the value. Returns one line per length."""
+    from tmlib.analysis.flops import layer_flops
+
+    for name, value in (("n_a", n_a), ("n_b", n_b)):
+        require_answered(value, name)
+        assert isinstance(value, (int, float, np.integer, np.floating)) and float(value).is_integer(), \
+            f"{name} must be a whole number of positions, got {value!r}"
+    lines = []
+    for n, parts in ((n_a, ["feed_forward"]), (n_b, ["qkv_projections", "output_projection", "feed_forward"])):
+        f = layer_flops(seq_len=int(n), d_model=d, d_ff=4 * d)
+        products, rest = f["attention_scores"] + f["attention_weighted_sum"], sum(f[k] for k in parts)
+        assert np.isclose(products, rest, rtol=1e-9, atol=0), (
+            f"at n = {n} the two attention products do not cost as much as {' + '.join(parts)}: n is not the "
+            "crossover. Write both counts of FL.layer_flops as formulas in n and d, set them equal and solve for n")
+        lines.append(f"correct: at n = {int(n)} the two attention products cost as much as {' + '.join(parts)}")
+    return "\n".join(lines)

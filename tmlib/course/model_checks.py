@@ -225,7 +225,8 @@ def check_preln_stages(last_layer, after_norm, src, what: str = "your pre-LN enc
     """Exercise 8.3: ``last_layer``, the output of the last encoder layer of the pre-LN ``"tiny"`` model built
     after ``seed_everything(0)`` for the source batch ``src``, and ``after_norm``, that output after
     ``encoder.norm``. The reference is computed inside; a failure names the likely slip (the padding mask not passed,
-    the final norm already applied, the positional encoding left out), never a value.
+    the first layer only, the last layer on the embedded input, the final norm already applied, the positional
+    encoding left out), never a value.
 
     Raises:
         TypeError: an answer is still ``...``.
@@ -247,9 +248,14 @@ def check_preln_stages(last_layer, after_norm, src, what: str = "your pre-LN enc
             return x
 
         embedded = pre.src_embed(src)
-        want = through(pre.positional(embedded), pre.real_tokens(src))  # (batch, src_len, d_model)
+        x0, real = pre.positional(embedded), pre.real_tokens(src)
+        want = through(x0, real)  # (batch, src_len, d_model)
         slips = [("only the padded sentence differs: did you pass the padding mask (real_keys) to every layer?",
-                  through(pre.positional(embedded), None)),
+                  through(x0, None)),
+                 ("it is the output of the first layer only: run every layer of pre.encoder.layers, in order",
+                  pre.encoder.layers[0](x0, real_keys=real)),
+                 ("it is the last layer applied to the embedded input: feed each layer the previous layer's output "
+                  "(x = layer(x, ...))", pre.encoder.layers[-1](x0, real_keys=real)),
                  ("it is already normalised: pre.encoder(...) applies the final norm; run the layers one by one",
                   pre.encoder.norm(want)),
                  ("the positional encoding is missing: add it to the scaled embeddings before the first layer",

@@ -344,6 +344,21 @@ def _weights_match(got, want, start) -> bool:
                for n in want)
 
 
+def _names_used(fn, inner: str) -> set:
+    """The names (attributes and globals) that the function ``inner``, which the given wrapper ``fn`` calls, uses in
+    its code, nested functions included; empty when it cannot be read (the grader's stand-in)."""
+    code = getattr(fn, "__code__", None)
+    cells = dict(zip(code.co_freevars, fn.__closure__ or ())) if code is not None else {}
+    found = cells[inner].cell_contents if inner in cells else getattr(fn, "__globals__", {}).get(inner)
+    code, names = getattr(found, "__code__", None), set()
+    stack = [code] if code is not None else []
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return names
+
+
 def check_train_step(run_train_step, vocab_size: int = 13, *, seed: int = 0, batch_seed: int = 5,
                      what: str = "your train_step") -> str:
     """Check exercise 8.4's training step through its given ``run_train_step(seed, batches, plain_sgd)`` (the step
@@ -354,9 +369,10 @@ def check_train_step(run_train_step, vocab_size: int = 13, *, seed: int = 0, bat
     It runs one and two steps with plain SGD (base lr 1 times the schedule): its update lr·g shows the clipping, the
     rate and a stale gradient, which Adam's first step lr·g/(|g| + ε) hides. Losses to 1e-5, weights to 1e-5 of the
     largest weight change; the schedule must advance once per step. A failure names the slip (padding counted, no
-    smoothing, no clipping, the schedule stepped before the optimizer or not once per step, gradients not cleared
-    or cleared too late, another convention of label smoothing (ε/(V - 1) or ε/(V - 2) spread over the other
-    classes) or a KL divergence for the cross-entropy); never a value."""
+    smoothing, no clipping or each value clipped (clip_grad_value_), the schedule stepped before the optimizer or
+    not once per step, gradients not cleared or cleared too late, another convention of label smoothing
+    (ε/(V - 1) or ε/(V - 2) spread over the other classes) or a KL divergence for the cross-entropy); never a
+    value."""
     batches = _train_step_batches(vocab_size, batch_seed)
     runs = [run_train_step(seed, batches[:n], plain_sgd=True) for n in (1, 2)]  # the student's step, first
     from tmlib.course.diagnostics import _not_written, _unwritten_inside
@@ -402,6 +418,11 @@ def check_train_step(run_train_step, vocab_size: int = 13, *, seed: int = 0, bat
                                                             start)),
                     "they differ from a reference step: forward, loss, clear the gradients, backward, clip, "
                     "optimizer step, schedule step")
+        used = _names_used(run_train_step, "train_step")
+        if hint == slips[1][0] and "clip_grad_value_" in used and "clip_grad_norm_" not in used:
+            # clipping each entry to max_norm changes none of these gradients: the same weights as no clipping
+            hint = ("clip_grad_value_ clips each gradient entry on its own, which left these gradients as they were: "
+                    "clip the global norm (clip_grad_norm_), not each value")
         raise AssertionError(f"the weights after one step of {what} are not right yet: {hint}")
     if abs(runs[1][0][1] - ref[1][0][1]) > 1e-5 or not _weights_match(runs[1][1], ref[1][1], start):
         stale = _sgd_steps(vocab_size, seed, batches, clear=False)[1]

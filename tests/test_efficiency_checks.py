@@ -1,0 +1,121 @@
+"""Chapter 12's check functions (the whole check of Exercises 12.1, 12.2, 12.4 and 12.5, moved out of the check
+cells): the reference answers pass with the lines the notebook printed, and typical slips fail with a message that
+names the slip and never the value."""
+import numpy as np
+import pytest
+
+from tmlib import ref
+from tmlib.analysis import flops as FL
+from tmlib.course import (check_big_model_cache, check_big_model_flops, check_causal_online_attention, check_crossovers,
+                          check_flops_per_token, check_kv_cache_function, check_training_flops)
+
+
+def _kv(n_layers, d_model, n_tokens, src_len, batch, bytes_per_element):
+    return batch * (n_tokens + src_len) * 2 * n_layers * d_model * bytes_per_element
+
+
+def test_kv_cache_bytes_passes_the_reference_and_keeps_the_arguments_to_itself():
+    lines = check_kv_cache_function(_kv).splitlines()
+    assert len(lines) == 6 and all(line.startswith("correct: ") for line in lines), lines
+    assert lines[0] == ("correct: the cache without a source (src_len 0), 3 layers, d_model 48, 1 generated token, "
+                        "batch 3, 4 bytes per number matches the expected value (exact equality)")
+    assert check_big_model_cache(_kv, _kv(6, 1024, 1, 0, 1, 2), _kv(6, 1024, 1024, 1024, 32, 2)) == \
+        "correct: bytes_per_token and bytes_batch are your function applied to the big model"
+    with pytest.raises(AssertionError) as err:  # bytes_per_token with one source token: the argument stays unsaid
+        check_big_model_cache(_kv, _kv(6, 1024, 1, 1, 1, 2), _kv(6, 1024, 1024, 1024, 32, 2))
+    assert "one generated token adds to the cache of one sentence" in str(err.value)
+    assert "(1, 0, 1)" not in str(err.value) and "src_len" not in str(err.value)
+    with pytest.raises(AssertionError, match="too small"):  # keys only
+        check_kv_cache_function(lambda *a: _kv(*a) // 2)
+
+
+def test_the_function_checks_call_it_on_the_big_model_before_the_numbers_are_read():
+    """The autograder records the calls that a check makes before it reads the student's numbers."""
+    seen = []
+    check_kv_cache_function(lambda *a: seen.append(a) or _kv(*a))
+    assert (6, 1024, 1, 0, 1, 2) in seen and (6, 1024, 1024, 1024, 32, 2) in seen
+    seen.clear()
+    check_flops_per_token(lambda *a: seen.append(a) or _fpt(*a))
+    assert (1024, 6, 4096, 37000, 25, 25) in seen
+
+
+def _causal(q, k, v, block_size):
+    n = q.shape[0]
+    out, skipped = np.zeros((n, v.shape[1])), 0
+    for q0 in range(0, n, block_size):
+        rows = np.arange(q0, min(q0 + block_size, n))
+        m, l, acc = np.full((len(rows), 1), -np.inf), np.zeros((len(rows), 1)), np.zeros((len(rows), v.shape[1]))
+        for k0 in range(0, n, block_size):
+            if k0 > rows[-1]:
+                skipped += 1
+                continue
+            s = q[rows] @ k[k0:k0 + block_size].T / np.sqrt(q.shape[1])
+            s = np.where(np.arange(k0, k0 + s.shape[1])[None, :] > rows[:, None], -np.inf, s)
+            m_new = np.maximum(m, s.max(axis=1, keepdims=True))
+            p = np.exp(s - m_new)
+            rescale = np.exp(m - m_new)
+            l, acc, m = l * rescale + p.sum(1, keepdims=True), acc * rescale + p @ v[k0:k0 + block_size], m_new
+        out[rows] = acc / l
+    return out, skipped
+
+
+def test_causal_online_attention_check_prints_four_lines_and_names_the_slips():
+    text = check_causal_online_attention(_causal)
+    assert text.splitlines() == [
+        "correct: the block pairs skipped (n = 23, blocks of 4)",
+        "correct: _causal is causal: no output changes when a later input changes (tolerance 1e-09)",
+        "correct: every block of rows matches causal attention (to 1e-10)",
+        "correct: _causal reads its keys and values one block at a time (n = 23, blocks of 4)"]
+
+    def skips_nothing(q, k, v, b):
+        return ref.scaled_dot_product_attention(q, k, v, mask=ref.causal_mask(q.shape[0]))[0], 0
+
+    with pytest.raises(AssertionError, match="too few"):
+        check_causal_online_attention(skips_nothing)
+    with pytest.raises(AssertionError, match="return a pair"):
+        check_causal_online_attention(lambda q, k, v, b: _causal(q, k, v, b)[0])
+
+
+def _fpt(d_model, n_layers, d_ff, vocab, src_len, tgt_len, per=None):
+    d, f, S, T = d_model, d_ff, src_len, tgt_len
+    encoder = n_layers * (8 * S * d * d + 4 * S * S * d + 4 * S * d * f)
+    cross = 4 * T * d * d + 4 * S * d * d + 4 * T * S * d
+    decoder = n_layers * (8 * T * d * d + 4 * T * T * d + cross + 4 * T * d * f)
+    return 3 * (encoder + decoder + 2 * T * d * vocab) / (per or T)
+
+
+def test_flops_per_token_check_passes_the_reference_and_names_a_division_by_every_token():
+    big = _fpt(1024, 6, 4096, 37000, 25, 25)
+    mfu = FL.mfu(25_000 / 1.0, big, 8 * 9.5e12)
+    lines = check_flops_per_token(_fpt).splitlines() + check_big_model_flops(_fpt, big, mfu).splitlines()
+    assert len(lines) == 5 and all(line.startswith("correct: ") for line in lines), lines
+    assert lines[0].startswith("correct: FLOPs per target token, d_model 16, 2 + 2 layers, d_ff 40, vocabulary 44, "
+                               "2 + 4 tokens matches")
+    with pytest.raises(AssertionError, match="divided by the wrong number of tokens"):
+        check_flops_per_token(lambda *a: _fpt(*a, per=a[4] + a[5]))
+    with pytest.raises(AssertionError, match="percentage"):
+        check_big_model_flops(_fpt, big, 100 * mfu)
+
+
+def test_training_flops_names_the_division_by_src_plus_tgt_only_when_told_the_source_length():
+    forward, t, s = 1.0e6, 4, 6
+    wrong = 3 * forward / (s + t)
+    with pytest.raises(AssertionError, match="wrong number of tokens"):
+        check_training_flops(wrong, forward, d_model=16, n_layers=1, tgt_len=t, src_len=s)
+    with pytest.raises(AssertionError) as err:
+        check_training_flops(wrong, forward, d_model=16, n_layers=1, tgt_len=t)
+    assert "wrong number of tokens" not in str(err.value)
+
+
+def test_crossovers_check_prints_the_notebook_lines_and_gives_no_direction():
+    assert check_crossovers(2048, 3072).splitlines() == [
+        "correct: at n = 2048 the two attention products cost as much as feed_forward",
+        "correct: at n = 3072 the two attention products cost as much as qkv_projections + output_projection + "
+        "feed_forward"]
+    with pytest.raises(AssertionError, match="n is not the crossover") as err:
+        check_crossovers(1024, 3072)
+    assert "too" not in str(err.value)
+    with pytest.raises(AssertionError, match="whole number"):
+        check_crossovers(2048.5, 3072)
+    with pytest.raises(TypeError):
+        check_crossovers(..., 3072)
