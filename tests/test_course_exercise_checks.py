@@ -1662,9 +1662,15 @@ def test_scaling_out_checks_accept_the_right_answers_and_name_each_slip():
     for answers, slips in [((8 * s * 4, 2 * s * 4, 7), ("own gradients", "limit of many GPUs", "not one copy")),
                            ((6.0, 1.5, 0.25), ("in GB", "in GB", "divide the naive bytes")),
                            ((7 * s, 7 / 4 * s, 4), ("numbers counted", "numbers counted")),
-                           ((14 * s * 4, 7 / 8 * s * 4, 4), ("both directions", "one phase only"))]:
+                           ((14 * s * 4, 7 / 8 * s * 4, 4), ("both directions", "one phase only")),
+                           # a ratio that follows from the student's own wrong bytes blames those bytes
+                           ((14 * s * 4, 2 * 7 / 8 * s * 4, 8), ("both directions", "follows from your to_rank0:")),
+                           ((7 * s * 4, 2 * s * 4, 3.5), ("limit of many GPUs", "follows from your ring:")),
+                           ((14 * s * 4, 2 * s * 4, 7), ("both directions", "follows from your to_rank0 and ring"))]:
         with pytest.raises(AssertionError) as err:
             check_all_reduce_bytes(*answers, **d3)
         for slip in slips:
             assert slip in str(err.value), (answers, str(err.value))
+        if "follows from your" in " ".join(slips):
+            assert "not one copy" not in str(err.value), (answers, str(err.value))
         assert not re.search(r"5999|1499|6\.00|1\.50", str(err.value))

@@ -103,7 +103,8 @@ def check_all_reduce_bytes(to_rank0, per_process_ring, ratio, *, n_params: int, 
     sends in a ring all-reduce, and the ratio of the two, each to a relative ``rtol`` (a value given to three
     significant figures passes). Names numbers counted instead of bytes, GB or MB given instead of bytes, both
     directions added, rank 0's own gradients counted, one phase of the ring, whole vectors sent at every step,
-    and the ratio of many GPUs; never the values."""
+    and the ratio of many GPUs; a wrong ratio that follows from wrong bytes points to those bytes; never the
+    values."""
     n, size = int(n_gpus), int(n_params) * int(bytes_per_number)
     expected = {"naive": (n - 1) * size, "ring": 2 * (n - 1) * size // n}
     units = [(bytes_per_number, "numbers counted, not bytes"),
@@ -116,18 +117,23 @@ def check_all_reduce_bytes(to_rank0, per_process_ring, ratio, *, n_params: int, 
                       ((n - 1) * size / n, "one phase only; reduce-scatter and all-gather each send as much"),
                       (2 * (n - 1) * size, "whole gradients at every step; each step sends one chunk, 1/N_p "
                                            "of them")]}
-    problems = []
+    problems, given, wrong = [], {}, []
     for key, answer, name in (("naive", to_rank0, what[0]), ("ring", per_process_ring, what[1])):
         x, e = _number(answer, name, whole=False), expected[key]
+        given[key] = x
         if _near(x, e, rtol):
             continue
+        wrong.append(name)
         hint = next((h for f, h in units if _near(x * f, e, rtol)), None)
         hint = hint or next((h for v, h in slips[key] if _near(x, v, rtol)), None)
         size_word = "too small" if x < e else "too large"
         problems.append(f"{name} is not right yet ({size_word}" + (f": {hint})" if hint else ")"))
     r, e = _number(ratio, what[2], whole=False), expected["naive"] / expected["ring"]
     if not _near(r, e, rtol):
-        if _near(r, 1 / e, rtol):
+        if wrong and _near(r, given["naive"] / given["ring"], rtol):  # right from wrong bytes: blame the bytes
+            those = "that" if len(wrong) == 1 else "those"
+            hint = f": your ratio follows from your {' and '.join(wrong)}: fix {those} first"
+        elif _near(r, 1 / e, rtol):
             hint = ": the ring's bytes divided by the naive ones; divide the naive bytes by the ring's"
         elif _near(r, n - 1, rtol) or _near(r, n, rtol):
             hint = ": the ring sends 2 (N_p - 1) / N_p of the gradients, not one copy"

@@ -130,7 +130,7 @@ def ring_all_reduce(vectors) -> list:
     for phase, offset in (("reduce-scatter", 0), ("all-gather", 1)):
         for t in range(n - 1):
             sent = [(r, (r - t + offset) % n, buf[r, chunk((r - t + offset) % n)].copy()) for r in range(n)]
-            for r, k, data in sent:  # all processes send at once, to their right-hand neighbour
+            for r, k, data in sent:  # all processes send at once: rank r to rank r + 1
                 dst = (r + 1) % n
                 buf[dst, chunk(k)] = buf[dst, chunk(k)] + data if phase == "reduce-scatter" else data
             states.append((phase, buf.copy()))

@@ -110,7 +110,7 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)  # global norm ≤ clip
         self.amp.step(self.optimizer)  # Adam (§5.3)
         self.scheduler.step()  # the learning rate of the next step
-        if self.ema is not None:  # [not in the paper] a moving average of the weights (checkpoint averaging, §6.1)
+        if self.ema is not None:  # [not in the paper] a moving average of the weights (cf. checkpoint averaging, §6.1)
             self.ema.update_parameters(self.model)
         return distributed.all_reduce_sum(loss)  # the loss of the whole step
 
