@@ -16,6 +16,7 @@ version" (`delegating`): the stub's function returning the forbidden reference's
 """
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
@@ -43,13 +44,19 @@ class Mistake:
 
 
 def delegating(stub: str, forbidden: str) -> Mistake | None:
-    """The mistake "calls the library's own version": the stub's function calling ``forbidden`` (a dotted name)."""
+    """The mistake "calls the library's own version": the stub's first function calling ``forbidden`` (a dotted
+    name), the rest of the stub cell kept as handed out (its decorators, and the given code after it, such as a
+    wrapper that calls the student's function)."""
     m = re.search(r"^def (\w+)\(", stub, re.M)
     if m is None:
         return None
     module, _, name = forbidden.rpartition(".")
-    return Mistake(f"calls {forbidden}", code=f"import {module}\n\n\ndef {m[1]}(*args, **kwargs):\n"
-                                              f"    return {module}.{name}(*args, **kwargs)")
+    tree = ast.parse(stub)
+    fn = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == m[1])
+    lines = stub.split("\n")
+    lines[fn.lineno - 1:fn.end_lineno] = [f"def {m[1]}(*args, **kwargs):",
+                                          f"    return {module}.{name}(*args, **kwargs)"]
+    return Mistake(f"calls {forbidden}", code=f"import {module}\n\n\n" + "\n".join(lines))
 
 
 MISTAKES: dict[str, list[Mistake]] = {

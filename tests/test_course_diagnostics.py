@@ -157,6 +157,29 @@ def test_forbidden_references_are_found_through_aliases():
         "torch.nn.functional.scaled_dot_product_attention"]
 
 
+@torch.no_grad()
+def decorated_delegate(x):  # a decorator wraps the student's function: its body is still read
+    return R.softmax(x)
+
+
+def calls_decorated(x):  # the given wrapper of an exercise, calling the student's decorated function
+    return decorated_delegate(x)
+
+
+@torch.no_grad()
+def decorated_own(x):
+    return own(x)
+
+
+def test_forbidden_references_are_found_through_decorators():
+    assert forbidden_references(decorated_delegate, SOFTMAX) == SOFTMAX
+    assert forbidden_references(calls_decorated, SOFTMAX) == SOFTMAX
+    assert forbidden_references(decorated_own, SOFTMAX) == []
+    from tmlib.decoding import greedy_decode  # decorated itself (no_grad): still recognised as the library's
+    assert forbidden_references(lambda *a: greedy_decode(*a), ["tmlib.decoding.greedy_decode"]) == [
+        "tmlib.decoding.greedy_decode"]
+
+
 class Inherits(R_MHA):
     """A subclass that runs the library's methods: its own body names nothing forbidden."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dis
 import importlib
+import inspect
 import types
 
 import numpy as np
@@ -270,7 +271,7 @@ def forbidden_references(fn, forbid) -> list[str]:
     found, seen, todo = set(), set(), [fn]
     while todo:
         item = todo.pop()
-        item = getattr(item, "__func__", item)
+        item = _unwrapped(getattr(item, "__func__", item))  # a decorated function: the student's code inside
         if id(item) in seen:
             continue
         seen.add(id(item))
@@ -291,12 +292,22 @@ def forbidden_references(fn, forbid) -> list[str]:
         reached += [c.cell_contents for c in (item.__closure__ or ()) if _filled(c)]
         reached += list(item.__defaults__ or ()) + list((item.__kwdefaults__ or {}).values())
         for obj in reached:
-            hit = _matches(obj, targets)
+            inner = _unwrapped(obj)  # ``@torch.no_grad()`` and other decorators wrap the function they call
+            hit = _matches(obj, targets) or (_matches(inner, targets) if inner is not obj else None)
             if hit:
                 found.add(hit)
-            elif _own(obj, namespace):
-                todo.append(obj)
+            elif _own(obj, namespace) or (inner is not obj and _own(inner, namespace)):
+                todo.append(inner)
     return sorted(found)
+
+
+def _unwrapped(obj):
+    """``obj`` without its decorators' wrappers (``functools.wraps`` keeps the wrapped function in
+    ``__wrapped__``); ``obj`` itself if it wraps nothing or cannot be unwrapped."""
+    try:
+        return inspect.unwrap(obj) if callable(obj) else obj
+    except (ValueError, TypeError, AttributeError):  # a cycle of __wrapped__, or an object that resists lookup
+        return obj
 
 
 def _filled(cell) -> bool:
