@@ -746,14 +746,30 @@ def test_layer_norm_result_names_another_epsilon_without_the_expected_value():
         assert "epsilon" not in str(err.value)
 
 
-def _run_train_step(pad=True, smoothing=True, clip=True, schedule_first=False, clear="before", schedule_steps=1,
-                    clip_first=False):
-    """Exercise 8.4's given run_train_step around a train_step written out, with one of the usual slips."""
+def _given_run_train_step(train_step):
+    """Exercise 8.4's given run_train_step around ``train_step``: once per (src, tgt_in, tgt_out) in batches, on a
+    fresh tiny model, with Adam or plain SGD; the losses, the weights after the last step, the schedule's steps."""
     import torch
 
     from tmlib.model import make_model
     from tmlib.training import make_optimizer, make_scheduler
     from tmlib.utils import seed_everything
+
+    def run_train_step(seed, batches, plain_sgd=False):
+        seed_everything(seed)
+        model = make_model("tiny", 13, dropout=0.0)
+        optimizer = torch.optim.SGD(model.parameters(), lr=1.0) if plain_sgd else make_optimizer(model)
+        scheduler = make_scheduler(optimizer, model.d_model, warmup_steps=10)
+        losses = [train_step(model, optimizer, scheduler, *batch) for batch in batches]
+        return losses, {n: p.detach().clone() for n, p in model.named_parameters()}, scheduler.last_epoch
+
+    return run_train_step
+
+
+def _run_train_step(pad=True, smoothing=True, clip=True, schedule_first=False, clear="before", schedule_steps=1,
+                    clip_first=False):
+    """Exercise 8.4's given run_train_step around a train_step written out, with one of the usual slips."""
+    import torch
 
     def train_step(model, optimizer, scheduler, src, tgt_in, tgt_out, pad_id=0, label_smoothing=0.1, max_norm=1.0):
         logits = model(src, tgt_in)
@@ -790,15 +806,7 @@ def _run_train_step(pad=True, smoothing=True, clip=True, schedule_first=False, c
             optimizer.zero_grad()
         return loss.item()
 
-    def run_train_step(seed, batches, plain_sgd=False):
-        seed_everything(seed)
-        model = make_model("tiny", 13, dropout=0.0)
-        optimizer = torch.optim.SGD(model.parameters(), lr=1.0) if plain_sgd else make_optimizer(model)
-        scheduler = make_scheduler(optimizer, model.d_model, warmup_steps=10)
-        losses = [train_step(model, optimizer, scheduler, *batch) for batch in batches]
-        return losses, {n: p.detach().clone() for n, p in model.named_parameters()}, scheduler.last_epoch
-
-    return run_train_step
+    return _given_run_train_step(train_step)
 
 
 def test_train_step_compares_with_a_reference_step_and_names_each_slip():
@@ -837,9 +845,7 @@ def _value_clipping_run_train_step():
     """Exercise 8.4's given run_train_step around a train_step that clips each gradient entry (clip_grad_value_)."""
     import torch
 
-    from tmlib.model import make_model
-    from tmlib.training import make_optimizer, make_scheduler, translation_loss
-    from tmlib.utils import seed_everything
+    from tmlib.training import translation_loss
 
     def train_step(model, optimizer, scheduler, src, tgt_in, tgt_out, pad_id=0, label_smoothing=0.1, max_norm=1.0):
         loss = translation_loss(model(src, tgt_in), tgt_out, pad_id=pad_id, label_smoothing=label_smoothing)
@@ -850,15 +856,7 @@ def _value_clipping_run_train_step():
         scheduler.step()
         return loss.item()
 
-    def run_train_step(seed, batches, plain_sgd=False):
-        seed_everything(seed)
-        model = make_model("tiny", 13, dropout=0.0)
-        optimizer = torch.optim.SGD(model.parameters(), lr=1.0) if plain_sgd else make_optimizer(model)
-        scheduler = make_scheduler(optimizer, model.d_model, warmup_steps=10)
-        losses = [train_step(model, optimizer, scheduler, *batch) for batch in batches]
-        return losses, {n: p.detach().clone() for n, p in model.named_parameters()}, scheduler.last_epoch
-
-    return run_train_step
+    return _given_run_train_step(train_step)
 
 
 def _my_mha_runner(mistake=None):
