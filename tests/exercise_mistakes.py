@@ -176,9 +176,9 @@ MISTAKES: dict[str, list[Mistake]] = {
             "rng_rope = np.random.default_rng(3)\nq_vec, k_vec = rng_rope.normal(size=8), rng_rope.normal(size=8)\n"
             "scores = [float(q_vec @ k_vec)] * 3")),
         Mistake("the key rotated by the transpose", replace=(
-            ("(k_vec @ R.relative_position_matrix(n, 8).T)", "(k_vec @ R.relative_position_matrix(n, 8))"),)),
+            ("(k_vec @ R.relative_position_matrix(n, 8))", "(k_vec @ R.relative_position_matrix(n, 8).T)"),)),
         Mistake("both rotated by the query's position", replace=(
-            ("(k_vec @ R.relative_position_matrix(n, 8).T)", "(k_vec @ R.relative_position_matrix(m, 8).T)"),)),
+            ("(k_vec @ R.relative_position_matrix(n, 8))", "(k_vec @ R.relative_position_matrix(m, 8))"),)),
     ],
     # chapter 5
     "ex-05-cross": [
@@ -219,13 +219,24 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     # chapter 6
     "ex-06-peak": [
-        Mistake("the base model's peak", code="my_peak = 1 / math.sqrt(512 * 4000)\npeak_step = 4000"),
-        Mistake("d_model left out", code="my_peak = 4000 ** -0.5\npeak_step = 4000"),
-        Mistake("a peak one step late", code="my_peak = 1 / math.sqrt(1024 * 4000)\npeak_step = 4001"),
-        Mistake("calls R.noam_lr, which the statement rules out (issue 24)",
-                code="my_peak = R.noam_lr(4000, 1024, 4000)\npeak_step = 4000"),
-        Mistake("calls the library's schedule, which the statement rules out",
-                code="from tmlib.training import NoamSchedule\nmy_peak = NoamSchedule(1024, 4000).peak()\npeak_step = 4000"),
+        Mistake("left as the stub", unanswered=True),
+        Mistake("half the peak on the way up (the warm-up branch)", replace=(
+            ("half_step = 2**2 * 4000", "half_step = 4000 // 2"),)),
+        Mistake("a 1/s decay: doubling the step", replace=(
+            ("half_step = 2**2 * 4000", "half_step = 2 * 4000"),)),
+        Mistake("the steps counted from the peak", replace=(
+            ("half_step = 2**2 * 4000", "half_step = 2**2 * 4000 - 4000"),)),
+        Mistake("the square root the wrong way: sqrt(2) times the peak's step", replace=(
+            ("half_step = 2**2 * 4000", "half_step = round(math.sqrt(2) * 4000)"),)),
+        Mistake("solved from the printed, rounded peak 6.988e-4", replace=(
+            ("half_step = 2**2 * 4000", "half_step = round(1 / (512 * (6.988e-4 / 2) ** 2))"),)),
+        Mistake("calls R.noam_lr, which the statement rules out (issue 24)", code=(
+            "half_step = next(s for s in range(4001, 40_001)\n"
+            "                 if R.noam_lr(s, 512, 4000) <= R.noam_lr(4000, 512, 4000) / 2 * (1 + 1e-12))")),
+        Mistake("calls the library's schedule, which the statement rules out", code=(
+            "from tmlib.training import NoamSchedule\n"
+            "base = NoamSchedule(512, 4000)\n"
+            "half_step = next(s for s in range(4001, 40_001) if base(s - 1) <= base(3999) / 2 * (1 + 1e-12))")),
     ],
     "ex-06-gap": [
         Mistake("nothing minimised (issue 24)", code="closed_form = 0\n\ndef descend(lr, steps):\n    return np.zeros(10)\n\n"
@@ -250,6 +261,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("step * warmup_steps ** -1.5", "step * warmup_steps ** -0.5"),)),
         Mistake("d_model^-0.5 left out", replace=(("return d_model ** -0.5 * min(", "return min("),)),
         Mistake("max instead of min", replace=(("* min(step", "* max(step"),)),
+        Mistake("the paper's warm-up hard-coded: the warmup_steps argument ignored", replace=(
+            ("step * warmup_steps ** -1.5", "step * 4000 ** -1.5"),)),
     ],
     "ex-06-smoothed-loss": [
         Mistake("the smoothing mass spread over V - 1 classes (the exclusive target)", replace=(
@@ -291,6 +304,10 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("merged without the transpose: each head's positions glued in turn", replace=(
             ("merged = heads.transpose(1, 2).contiguous().view(1, 3, 4)",
              "merged = heads.contiguous().view(1, 3, 4)"),)),
+        Mistake("stride_t: the stride of heads itself, before the transpose", replace=(
+            ("stride_t = (12, 2, 6, 1)", "stride_t = (12, 6, 2, 1)"),)),
+        Mistake("stride_t: the stride of the contiguous copy", replace=(
+            ("stride_t = (12, 2, 6, 1)", "stride_t = (12, 4, 2, 1)"),)),
         Mistake("view on the transposed tensor without contiguous(): RuntimeError", replace=(
             ("merged = heads.transpose(1, 2).contiguous().view(1, 3, 4)",
              "merged = heads.transpose(1, 2).view(1, 3, 4)"),)),
@@ -451,6 +468,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("torch.sqrt(mean_square + eps) * g", "torch.sqrt(mean_square + 1e-5) * g"),)),
         Mistake("the mean subtracted as in LayerNorm", replace=(
             ("return x / torch.sqrt(mean_square + eps)", "return (x - x.mean(dim=-1, keepdim=True)) / torch.sqrt(mean_square + eps)"),)),
+        Mistake("computed in float32 for a float64 input (a reader's slip of r59a)", replace=(
+            ("    mean_square = (x * x).mean(dim=-1, keepdim=True)", "    x = x.float()\n    mean_square = (x * x).mean(dim=-1, keepdim=True)"),)),
     ],
     "ex-13-swiglu": [
         Mistake("left as the stub", unanswered=True),
@@ -458,6 +477,16 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("SwiGLU counted with two matrices", replace=(("3 * 512 * 1365", "2 * 512 * 1365"),)),
         Mistake("the ReLU FFN without its biases", replace=(("2 * 512 * 2048 + 2048 + 512", "2 * 512 * 2048"),)),
         Mistake("the SwiGLU FFN without any bias", replace=(("3 * 512 * 1365 + 1365 + 1365 + 512", "3 * 512 * 1365"),)),
+        Mistake("the counts taken from count_parameters, not written as arithmetic (a reader's slip of r59a)", code=(
+            "relu_by_hand = count_parameters(PositionwiseFeedForward(512, 2048))\n"
+            "glu_by_hand = count_parameters(SwiGLUFeedForward(512, 1365, bias=True))")),
+    ],
+    "ex-13-alibi": [
+        Mistake("alibi_slopes called, which the exercise rules out (a reader's slip of r59a)",
+                code="slopes_6 = alibi_slopes(6).tolist()"),
+        Mistake("the power-of-two formula applied to 6 heads", code="slopes_6 = [2.0 ** (-8 * h / 6) for h in range(1, 7)]"),
+        Mistake("the right slopes sorted, not in head order",
+                code="slopes_6 = [2.0 ** -1, 2.0 ** -2, 2.0 ** -3, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8]"),
     ],
     "ex-14-names": [
         Mistake("the encoder's second LayerNorm named as the decoder's", replace=(

@@ -2,7 +2,7 @@
 records page."""
 import pytest
 
-from tmlib.analysis.measurements import course_machine, text_fields, your_run
+from tmlib.analysis.measurements import course_machine, text_fields, verdict, your_run
 
 M1 = {"cpu_model": "AMD EPYC", "cpu_count": 2, "cpu_native_bf16": True, "gpu": None}
 M3 = {**M1, "cpu_native_bf16": False}
@@ -61,3 +61,74 @@ def test_text_fields_of_the_stored_records():
     assert text_fields(load_result(file="translate_cpu_fp32_emulated_run1.json"))["lowest_val_nll"] == 1.899
     assert text_fields(load_result(file="translate_cpu_fp32_emulated.json"))["kept_step"] == 1190
     assert text_fields(load_result(file="cpu_recipe.json"))["compile_warmup_s"] == 197.0
+
+
+def test_verdict_three_outcomes_and_bad_input():
+    assert verdict([3.07, 3.89, 2.92]).endswith("the ratio of the medians stands")
+    assert "factor of 1.33" in verdict([3.07, 3.89, 2.92])
+    assert verdict([0.78, 0.86, 1.14]).endswith("no difference shown")
+    assert verdict([0.5, 1.2]).endswith("not yet a measurement")
+    assert verdict([0.4, 0.79]).endswith("the ratio of the medians stands")  # all below 1, spread 1.98
+    assert verdict([0.4, 0.8]).endswith("not yet a measurement")  # spread exactly 2 is not agreement
+    for bad in ([], [1.0, 0.0], [1.0, float("nan")], [-1.2]):
+        with pytest.raises(ValueError, match="positive, finite ratio"):
+            verdict(bad)
+
+
+def test_seed_yardstick_gaps_and_refusals():
+    import copy
+
+    from tmlib.analysis.benchmarking import load_result
+    from tmlib.analysis.measurements import SEED_GAPS, seed_yardstick
+
+    a = load_result(file="translate_cpu.json")
+    b = copy.deepcopy(a)
+    b["train_config"].update(seed=1, max_minutes=60.0, max_steps=a["steps"], amp="bf16")  # how it stopped may differ
+    b["beam4"]["bleu"] -= 0.5
+    b["greedy"]["bleu_lowercase"] += 0.25
+    b["best_val_nll"] += 0.01
+    gaps = seed_yardstick(a, b)
+    assert list(gaps) == list(SEED_GAPS)
+    assert gaps["BLEU, beam 4"] == pytest.approx(0.5) and gaps["BLEU lowercased, greedy"] == pytest.approx(0.25)
+    assert gaps["lowest validation cross-entropy"] == pytest.approx(0.01) and gaps["BLEU lowercased, beam 4"] == 0
+    assert seed_yardstick(b, a) == gaps
+    with pytest.raises(ValueError, match="two seeds"):
+        seed_yardstick(a, a)
+    for change in ({"steps": a["steps"] - 1}, {"precision": "float32"}):
+        with pytest.raises(ValueError, match="more than their seed"):
+            seed_yardstick(a, {**b, **change})
+    other = copy.deepcopy(b)
+    other["train_config"]["lr_factor"] = 0.5
+    with pytest.raises(ValueError, match="lr_factor"):
+        seed_yardstick(a, other)
+
+
+def test_seed_yardstick_accepts_the_stored_seed_pair():
+    """The records page's yardstick: the book's bf16 run and its copy with seed 1 differ only in their seed."""
+    from tmlib.analysis.benchmarking import load_result
+    from tmlib.analysis.measurements import SEED_GAPS, seed_yardstick
+
+    a, b = load_result(file="translate_cpu.json"), load_result(file="translate_cpu_seed1.json")
+    gaps = seed_yardstick(a, b)
+    assert list(gaps) == list(SEED_GAPS) and all(g > 0 for g in gaps.values())
+    assert gaps["lowest validation cross-entropy"] == pytest.approx(abs(a["best_val_nll"] - b["best_val_nll"]))
+    # your_run takes the seeds' two cross-entropy gaps as its yardstick
+    gap = (gaps["lowest validation cross-entropy"], gaps["last validation cross-entropy"])
+    assert your_run(HISTORY, M1, "bfloat16", REFS, yardstick=(min(gap), max(gap))).endswith(
+        f"two runs of the same kind ({min(gap):.3f} to {max(gap):.3f}): no difference shown.")
+
+
+def test_pace_four_outcomes_and_bad_input():
+    from tmlib.analysis.measurements import PACE, pace
+
+    assert PACE == 1.5
+    assert pace([0.105, 0.031], [0.0999, 0.0310]).endswith(": at the record's pace")
+    assert "1.91 and 1.91 times the record's" in pace([0.191, 0.0592], [0.1, 0.031])
+    assert pace([0.191, 0.0592], [0.1, 0.031]).endswith("slower than the record's pace")  # the loaded machine
+    assert pace([0.16, 0.031], [0.1, 0.031]).endswith("slower than the record's pace")  # one beyond, one at 1
+    assert pace([0.15, 0.0310], [0.1, 0.031]).endswith(": at the record's pace")  # exactly PACE is within
+    assert pace([0.05, 0.02], [0.1, 0.031]).endswith("faster than the record's pace")
+    assert pace([0.05, 0.062], [0.1, 0.031]).endswith("not the record's pace")
+    for live, stored in (([], []), ([0.1], [0.1, 0.2]), ([0.1, 0.0], [0.1, 0.1]), ([float("inf")], [0.1])):
+        with pytest.raises(ValueError, match="positive, finite medians"):
+            pace(live, stored)

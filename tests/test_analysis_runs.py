@@ -76,3 +76,26 @@ def test_missing_records_are_left_out_and_named(tmp_path, monkeypatch):
     assert list(table.index) == ["this page's run"]
     assert table.attrs["unavailable"] == list(STORED_RUNS)
     assert list(translation_runs(folder=tmp_path).columns) == list(COLUMNS)
+
+
+def test_rows_carry_their_machine_and_record(tmp_path, monkeypatch):
+    """table.attrs names each row's machine (device_name) and stored record, so that a page compares machines
+    without parsing the row names; a second seed of a stored run gets its own row."""
+    monkeypatch.delenv("TMLIB_SMOKE", raising=False)
+    record = _record("cpu")
+    (tmp_path / "translate_cpu.json").write_text(json.dumps(record), encoding="utf-8")
+    seed1 = dict(record, train_config=dict(record["train_config"], seed=1), steps=record["steps"] + 1)
+    (tmp_path / "translate_cpu_seed1.json").write_text(json.dumps(seed1), encoding="utf-8")
+    mine = _trained()
+    mine.machine = {"cpu_model": "Intel(R) Xeon(R) CPU", "cpu_count": 2}
+    table = translation_runs(mine, 30.0, names=("cpu", "cpu_seed1", "cuda"), folder=tmp_path)
+    first = f"{device_name(record['machine'])}, {record['minutes_trained']:.0f} min"
+    assert list(table.index) == [first, first + ", seed 1", "this page's run"]
+    assert table.attrs["unavailable"] == ["cuda"]
+    assert table.attrs["machine"] == {first: device_name(record["machine"]),
+                                      first + ", seed 1": device_name(record["machine"]),
+                                      "this page's run": "Intel Xeon, 2 cores"}
+    assert table.attrs["record"] == {first: "cpu", first + ", seed 1": "cpu_seed1", "this page's run": None}
+    assert table.loc[first + ", seed 1", "steps"] == record["steps"] + 1  # the second record, not the first again
+    unknown = translation_runs(_trained(), 30.0, names=(), folder=tmp_path)  # a run that recorded no machine
+    assert unknown.attrs["machine"] == {"this page's run": "?, ? cores"}

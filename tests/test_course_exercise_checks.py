@@ -321,7 +321,9 @@ def test_kv_cache_bytes_names_the_factor_and_never_the_value():
         check_kv_cache_bytes(mha, n_query_heads=64, what="gqa_70b", **sizes)
     message = str(err.value)
     assert "key/value heads of multi-head attention (one per query head) instead of GQA's" in message
-    assert "counted twice" not in message and "bits" not in message
+    assert "counted twice" not in message
+    # 64 / 8 is also the factor of bits for bytes: both causes are named, neither as the only one
+    assert "or bits counted instead of bytes" in message
     assert not any(str(v) in message for v in (right, f"{right:,}", 8))
     assert check_kv_cache_bytes(right, n_query_heads=64, **sizes).startswith("correct")
 
@@ -447,6 +449,23 @@ def test_merged_heads_names_each_slip_without_printing_the_tensor():
         check_merged_heads(qh, qh)
     with pytest.raises(TypeError, match="still `...`"):
         check_merged_heads(..., qh)
+
+
+def test_transposed_stride_names_heads_own_and_the_copys_stride():
+    """Exercise 7.1: the stride of heads.transpose(1, 2) for heads (1, 2, 3, 2) laid out head by head is
+    (12, 2, 6, 1); the stride of heads itself and that of the contiguous copy are named, nothing shows the answer."""
+    import torch
+    from tmlib.course.module_checks import check_transposed_stride
+    heads = torch.arange(12.0).reshape(1, 2, 3, 2)
+    assert check_transposed_stride(heads.transpose(1, 2).stride(), heads).startswith("correct")
+    assert check_transposed_stride([12, 2, 6, 1], heads.numpy()).startswith("correct")
+    for wrong, words in (((12, 6, 2, 1), "stride of heads itself"), ((12, 4, 2, 1), "contiguous"),
+                         ((1, 2, 6, 12), "not the stride"), ((12, 2, 6), "4 whole numbers")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_transposed_stride(wrong, heads)
+        assert "(12, 2, 6, 1)" not in str(err.value)
+    with pytest.raises(TypeError, match="still `...`"):
+        check_transposed_stride(..., heads)
 
 
 def test_padding_masks_accept_both_conventions_and_name_each_slip():
@@ -969,14 +988,16 @@ def test_rope_scores_recomputed_inside_the_check_and_each_mistake_named():
     q, k = rng.normal(size=8), rng.normal(size=8)
     pairs = [(0, 3), (10, 13), (50, 53)]
     rot = lambda pos: R.relative_position_matrix(pos, 8)  # noqa: E731
-    right = [(rot(m) @ q) @ (rot(n) @ k) for m, n in pairs]
+    right = [(q @ rot(m)) @ (k @ rot(n)) for m, n in pairs]  # rows: q M_m and κ M_n
     assert all(line.startswith("correct:") for line in check_rope_scores(right, pairs=pairs).splitlines())
     for wrong, symptom in [([float(q @ k)] * 3, "no rotation"),
-                           ([(rot(m) @ q) @ (rot(m) @ k) for m, n in pairs], "both rotated by the same"),
-                           ([(rot(m) @ q) @ (rot(n).T @ k) for m, n in pairs], "transpose"),
-                           ([(rot(n) @ q) @ (rot(m) @ k) for m, n in pairs], "two positions swapped"),
-                           ([q @ (rot(n) @ k) for m, n in pairs], "only the key rotated"),
-                           ([(rot(m) @ q) @ k for m, n in pairs], "only the query rotated"),
+                           ([(q @ rot(m)) @ (k @ rot(m)) for m, n in pairs], "both rotated by the same"),
+                           ([(q @ rot(m)) @ (k @ rot(n).T) for m, n in pairs], "transpose"),
+                           ([(q @ rot(n)) @ (k @ rot(m)) for m, n in pairs], "two positions swapped"),
+                           # the column-vector convention, M_m q and M_n κ, is both rotations transposed
+                           ([(rot(m) @ q) @ (rot(n) @ k) for m, n in pairs], "both rotations transposed"),
+                           ([q @ (k @ rot(n)) for m, n in pairs], "only the key rotated"),
+                           ([(q @ rot(m)) @ k for m, n in pairs], "only the query rotated"),
                            ([0.0, 0.0, 0.0], "not right yet")]:
         with pytest.raises(AssertionError, match=symptom) as err:
             check_rope_scores(wrong, pairs=pairs)
@@ -1441,6 +1462,68 @@ def test_lrate_check_asks_for_one_number():
     assert check_lrate(lambda s, d, w: float(R.noam_lr(s, d, w))).startswith("correct")
     with pytest.raises(AssertionError, match="must return one number, a float"):
         check_lrate(lambda s, d, w: np.array([R.noam_lr(s, d, w)]))
+    with pytest.raises(AssertionError, match="still rising at step 150, the last step checked"):
+        check_lrate(lambda s, d, w: float(R.noam_lr(s, d, 4000)))  # the paper's warm-up hard-coded
+    with pytest.raises(AssertionError, match="peaks at step 51"):
+        check_lrate(lambda s, d, w: float(R.noam_lr(s - 1, d, w)) if s > 1 else 1e-9)  # one step late
+
+
+def test_half_step_check_says_too_early_or_too_late():
+    """Exercise 6.1: the first step after the peak at which the base model's rate has fallen to half its peak:
+    4 x 4000 = 16000, exactly; a step before it is too early, one after it too late, each slip is named (half the
+    peak on the way up, a 1/s decay, the steps counted from the peak, sqrt 2 times the peak's step, a rounded peak),
+    a float or a bool is refused, and no message shows the answer."""
+    from tmlib.course import check_half_step
+    assert check_half_step(16000).startswith("correct")
+    assert check_half_step(np.int64(16000)).startswith("correct")
+    assert check_half_step(8000, warmup=2000).startswith("correct")
+    for wrong, words in ((2000, "on the way up"), (4000, "the peak itself"), (8000, "falls as 1/s"),
+                         (12000, "counted from the start"), (5657, "sqrt\\(2\\)"), (15999, "too early: .*rounded peak"),
+                         (16001, "too late: .*rounded peak"), (3000, "too early"), (15000, "too early"),
+                         (64000, "too late")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_half_step(wrong)
+        assert "16000" not in str(err.value) and "16,000" not in str(err.value)
+    for wrong in (16000.0, True, 0):
+        with pytest.raises(AssertionError, match="whole step number"):
+            check_half_step(wrong)
+    with pytest.raises(TypeError, match="still `...`"):
+        check_half_step(...)
+
+
+def test_descend_check_names_each_slip():
+    """Exercise 6.2: gradient descent on the smoothed loss; the one-hot target, an ascent, too few steps, z_opt not
+    from the run and the exclusive convention's gap are named; the right answer gets the two "correct" lines."""
+    import math
+
+    from tmlib import ref as R
+    from tmlib.course import check_descend, check_descend_steps
+    t10 = R.label_smoothing_targets([0], 10, 0.1, "uniform")[0]
+
+    def make(target, sign=-1.0):
+        def descend(lr, steps):
+            z = np.zeros(10)
+            for _ in range(steps):
+                z = z + sign * lr * (R.softmax(z) - target)
+            return z
+        return descend
+
+    right, gap = make(t10), math.log(0.91 / 0.01)
+    assert check_descend(right, right(1.0, 5000), gap).splitlines()[1] == \
+        "correct: descend descends and z_opt is at the minimum"
+    for args, words in (((make(np.eye(10)[0]), np.zeros(10), gap), "one-hot target"),
+                        ((make(t10, +1.0), np.zeros(10), gap), "climbs"),
+                        ((right, right(1.0, 20), gap), "not what your descend"),
+                        ((right, np.log(t10), gap), "not what your descend"),
+                        ((right, right(1.0, 5000), math.log(0.9 / (0.1 / 9))), "too small")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_descend(*args)
+        assert "4.51" not in str(err.value)
+    with pytest.raises(TypeError, match="still `...`"):
+        check_descend(right, ..., gap)
+    assert check_descend_steps(right) is None
+    with pytest.raises(AssertionError, match="climbs"):
+        check_descend_steps(make(t10, +1.0))
 
 
 def test_smoothing_mass_names_each_slip_and_shows_no_value():
@@ -1547,10 +1630,10 @@ def test_rope_scores_with_only_the_key_rotated_pass_m_0_and_name_the_slip_after(
     pairs = [(0, 3), (10, 13), (50, 53)]
     rot = lambda pos: R.relative_position_matrix(pos, 8)  # noqa: E731
     with pytest.raises(AssertionError) as err:
-        check_rope_scores([q @ (rot(n) @ k) for m, n in pairs], pairs=pairs)
+        check_rope_scores([q @ (k @ rot(n)) for m, n in pairs], pairs=pairs)
     text = str(err.value)
     assert "(10, 13)" in text and "depends on n alone" in text and "rotate the query by its own M_m" in text, text
-    assert not any(f"{(rot(m) @ q) @ (rot(n) @ k):.3f}" in text for m, n in pairs), text
+    assert not any(f"{(q @ rot(m)) @ (k @ rot(n)):.3f}" in text for m, n in pairs), text
 
 
 def _check_cell(notebook: str, exercise: str) -> str:
@@ -1674,3 +1757,73 @@ def test_scaling_out_checks_accept_the_right_answers_and_name_each_slip():
         if "follows from your" in " ".join(slips):
             assert "not one copy" not in str(err.value), (answers, str(err.value))
         assert not re.search(r"5999|1499|6\.00|1\.50", str(err.value))
+
+
+def test_chapter_13_rms_norm_check_cell_names_a_float32_computation():
+    """Exercise 13.2 (a reader of r59a): an answer computed in float32 for a float64 input, returned as float32 or
+    converted back, is told to compute in the input's dtype, not to divide the sum of squares by d; the right answer
+    passes with its three lines."""
+    import torch
+    import torch.nn.functional as F
+
+    from tmlib.course import check_own_work
+
+    def right(x, g, eps=1e-5):
+        return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps) * g
+
+    def in_float32(x, g, eps=1e-5):
+        y = x.float()
+        return y / torch.sqrt((y * y).mean(dim=-1, keepdim=True) + eps) * g.float()
+
+    def converted_back(x, g, eps=1e-5):
+        return in_float32(x, g, eps).to(x.dtype)
+
+    names = dict(torch=torch, F=F, check_own_work=check_own_work)
+    text = _run_check_cell("13_modern_transformer", "ex-13-rmsnorm", my_rms_norm=right, **names)
+    assert "AssertionError" not in text and text.count("correct") == 3, text
+    for fn in (in_float32, converted_back):
+        text = _run_check_cell("13_modern_transformer", "ex-13-rmsnorm", my_rms_norm=fn, **names)
+        assert "AssertionError" in text and "compute in the input's dtype (float64 here)" in text, text
+        assert "sum of squares" not in text, text
+
+
+def test_chapter_13_value_check_cells_reject_a_cell_that_calls_the_library():
+    """Exercises 13.3 and 13.5 (a reader of r59a): slopes_6 from alibi_slopes(6), and parameter counts from
+    count_parameters, are rejected by reading the notebook's input history (IPython's _ih); the answers written by
+    hand pass; without a history (a script, the grader) the check cannot tell and lets the values through."""
+    from tmlib.course import check_own_answer
+    from tmlib.model import PositionwiseFeedForward, SwiGLUFeedForward, alibi_slopes, count_parameters
+
+    by_hand = "slopes_6 = [2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8, 2.0 ** -1, 2.0 ** -3]"
+    called = "import tmlib.model as M\n\nslopes_6 = M.alibi_slopes(6).tolist()"
+    slopes = alibi_slopes(6).tolist()
+    text = _run_check_cell("13_modern_transformer", "ex-13-alibi", slopes_6=slopes, _ih=["", by_hand])
+    assert "AssertionError" not in text and text.startswith("correct"), text
+    import tmlib.model as M
+
+    for history in (["", called], ["", by_hand, called, "x = 1"], ["", "slopes_6 = alibi_slopes(6).tolist()"]):
+        text = _run_check_cell("13_modern_transformer", "ex-13-alibi", slopes_6=slopes, _ih=history, M=M,
+                               alibi_slopes=alibi_slopes)
+        assert "AssertionError: the cell that computes slopes_6 calls tmlib.model.alibi_slopes" in text, text
+        assert "0.25" not in text and "0.125" not in text, text
+    # a function of the notebook that calls the library is followed
+    namespace = {"__name__": "__main__", "alibi_slopes": alibi_slopes}
+    exec("def f():\n    return alibi_slopes(6).tolist()", namespace)  # noqa: S102
+    namespace["_ih"] = ["", "def f():\n    return alibi_slopes(6).tolist()", "slopes_6 = f()"]
+    with pytest.raises(AssertionError, match="calls tmlib.model.alibi_slopes"):
+        check_own_answer("slopes_6", ["tmlib.model.alibi_slopes"], namespace)
+    assert check_own_answer("slopes_6", ["tmlib.model.alibi_slopes"], {}).startswith("cannot tell")
+
+    relu, glu = count_parameters(PositionwiseFeedForward(512, 2048)), count_parameters(SwiGLUFeedForward(512, 1365, bias=True))
+    arithmetic = "relu_by_hand = 2 * 512 * 2048 + 2048 + 512\nglu_by_hand = 3 * 512 * 1365 + 1365 + 1365 + 512"
+    library = ("relu_by_hand = count_parameters(PositionwiseFeedForward(512, 2048))\n"
+               "glu_by_hand = count_parameters(SwiGLUFeedForward(512, 1365, bias=True))")
+    names = dict(relu_by_hand=relu, glu_by_hand=glu, count_parameters=count_parameters,
+                 PositionwiseFeedForward=PositionwiseFeedForward, SwiGLUFeedForward=SwiGLUFeedForward)
+    text = _run_check_cell("13_modern_transformer", "ex-13-swiglu", _ih=["", arithmetic], **names)
+    assert "AssertionError" not in text and text.count("correct") == 2, text
+    text = _run_check_cell("13_modern_transformer", "ex-13-swiglu", _ih=["", library], **names)
+    assert "AssertionError: the cell that computes relu_by_hand calls" in text and "count_parameters" in text, text
+    assert "2099712" not in text and "2,099,712" not in text, text
+    text = _run_check_cell("13_modern_transformer", "ex-13-swiglu", **names)  # no history: cannot tell
+    assert "AssertionError" not in text and text.count("correct") == 2, text

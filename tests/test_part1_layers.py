@@ -159,7 +159,9 @@ def test_relative_position_matrix_shifts_every_position(d_model, k):
     pe = R.positional_encoding(n, d_model)
     m = R.relative_position_matrix(k, d_model)
     for pos in range(max(0, -k), min(n, n - k)):  # sines of angles up to 56, then a product of length 2
-        assert_close(m @ pe[pos], pe[pos + k], n=4 + 2, magnitude=n + abs(k))
+        assert_close(pe[pos] @ m, pe[pos + k], n=4 + 2, magnitude=n + abs(k))  # rows times M_k
+    if k:  # the column-vector form M_k^T = M_{-k} shifts the other way: the test tells the two apart
+        assert not np.allclose(pe[max(0, -k):n - max(k, 0)] @ m.T, pe[max(k, 0):n + min(k, 0)], atol=1e-6)
 
 
 def test_relative_position_matrix_structure():
@@ -171,8 +173,9 @@ def test_relative_position_matrix_structure():
     assert_close(R.relative_position_matrix(-3, d), m3.T, n=4, magnitude=3.0)
     assert_close(R.relative_position_matrix(2, d) @ R.relative_position_matrix(5, d),
                  R.relative_position_matrix(7, d), n=4 + 2, magnitude=7.0)
-    # first block: rotation by angle 3 (frequency 1), written out
-    assert_close(m3[:2, :2], [[np.cos(3), np.sin(3)], [-np.sin(3), np.cos(3)]], n=4, magnitude=3.0)
+    # first block, for a row (sin a, cos a) on the left: rotation by angle 3 (frequency 1), written out
+    assert_close(m3[:2, :2], [[np.cos(3), -np.sin(3)], [np.sin(3), np.cos(3)]], n=4, magnitude=3.0)
+    assert_close(np.array([np.sin(1.0), np.cos(1.0)]) @ m3[:2, :2], [np.sin(4.0), np.cos(4.0)], n=4 + 2, magnitude=4.0)
     assert np.count_nonzero(m3[:2, 2:]) == 0 and np.count_nonzero(m3[2:, :2]) == 0
 
 

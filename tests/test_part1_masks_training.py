@@ -350,7 +350,7 @@ def test_chapter_4_positional_values_and_the_doubled_exponent():
     assert_close(gram[1:, 1:], gram[:-1, :-1], n=4 + 64, magnitude=99.0)
     assert_close(np.diag(gram), 32, n=4 + 64, magnitude=99.0)
     for k in (1, 5, 37):
-        assert_close(pe[:-k] @ R.relative_position_matrix(k, 64).T, pe[k:], n=4 + 2, magnitude=99.0)
+        assert_close(pe[:-k] @ R.relative_position_matrix(k, 64), pe[k:], n=4 + 2, magnitude=99.0)
 
 
 def test_chapter_6_lr_branches_and_adam_half_life():

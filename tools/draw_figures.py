@@ -281,7 +281,8 @@ def head_layout() -> str:
     bottom = rows[2] + 3 * CELL_H
     c.arrow((lc, bottom + 6), (lc, bottom + 30), (rc, bottom + 30), (rc, bottom + 6))
     c.text(mid, bottom + 24, "step 3: attention in each head", size=11)
-    # memory: the numbers of q token by token, read by a view without the transpose; heads, head by head
+    # memory: the numbers of q token by token; heads, head by head (what a view without the transpose reads is
+    # left to exercise 7.2)
     x0 = mid - 6 * CELL_W
     c.text(10, 450, "In memory (row-major order)", size=13, bold=True, anchor="start")
     y = 490
@@ -290,9 +291,6 @@ def head_layout() -> str:
         _cell(c, x0 + k * CELL_W, y, (k % 4) // 2, Q_EXAMPLE[k // 4][k % 4])
     for t in range(3):
         _bracket(c, x0 + 4 * t * CELL_W, x0 + 4 * (t + 1) * CELL_W, y + CELL_H + 8, f"token {t + 1}")
-    for h in range(2):
-        _bracket(c, x0 + 6 * h * CELL_W, x0 + 6 * (h + 1) * CELL_W, y - 8,
-                 f"q.view(1, 2, 3, 2)[0, {h}]: its “head {h + 1}”", below=False, colour="#a33", dashed=True)
     y = 556
     c.text(x0 - 12, y + 18, "heads", size=12, mono=True, anchor="end")
     for k in range(12):

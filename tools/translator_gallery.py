@@ -7,9 +7,10 @@ model cannot run it. This writes what the trained model is and does with the pag
 ``model`` markers of ``book/translator.md`` (the run's training time, size and BLEU), the block between its
 ``gallery`` markers (a table of the greedy translations, a comment naming the run's steps and kept step, and the
 figure) and ``book/figures/translator_cross_attention.png`` (Figure T.1: the cross-attention of the first and the
-last decoder layer, every head, for the first example, in the widget's colours: dark = high; layers and heads
-counted from 0, as in the widget and in chapter 11). Greedy decoding, as in the browser (source length + 50 tokens
-at most).
+last decoder layer, every head, for the first example, in the widget's colours: dark = high, a dot on each row's
+largest weight; layers and heads counted from 0, as in the widget and the rest of the course). The paragraph under
+the figure counts, per head, the rows whose dot lies on the German word that :data:`ALIGNMENT` gives the English
+word. Greedy decoding, as in the browser (source length + 50 tokens at most).
 
 The BLEU scores are not recomputed (a beam search over test 2016 takes minutes): they are read from the table that
 ``notebooks/09_training_translator.ipynb`` prints, and only when that notebook shows the same run (same steps and
@@ -45,19 +46,83 @@ EXAMPLES = [
     ("Ein Hund mit einem 日本 Ball.", "German with unknown characters"),
 ]
 
-#: An output subword "follows the word order" when the source subword it weights most lies within this many
-#: subwords of the diagonal, as chapter 11 defines it (tmlib.analysis.heads): row r of n_out sits at source place
-#: (r + 1/2) n_src / n_out - 1/2.
-NEAR = 1.0
+#: The first example's expected greedy translation, word by word, with the German word each English word translates
+#: (``None``: no German counterpart; German says "spielt Gitarre", without an article). Figure T.1's paragraph counts,
+#: per head, the rows whose darkest cell is that German word; it is left out when the model writes another sentence.
+ALIGNMENT = [("A", "Ein"), ("man", "Mann"), ("in", "mit"), ("a", "einem"), ("red", "roten"), ("hat", "Hut"),
+             ("is", "spielt"), ("playing", "spielt"), ("a", None), ("guitar", "Gitarre"), ("on", "auf"),
+             ("the", "der"), ("street", "Straße"), (".", ".")]
 
 
-def _diagonal(n_out: int, n_src: int):
-    """Chapter 11's proportional diagonal: the source place of each of ``n_out`` rows, ``(n_out,)``."""
+def aligned_counts(weights, src_words, out_words, alignment=ALIGNMENT):
+    """Per head of ``weights`` ``(n_heads, n_out, n_src)`` (rows: ``out_words``, then possibly ``<eos>``; columns:
+    ``src_words``), how many of the rows with a German counterpart in ``alignment`` (a list of
+    ``(English word, German word or None)``) put their largest weight on that German word, and how many of the
+    others put it on the source word right before or after it. Returns ``(hits, neighbours, n_aligned)``
+    (two lists with one entry per head, and an int), or ``None`` when ``out_words`` is not the alignment's English
+    or a German word of it is not one of ``src_words`` exactly once."""
     import numpy as np
 
-    from tmlib.analysis import diagonal_centre
+    w = np.asarray(weights)
+    if list(out_words[:len(alignment)]) != [e for e, _ in alignment] or len(out_words) > len(alignment) + 1:
+        return None
+    targets = [(r, g) for r, (_, g) in enumerate(alignment) if g is not None]
+    if any(list(src_words).count(g) != 1 for _, g in targets):
+        return None
+    place = {g: list(src_words).index(g) for _, g in targets}
+    hits, near = [], []
+    for h in range(w.shape[0]):
+        best = w[h].argmax(-1)
+        hits.append(sum(int(best[r] == place[g]) for r, g in targets))
+        near.append(sum(int(abs(int(best[r]) - place[g]) == 1) for r, g in targets))
+    return hits, near, len(targets)
 
-    return diagonal_centre(np.arange(n_out, dtype=np.float64), max(1, n_out), n_src)
+
+def neighbour_miss(weights, src_words, alignment=ALIGNMENT) -> tuple[int, int] | None:
+    """The first row (over heads, then rows) of ``weights`` ``(n_heads, n_out, n_src)`` whose largest weight lies on
+    the source word right before or after the German word that ``alignment`` gives it: ``(row, source subword)``,
+    or ``None``. Call it only where :func:`aligned_counts` returned counts."""
+    import numpy as np
+
+    w = np.asarray(weights)
+    for h in range(w.shape[0]):
+        for r, (_, g) in enumerate(alignment):
+            if g is not None and abs(int(w[h, r].argmax()) - list(src_words).index(g)) == 1:
+                return r, int(w[h, r].argmax())
+    return None
+
+
+def longest_run(weights) -> tuple[int, int, int, int]:
+    """The longest stretch of consecutive rows of one head that put their largest weight on the same source
+    subword, in ``weights`` ``(n_heads, n_out, n_src)`` (the last row, ``<eos>``, left out): ``(head, first row,
+    number of rows, source subword)``; the first such stretch on a tie."""
+    import numpy as np
+
+    w = np.asarray(weights)
+    found = (0, 0, 0, 0)
+    for h in range(w.shape[0]):
+        best = w[h, :-1].argmax(-1).tolist()
+        r = 0
+        while r < len(best):
+            n = 1
+            while r + n < len(best) and best[r + n] == best[r]:
+                n += 1
+            if n > found[2]:
+                found = (h, r, n, best[r])
+            r += n
+    return found
+
+
+def repeated_word(text: str) -> str | None:
+    """The first word of ``text`` written three or more times in a row (``"a a a"``), or ``None``."""
+    words = text.split()
+    for i in range(len(words) - 2):
+        if words[i] == words[i + 1] == words[i + 2]:
+            n = 3
+            while i + n < len(words) and words[i + n] == words[i]:
+                n += 1
+            return " ".join(words[i:i + n])
+    return None
 
 
 def label(piece: str) -> str:
@@ -99,30 +164,6 @@ def chapter_9_scores(step: int, best_step: int | None) -> dict[str, float] | Non
     return {"greedy": float(table.group(1)), "beam 4": float(table.group(2))}
 
 
-def near_diagonal(weights) -> list[int]:
-    """For each head of ``weights`` ``(n_heads, n_q, n_src)`` (every row, the ``<eos>`` row last): how many of the
-    word rows (all but the last) weight most a source subword within ``NEAR`` of chapter 11's diagonal, which places
-    the rows among all ``n_q``."""
-    import numpy as np
-
-    w = np.asarray(weights)
-    _, n_q, n_src = w.shape
-    diagonal = _diagonal(n_q, n_src)[:-1]
-    return [int((np.abs(w[h, :-1].argmax(-1) - diagonal) <= NEAR).sum()) for h in range(w.shape[0])]
-
-
-def off_diagonal(weights) -> list[tuple[int, int, int]]:
-    """The word rows of ``weights`` ``(n_heads, n_q, n_src)`` (the ``<eos>`` row last, not counted) whose largest
-    weight lies more than ``NEAR`` from chapter 11's diagonal, as ``(head, output row, source subword)``."""
-    import numpy as np
-
-    w = np.asarray(weights)
-    _, n_q, n_src = w.shape
-    diagonal = _diagonal(n_q, n_src)[:-1]
-    return [(h, r, int(j)) for h in range(w.shape[0]) for r, j in enumerate(w[h, :-1].argmax(-1))
-            if abs(j - diagonal[r]) > NEAR]
-
-
 def draw(layers, src_pieces, out_pieces, path: Path) -> tuple[str, str]:
     """Draw the first and last layer's heads (``layers``: a list of ``(n_heads, n_out, n_src)`` arrays, one per
     decoder layer) as a grid in the widget's colours; return the figure's caption and a paragraph of what it shows."""
@@ -139,6 +180,8 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> tuple[str, str]:
             ax = axes[r][h]
             sns.heatmap(w[h], ax=ax, cmap="Blues", vmin=0.0, vmax=1.0, cbar=False, linewidths=0.3,
                         linecolor="#eeeeee", xticklabels=src_pieces, yticklabels=out_pieces if h == 0 else False)
+            best = w[h].argmax(-1)  # the darkest cell of each row, marked with a dot
+            ax.scatter(best + 0.5, [k + 0.5 for k in range(len(best))], s=14, color="#e6550d", zorder=3)
             ax.set_title(f"decoder layer {number}, head {h}")
             ax.tick_params(axis="x", rotation=90)
             ax.tick_params(axis="y", rotation=0)
@@ -151,37 +194,52 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> tuple[str, str]:
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
-    # The caption says what the figure shows, computed from the weights drawn (without the <eos> row).
-    n_out = layers[0].shape[1] - 1
-    first, last = near_diagonal(layers[0]), near_diagonal(layers[-1])
+    # The caption says what the figure shows; the paragraph what the dots show, counted from the weights drawn.
     last_number = len(layers) - 1
     caption = (f"The cross-attention of decoder layer 0 (top) and layer {last_number} (bottom), every head, for the "
                "first example: one row per output subword, one column per source subword, darker for a larger "
-               "weight.")
+               "weight; a dot marks the darkest cell of each row.")
     if any(p.startswith("##") for p in src_pieces + out_pieces):
         caption += " `##` marks a subword that continues the word before it."
-    counts = f"{', '.join(map(str, last[:-1]))} and {last[-1]}" if n_heads > 1 else str(last[0])
-    text = (f"In Figure T.1's layer {last_number}, the largest weight of a word row lies within one subword of "
-            "{ref}`chapter 11's diagonal <nb11-stats>` (row $i$ of the "
-            f"{n_out + 1} rows, `<eos>` included, is centred on source subword $(i + \\tfrac{{1}}{{2}}) \\cdot "
-            f"{layers[0].shape[2]}/{n_out + 1} - \\tfrac{{1}}{{2}}$, counting from 0) in "
-            f"{counts} of the {n_out} word rows of heads 0 to {n_heads - 1}")
-    off = off_diagonal(layers[-1])  # (head, output row, source subword) of the other rows
-    if not off:
-        text += ": every head of the layer follows the word order."
-    elif min(last) >= 0.75 * n_out and len(off) <= 3:
-        text += (". These heads follow the word order, with " + ("one exception" if len(off) == 1 else
-                                                                f"{len(off)} exceptions") + ": "
-                 + "; ".join(f"head {h} reads `{src_pieces[j]}` while writing `{out_pieces[r]}`"
-                             for h, r, j in off) + ".")
+
+    def listed(values):
+        values = [str(v) for v in values]
+        return f"{', '.join(values[:-1])} and {values[-1]}" if len(values) > 1 else values[0]
+
+    first = aligned_counts(layers[0], src_pieces, out_pieces)
+    last = aligned_counts(layers[-1], src_pieces, out_pieces)
+    text = ""
+    if first is None or last is None:
+        print("the model's translation of the first example is not the one ALIGNMENT lists: the paragraph under "
+              "Figure T.1 leaves out the counts of aligned rows", file=sys.stderr)
     else:
-        text += "."
-    worst = min(range(n_heads), key=lambda h: first[h])
-    if first[worst] <= 0.5 * n_out:
-        most = layers[0][worst, :-1].argmax(-1).tolist()
-        top = max(set(most), key=most.count)
-        text += (f" Head {worst} of layer 0 looks elsewhere: {most.count(top)} of its {n_out} word rows put their "
-                 f"largest weight on `{src_pieces[top]}`.")
+        hits, near, n = last
+        skipped = [e for (e, g) in ALIGNMENT if g is None]
+        most = "most sit" if 2 * sum(hits) > n * n_heads else "some sit"
+        text += (f"Read the dots of layer {last_number} row by row: {most} on the German word that the English "
+                 "word translates (`Ein` for *A*, `spielt` for both *is* and *playing*, `Straße` for *street*). "
+                 f"Of the {n} rows whose word has a German counterpart"
+                 + (f" (the *{skipped[0]}* of *a guitar* has none: German says *spielt Gitarre*)"
+                    if skipped == ["a"] else "")
+                 + f", heads 0 to {n_heads - 1} put the dot on it in {listed(hits)} rows")
+        misses = n * n_heads - sum(hits)
+        if misses:
+            text += f"; {sum(near)} of the {misses} other dots sit on the German word just before or after it"
+            example = neighbour_miss(layers[-1], src_pieces)
+            if example is not None:
+                row, got = example
+                pair = sorted([src_pieces.index(ALIGNMENT[row][1]), got])
+                text += (f", such as `{src_pieces[got]}` for *{out_pieces[row]}* "
+                         f"(of *{src_pieces[pair[0]]} {src_pieces[pair[1]]}*)")
+            text += "."
+        else:
+            text += "."
+        text += f" In layer 0 the same counts are {listed(first[0])}."
+    h, r, n_rows, j = longest_run(layers[0])
+    if n_rows >= 3:
+        words = [f"*{out_pieces[k]}*" for k in range(r, r + n_rows)]
+        text += (f" In layer 0, head {h} keeps looking at one word: its rows for {listed(words)} all put their "
+                 f"largest weight on `{src_pieces[j]}`.")
     text += " Chapter 11 measures how closely each head follows the word order over many sentences."
     return caption, text
 
@@ -210,15 +268,37 @@ def main() -> int:
         shown = f"*{_cell(out)}*" if out else "(not translated: every piece but the word-start marks `▁` is `<unk>`)"
         rows.append(f"| {_cell(source)} | {kind} | {shown} |")
 
+    loops = []  # greedy decoding's repetition failure, where an example shows it
+    for (source, kind), out in zip(EXAMPLES, outputs):
+        again = repeated_word(out)
+        if again and not loops:
+            loops = [_wrap(f"The {kind} example shows a failure of greedy decoding: it can fall into a loop and "
+                           f"write the same word again and again (*{again}*), since nothing in it forbids that."),
+                     ""]
     pair = translate_and_capture(model, tok, sources[0])
     layers = [w[0].numpy() for w in pair["capture"].weights["cross"]]  # each (n_heads, tgt_len, src_len)
     caption, reading = draw(layers, pair["src_pieces"], pair["produced_pieces"], FIGURE)
 
     minutes = f"{trained.elapsed_s / 60:.0f} minutes" if trained.elapsed_s else "chapter 9's time budget"
-    minutes += f" ({trained.step:,} steps on the computer that trained this one)"
-    last = " (its last)" if trained.best_step == trained.step else ""
-    kept = (", and keeps the weights of its validation pass with the lowest cross-entropy: those of step "
-            f"{trained.best_step:,}{last}" if trained.best_step is not None else "")
+    machine = trained.machine or {}
+    where = (f" on a computer with {machine['cpu_count']} CPUs ({machine['cpu_model']}) and no GPU"
+             if machine.get("cpu_count") and machine.get("cpu_model") and not machine.get("gpu") else "")
+    kept = ""
+    if trained.best_step is not None:
+        kept = (" and keeps the weights of its validation pass with the lowest cross-entropy: those of step "
+                f"{trained.best_step:,}")
+        passes, nll = trained.history.get("val_step") or [], trained.history.get("val_nll") or []
+        if trained.best_step in passes and len(nll) == len(passes):
+            k = passes.index(trained.best_step)
+            later = nll[k + 1:]
+            kept += f", pass {k + 1} of {len(passes)}"
+            if later and all(v > nll[k] for v in later):
+                kept += (f". The validation cross-entropy rose in all {len(later)} later passes: the model, which "
+                         "has no dropout, had begun to memorise the training captions "
+                         "({ref}`chapter 9 <nb09-training>`)")
+            elif not later:
+                kept += " (its last)"
+    intro = f"Chapter 9's model trains for {minutes}. This one made {trained.step:,} steps{where}{kept}."
     scores = chapter_9_scores(trained.step, trained.best_step)
     if scores is None:
         print(f"{CHAPTER_9.relative_to(ROOT)} shows no scores of this run: the gallery leaves them out "
@@ -238,7 +318,7 @@ def main() -> int:
             f"with a vocabulary of {c.vocab_size:,} subwords shared by German and English.")
     facts = "\n".join([
         MODEL_START,
-        _wrap(f"Chapter 9's model trains for {minutes}{kept}. {size}{score}"),
+        _wrap(f"{intro} {size}{score}"),
         MODEL_END,
     ])
     block = "\n".join([
@@ -248,6 +328,7 @@ def main() -> int:
         "",
         *rows,
         "",
+        *loops,
         "```{figure} figures/translator_cross_attention.png",
         ":name: translator-gallery-figure",
         ":width: 100%",

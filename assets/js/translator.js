@@ -23,8 +23,8 @@
   const STATIC = new URL("../", document.currentScript.src).href; // .../_static/
   const ORT_DIR = STATIC + "vendor/onnxruntime-web/";
   const FROM_DISK = location.protocol === "file:";
-  const DISK_HINT = " (this page was opened from the file system, where the translator reads the script copies " +
-    "of its files, NAME.js, that the site build writes: build the site again with `make book`)";
+  const DISK_HINT = " (this page was opened from a copy on your disk, which lacks some of the translator's files: " +
+    "open the online site instead, or read what the model writes at the end of this page)";
 
   const CSS = `
 .tm-translator { border: 1px solid #ccc; border-radius: 6px; padding: 0.8em; margin: 1em 0; }

@@ -12,7 +12,8 @@ it runs on which machine (chapter 12, ``benchmarks/``).
 * :mod:`~tmlib.analysis.flops`: FLOPs (counted once, from one attention and one feed-forward unit), device peaks,
   MFU;
 * :mod:`~tmlib.analysis.benchmarking`: timers, measured peak memory, power-law fits, KV-cache bytes;
-* :mod:`~tmlib.analysis.records`: chapter 12's stored benchmark records, read into tables and short lines;
+* :mod:`~tmlib.analysis.records`: chapter 12's stored benchmark records, read into tables, figure series and
+  short lines;
 * :mod:`~tmlib.analysis.bugcheck`: the tests a Transformer must pass (causality, padding, the scale of the scores,
   the first loss, one batch learnt by heart) and attention with a planted bug, for the chapter on finding bugs.
 
@@ -44,10 +45,7 @@ from tmlib.analysis.findings import (
 )
 from tmlib.analysis.heads import STATISTICS, attention_statistics, diagonal_centre, head_statistics
 from tmlib.analysis.records import (
-    attention_cost_findings, attention_rows, attention_series, attention_time_findings, disturbed_cases,
-    exponent_table, gpu_attention_findings, kv_cache_findings, mfu_findings, step_profile, table1_findings,
-    table1_ratios,
-    throughput_findings
+    attention_rows, attention_series, exponent_table, gpu_attention_table, step_profile
 )
 from tmlib.analysis.permutation import (
     js_distance, override_head_attention, permutation_effects, permute_rows, total_variation
@@ -71,8 +69,5 @@ __all__ = [
     "translate_and_capture", "word_alignment", "word_labels", "word_spans",
     "ablation_findings", "alignment_reading", "argmax_changed_off", "head_name", "layer_breadth", "layer_table",
     "permutation_findings", "run_summary", "sink_heads", "standout_heads", "strongest_heads", "head_findings",
-    "attention_cost_findings", "attention_rows", "attention_series", "attention_time_findings",
-    "disturbed_cases", "exponent_table",
-    "gpu_attention_findings", "kv_cache_findings", "mfu_findings", "step_profile", "table1_findings",
-    "table1_ratios", "throughput_findings"
+    "attention_rows", "attention_series", "exponent_table", "gpu_attention_table", "step_profile"
 ]

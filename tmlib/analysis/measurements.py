@@ -51,6 +51,77 @@ def repeat_spreads(*tables: list[dict]) -> np.ndarray:
     return np.array([max(r["times_s"]) / min(r["times_s"]) for rows in tables for r in rows])
 
 
+AGREE = 2.0
+"""The acceptance rule's threshold: windows agree when the largest ratio is less than this many times the smallest."""
+
+
+def verdict(ratios) -> str:
+    """The acceptance rule for the window-by-window ratios of A's time to B's (or of their throughputs).
+
+    Two tests: the windows agree (the largest ratio is less than :data:`AGREE` times the smallest) and every ratio
+    lies on the same side of 1. Both hold: the ratio of the medians stands. The first fails: "not yet a measurement".
+    Only the second fails: "no difference shown".
+
+    Args:
+        ratios: one positive ratio per window (a sequence of floats, at least one).
+
+    Returns:
+        str: the spread ``max / min`` and the rule's conclusion, one sentence without a full stop.
+
+    Raises:
+        ValueError: no ratios, or a ratio that is not positive and finite.
+    """
+    ratios = [float(r) for r in ratios]
+    if not ratios or not all(np.isfinite(r) and r > 0 for r in ratios):
+        raise ValueError(f"verdict needs one positive, finite ratio per window, got {ratios}")
+    spread = max(ratios) / min(ratios)
+    if spread >= AGREE:
+        return f"the window ratios spread by a factor of {spread:.2f}, {AGREE:g} or more: not yet a measurement"
+    if min(ratios) > 1 or max(ratios) < 1:
+        return (f"the window ratios spread by a factor of {spread:.2f}, below {AGREE:g}, and all lie on one side of 1: "
+                "the ratio of the medians stands")
+    return (f"the window ratios spread by a factor of {spread:.2f}, below {AGREE:g}, but lie on both sides of 1: "
+            "no difference shown")
+
+
+PACE = 1.5
+"""The reference test's band: a run ran at a record's pace when each of its medians lies within this factor of the
+record's median of the same case, either way (from 1 / PACE to PACE times it)."""
+
+
+def pace(live_medians, record_medians) -> str:
+    """The reference test: a run's median times set beside a stored record's medians of the same cases.
+
+    The windows of one run cannot see a load that slows every call alike; a reference can. Each factor is a live
+    median divided by the record's. All factors within :data:`PACE` of 1, either way: the run went at the record's
+    pace. Otherwise it did not, and the sentence says in which direction (no factor below 1: slower; none above 1:
+    faster; some above and some below: neither).
+
+    Args:
+        live_medians: the run's median seconds per call, one per case (a sequence of positive floats).
+        record_medians: the record's median seconds per call of the same cases, in the same order.
+
+    Returns:
+        str: the factors and the conclusion, one sentence without a full stop, ending in "at the record's pace",
+        "slower than the record's pace", "faster than the record's pace" or "not the record's pace".
+
+    Raises:
+        ValueError: the two sequences differ in length, are empty, or hold a value that is not positive and finite.
+    """
+    live, stored = [float(t) for t in live_medians], [float(t) for t in record_medians]
+    if not live or len(live) != len(stored) or not all(np.isfinite(t) and t > 0 for t in live + stored):
+        raise ValueError(f"pace needs equally many positive, finite medians on both sides, got {live} and {stored}")
+    factors = [a / b for a, b in zip(live, stored)]
+    text = "this run's medians are " + " and ".join(f"{f:.2f}" for f in factors) + " times the record's"
+    if all(1 / PACE <= f <= PACE for f in factors):
+        return text + f", within a factor of {PACE:g} either way: at the record's pace"
+    if min(factors) >= 1:
+        return text + f", slower by more than a factor of {PACE:g} for at least one: slower than the record's pace"
+    if max(factors) <= 1:
+        return text + f", faster by more than a factor of {PACE:g} for at least one: faster than the record's pace"
+    return text + ", some above 1 and some below: not the record's pace"
+
+
 def text_fields(record: dict) -> dict:
     """The numbers that some records store only inside sentences, read in one place.
 
@@ -122,8 +193,9 @@ def your_run(history: dict, machine: dict | None, dtype: str, references: dict[s
         dtype: the precision it trained in, ``"float32"`` or ``"bfloat16"``.
         references: the course's 15-minute runs by machine name (``"M1"``, ``"M2"``, ``"M3"``), each a record of
             ``benchmarks/results/`` with ``steps`` and ``best_val_nll``.
-        yardstick: the smallest and largest gap in validation cross-entropy between two runs of the same kind (the
-            two stand-in runs); if given, a last sentence says whether the run's gap lies within it.
+        yardstick: the smaller and the larger gap in validation cross-entropy between two runs of the same kind,
+            such as a seed pair's gaps in lowest and in last validation cross-entropy (:func:`seed_yardstick`); if
+            given, a last sentence says whether the run's gap is no larger than the larger of the two.
 
     Returns:
         str: the run's steps, minutes and lowest validation cross-entropy, then either that it is one of the
@@ -155,3 +227,45 @@ def your_run(history: dict, machine: dict | None, dtype: str, references: dict[s
                    f"sets of {like}: {steps / ref['steps']:.2f} times the {ref['steps']:,} steps of {like}'s "
                    f"15-minute run in the table, and a lowest validation cross-entropy {abs(gap):.4f} "
                    f"{'below' if gap < 0 else 'above'} that run's {ref['best_val_nll']:.4f}.") + verdict
+
+
+#: The training settings two runs must share to count as a seed pair (besides the model, the precision and the steps);
+#: how a run was stopped, logged or checkpointed, and its seed, may differ.
+RECIPE_KEYS = ("max_sentence_len", "max_tokens", "warmup_steps", "lr_factor", "label_smoothing", "grad_clip",
+               "accumulate", "ema_decay", "keep_best")
+
+#: The gaps :func:`seed_yardstick` returns, in this order.
+SEED_GAPS = ("BLEU, beam 4", "BLEU lowercased, beam 4", "BLEU, greedy", "BLEU lowercased, greedy",
+             "lowest validation cross-entropy", "last validation cross-entropy")
+
+
+def seed_yardstick(run_a: dict, run_b: dict) -> dict[str, float]:
+    """How far apart two runs lie that differ only in their seed: the yardstick for any gap between two single runs.
+
+    The seed sets the initial weights and the order of the batches; everything else (model, recipe, precision,
+    number of steps, test set) must be the same, or the gap would mix other differences into the seed's.
+
+    Args:
+        run_a, run_b: two records of chapter 9's runs (``benchmarks/results/translate_*.json``, read with
+            :func:`~tmlib.analysis.benchmarking.load_result`), each with ``model_config``, ``train_config``,
+            ``precision``, ``steps``, ``test_set``, ``beam4`` and ``greedy`` (``bleu``, ``bleu_lowercase``),
+            ``best_val_nll`` and ``val_nll`` (the last validation pass, at the last step).
+
+    Returns:
+        dict: the absolute gap for each name of :data:`SEED_GAPS` (floats; BLEU in points, cross-entropy in nats
+        per target token).
+
+    Raises:
+        ValueError: the runs share their seed, or differ in the model, a setting of :data:`RECIPE_KEYS`, the
+            precision, the number of steps or the test set.
+    """
+    cfg_a, cfg_b = run_a["train_config"], run_b["train_config"]
+    if cfg_a.get("seed") == cfg_b.get("seed"):
+        raise ValueError(f"a seed pair needs two seeds, both runs have seed {cfg_a.get('seed')}")
+    differ = [k for k in ("model_config", "precision", "steps", "test_set") if run_a.get(k) != run_b.get(k)]
+    differ += [k for k in RECIPE_KEYS if cfg_a.get(k) != cfg_b.get(k)]
+    if differ:
+        raise ValueError(f"the runs differ in more than their seed: {', '.join(differ)}")
+    values = [(r["beam4"]["bleu"], r["beam4"]["bleu_lowercase"], r["greedy"]["bleu"], r["greedy"]["bleu_lowercase"],
+               r["best_val_nll"], r["val_nll"]) for r in (run_a, run_b)]
+    return {name: abs(a - b) for name, a, b in zip(SEED_GAPS, *values)}

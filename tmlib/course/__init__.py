@@ -4,8 +4,8 @@ self-check quizzes and titled, labelled figures.
 
 from tmlib.course.checks import check_close, check_shape, tolerance_text
 from tmlib.course.diagnostics import (
-    check_causal, check_own_work, check_padding_invariance, check_rows_sum_to_one, check_stages, forbidden_references,
-    module_stages, resolve_dotted
+    check_causal, check_own_answer, check_own_work, check_padding_invariance, check_rows_sum_to_one, check_stages,
+    forbidden_references, module_stages, resolve_dotted
 )
 from tmlib.course.count_checks import (
     check_attention_bytes, check_cache_projections, check_decoder_only_count, check_kv_cache_bytes
@@ -16,7 +16,7 @@ from tmlib.course.exercise_checks import (
 )
 from tmlib.course.module_checks import (check_merged_heads, check_my_mha, check_padding_masks, check_view_rows,
                                        check_view_shortcut)
-from tmlib.course.module_checks import check_additive_mask, check_cache_numbers
+from tmlib.course.module_checks import check_additive_mask, check_cache_numbers, check_transposed_stride
 from tmlib.course.training_checks import (
     check_case_sensitive_sentences, check_learning_rate, check_lengths_per_batch, check_padding_fractions,
     check_peak_learning_rate, check_schedule_crossing, check_smoothing_floor, check_smoothing_mass,
@@ -48,7 +48,8 @@ from tmlib.course.efficiency_checks import (check_against_measured, check_skippe
 from tmlib.course.efficiency_checks import (check_causal_online_attention, check_crossovers, check_flops_per_token,
                                             check_kv_cache_function)
 from tmlib.course.efficiency_checks import check_big_model_cache, check_big_model_flops
-from tmlib.course.recipe_checks import check_lrate, check_smoothed_loss
+from tmlib.course.recipe_checks import (check_half_step, check_descend, check_descend_steps, check_lrate,
+                                        check_smoothed_loss)
 from tmlib.course.modern_checks import check_alibi_slopes, check_tokens_in_memory
 from tmlib.course.count_checks import check_ffn_parameters
 from tmlib.course.exercise_checks import check_rope_scores, check_wavelength_pair
@@ -64,7 +65,8 @@ __all__ = [
     "check_decoder_only_count", "check_encoder_layer", "check_feed_forward", "check_feed_forward_result",
     "check_kv_cache_bytes", "check_layer_norm_result", "check_learning_rate", "check_lengths_per_batch",
     "check_merged_alignment", "check_merged_heads", "check_padding_masks", "check_multi_head_attention",
-    "check_multi_head_result", "check_my_mha", "check_own_work", "check_padding_fractions", "check_padding_invariance",
+    "check_transposed_stride",
+    "check_multi_head_result", "check_my_mha", "check_own_answer", "check_own_work", "check_padding_fractions", "check_padding_invariance",
     "check_peak_learning_rate", "check_rows_sum_to_one", "check_schedule_crossing", "check_shape",
     "check_smoothing_floor", "check_smoothing_mass", "check_stages", "check_train_step", "check_view_rows",
     "check_view_shortcut",
@@ -78,7 +80,7 @@ __all__ = [
     "check_against_measured", "check_skipped_pairs", "check_tiled_reads", "check_training_flops",
     "check_causal_online_attention", "check_crossovers", "check_flops_per_token", "check_kv_cache_function",
     "check_big_model_cache", "check_big_model_flops",
-    "check_lrate", "check_smoothed_loss",
+    "check_half_step", "check_descend", "check_descend_steps", "check_lrate", "check_smoothed_loss",
     "check_alibi_slopes", "check_ffn_parameters", "check_tokens_in_memory",
     "check_rope_scores", "check_wavelength_pair",
     "check_key_shifts", "check_ln_of_affine", "check_one_head", "check_relu_bias",

@@ -28,12 +28,15 @@ def _check_byte_product(answer: int, expected: int, factors: dict, what: str, ot
     """Compare a byte count with ``expected`` (a product of the named ``factors``) exactly; on a failure, name the
     one factor that is missing or counted twice (or bits counted for bytes), else say ``otherwise``. ``instead``:
     ``(given, other, hint)`` triples, a factor's given value and another the student may have used in its place
-    (float32's 4 bytes for bfloat16's 2, say), named by ``hint`` before anything else. Never the value."""
+    (float32's 4 bytes for bfloat16's 2, say), named by ``hint`` before anything else (with bits for bytes beside
+    it when that is the same factor 8). Never the value."""
     if answer == expected:
         return f"correct: {what} is right (exact)"
     size = "too small" if answer < expected else "too large"
     for given, other, hint in instead:
         if int(other) != int(given) and answer * int(given) == expected * int(other):
+            if answer == expected * 8:  # the same factor as bits for bytes: name both causes
+                hint = hint.rstrip("?") + ", or bits counted instead of bytes (the same factor here)?"
             raise AssertionError(f"{what} is not right yet ({size}): {hint}")
     hints = [f"{name} is missing" for name, f in factors.items() if f > 1 and answer * f == expected]
     hints += [f"{name} is counted twice" for name, f in factors.items() if f > 1 and answer == expected * f]

@@ -9,6 +9,7 @@ the student's function on the same inputs every time (the grader replays a funct
 """
 from __future__ import annotations
 
+import ast
 import dis
 import importlib
 import inspect
@@ -19,7 +20,7 @@ import numpy as np
 from tmlib.course.checks import as_float_array, check_close
 
 __all__ = ["check_rows_sum_to_one", "check_causal", "check_padding_invariance", "check_stages", "module_stages",
-           "forbidden_references", "check_own_work", "resolve_dotted"]
+           "forbidden_references", "check_own_work", "check_own_answer", "resolve_dotted"]
 
 
 def check_rows_sum_to_one(weights, what: str = "the attention weights", atol: float = 1e-6) -> str:
@@ -388,3 +389,62 @@ def check_own_work(fn, forbid, what: str | None = None) -> str:
         raise AssertionError(f"{name} calls {', '.join(found)}: this exercise asks you to write it yourself, "
                              "without it")
     return f"correct so far: {name} is your own work (it calls none of {', '.join(forbid)})"
+
+
+def _assigns(tree, name: str) -> bool:
+    """Whether the parsed cell ``tree`` binds ``name`` (``name = ...``, ``name += ...``, a ``for`` target, an import
+    ``as name``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            return True
+        if isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name:
+            return True
+    return False
+
+
+def answer_cell_source(name: str, namespace: dict) -> str | None:
+    """The source of the last cell run in the notebook of ``namespace`` that assigns ``name`` (from IPython's input
+    history, ``_ih``), or None where there is no such history (a script, the grader) or no such cell."""
+    history = namespace.get("_ih", namespace.get("In"))
+    if not isinstance(history, list):
+        return None
+    for source in reversed(history):
+        if not isinstance(source, str):
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        if _assigns(tree, name):
+            return source
+    return None
+
+
+def check_own_answer(name: str, forbid, namespace: dict | None = None) -> str:
+    """Assert that the notebook cell that computes the value ``name`` (a plain value, such as a list of numbers) does
+    not call the library references ``forbid`` (dotted names, the exercise's ``"forbid"`` markup). A value keeps no
+    trace of how it was computed, so this reads the source of the last cell run that assigns ``name`` (IPython's
+    input history) and the student's functions it calls, as :func:`forbidden_references` reads a function.
+    ``namespace``: the notebook's globals (default: the caller's). Where there is no input history (a script, the
+    grader, whose run makes the references raise instead), it cannot tell and says so.
+
+    Raises:
+        AssertionError: "the cell that computes ``name`` calls tmlib.model.alibi_slopes: this exercise asks you to
+            compute it without it".
+    """
+    import sys
+
+    if namespace is None:
+        namespace = sys._getframe(1).f_globals
+    source = answer_cell_source(name, namespace)
+    if source is None:
+        return f"cannot tell here how {name} was computed (no cell of this notebook that assigns it was found)"
+    try:
+        code = compile(source, f"<the cell that computes {name}>", "exec")
+    except SyntaxError:  # IPython syntax the history did not translate: nothing to read
+        return f"cannot tell here how {name} was computed"
+    found = forbidden_references(types.FunctionType(code, namespace), forbid)
+    if found:
+        raise AssertionError(f"the cell that computes {name} calls {', '.join(found)}: this exercise asks you to "
+                             f"compute {name} without {'it' if len(found) == 1 else 'them'}")
+    return f"correct so far: {name} is your own work (its cell calls none of {', '.join(forbid)})"

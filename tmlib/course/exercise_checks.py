@@ -453,10 +453,11 @@ def check_wavelength_pair(i_best, d_model: int = 64, target: float = 100.0, what
 
 def check_rope_scores(scores, what: str = "scores", *, seed: int = 3,
                       pairs=((0, 3), (10, 13), (50, 53)), d: int = 8) -> str:
-    """Exercise 4.4: ``scores[j]`` is (q M_m^T)·(k M_n^T) = (M_m q)·(M_n k) for the j-th pair (m, n) of ``pairs``,
-    with q and k the first two draws ``rng.normal(size=d)`` of ``np.random.default_rng(seed)``, recomputed here and
-    never printed. A wrong score names q·k (no rotation, or both rotated by M_m), the key rotated by M_n^T, m and
-    n swapped (which both rotations transposed, ``q @ M``, also give), or only one of the two vectors rotated."""
+    """Exercise 4.4: ``scores[j]`` is (q M_m)·(k M_n) for the j-th pair (m, n) of ``pairs``, with M_m the shift
+    matrix ``ref.relative_position_matrix(m, d)`` (row vectors: PE[pos] @ M_m = PE[pos + m]) and q and k the first two
+    draws ``rng.normal(size=d)`` of ``np.random.default_rng(seed)``, recomputed here and never printed. A wrong score
+    names q·k (no rotation, or both rotated by M_m), the key rotated by M_n^T, m and n swapped (which both rotations
+    transposed, ``q @ M.T``, also give), or only one of the two vectors rotated."""
     require_answered(scores, what)
     got = as_float_array(scores, "scores", what)
     check_shape(got, (len(pairs),), what)
@@ -465,18 +466,18 @@ def check_rope_scores(scores, what: str = "scores", *, seed: int = 3,
     rot = lambda pos: ref.relative_position_matrix(pos, d)  # noqa: E731
     variants = [("q·k gives, with no rotation or both rotated by the same M_m: rotate k by its own M_n",
                  lambda m, n: q @ k),
-                ("the key rotated by the transpose M_n^T gives", lambda m, n: (rot(m) @ q) @ (rot(n).T @ k)),
-                ("the two positions swapped give, (M_n q)·(M_m κ), and so do both rotations transposed "
-                 "(`q_vec @ M` is q M, not q M^T): rotate the query as q M_m^T (`q_vec @ M.T`, the same as "
-                 "`M @ q_vec`) and the key as κ M_n^T", lambda m, n: (rot(n) @ q) @ (rot(m) @ k)),
-                ("only the key rotated gives, q·(M_n κ): your score depends on n alone (at m = 0 that is right, "
-                 "since M_0 = I); rotate the query by its own M_m too", lambda m, n: q @ (rot(n) @ k)),
-                ("only the query rotated gives, (M_m q)·κ: your score depends on m alone; rotate the key by its own "
-                 "M_n too", lambda m, n: (rot(m) @ q) @ k)]
+                ("the key rotated by the transpose M_n^T gives", lambda m, n: (q @ rot(m)) @ (k @ rot(n).T)),
+                ("the two positions swapped give, (q M_n)·(κ M_m), and so do both rotations transposed "
+                 "(`q_vec @ M.T` is q M^T): rotate the query as q M_m (`q_vec @ R.relative_position_matrix(m, 8)`) "
+                 "and the key as κ M_n", lambda m, n: (q @ rot(n)) @ (k @ rot(m))),
+                ("only the key rotated gives, q·(κ M_n): your score depends on n alone (at m = 0 that is right, "
+                 "since M_0 = I); rotate the query by its own M_m too", lambda m, n: q @ (k @ rot(n))),
+                ("only the query rotated gives, (q M_m)·κ: your score depends on m alone; rotate the key by its own "
+                 "M_n too", lambda m, n: (q @ rot(m)) @ k)]
     # a hint only for a mistake that every score shows (at m = 0 a swap and a transposed key agree)
     variants = [(hint, [f(m, n) for m, n in pairs]) for hint, f in variants]
     variants = [(hint, v) for hint, v in variants if np.allclose(got, v, rtol=0, atol=1e-9)]
-    lines = [_compare(got[j], (rot(m) @ q) @ (rot(n) @ k), f"the score for (m, n) = ({m}, {n})",
+    lines = [_compare(got[j], (q @ rot(m)) @ (k @ rot(n)), f"the score for (m, n) = ({m}, {n})",
                       [(hint, v[j]) for hint, v in variants], atol=1e-9) for j, (m, n) in enumerate(pairs)]
     return "\n".join(lines)
 

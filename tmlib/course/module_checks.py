@@ -16,6 +16,7 @@ from tmlib.course.count_checks import _whole_number
 from tmlib.course.exercise_checks import _compare
 
 __all__ = ["check_additive_mask", "check_cache_numbers", "check_merged_heads", "check_my_mha", "check_padding_masks",
+           "check_transposed_stride",
            "check_view_rows", "check_view_shortcut"]
 
 
@@ -38,6 +39,29 @@ def check_merged_heads(answer, heads, what: str = "the merged tensor") -> str:
                 ("the heads in reverse order give: Concat(head_h, ..., head_1)",
                  merged(x[:, ::-1].transpose(0, 2, 1, 3)))]
     return _compare(answer, expected, what, variants, atol=0)
+
+
+def check_transposed_stride(stride_t, heads, what: str = "stride_t") -> str:
+    """Check ``stride_t``, the stride of ``heads.transpose(1, 2)`` for head outputs ``heads`` ``(batch, n_heads,
+    seq_len, d_k)`` laid out head by head (row-major): a tuple of 4 whole numbers, exact. Names the stride of
+    ``heads`` itself (before the transpose) and that of the row-major copy ``.contiguous()`` makes; never the
+    answer. Raises AssertionError."""
+    require_answered(stride_t, what)
+    batch, n_heads, seq_len, d_k = (int(n) for n in np.shape(heads))
+    own = (n_heads * seq_len * d_k, seq_len * d_k, d_k, 1)                  # heads, row-major
+    if isinstance(stride_t, (str, bytes)) or np.ndim(stride_t) != 1 or len(stride_t) != 4:
+        raise AssertionError(f"{what} must be 4 whole numbers, one per axis (what Tensor.stride() returns), "
+                             f"got {stride_t!r}")
+    got = tuple(int(n) for n in stride_t)
+    if got == (own[0], own[2], own[1], own[3]):
+        return f"correct: {what} (exact)"
+    if got == own:
+        raise AssertionError(f"{what} is the stride of heads itself: transpose(1, 2) swaps two of its entries")
+    if got == (seq_len * n_heads * d_k, n_heads * d_k, d_k, 1):
+        raise AssertionError(f"{what} is the stride of the row-major copy that .contiguous() makes, not of the "
+                             f"transposed tensor, which still reads the memory of heads")
+    raise AssertionError(f"{what} is not the stride of heads.transpose(1, 2): the transpose moves no number in "
+                         f"memory, it only swaps how far a step along axes 1 and 2 goes")
 
 
 def check_view_shortcut(answer, q, n_heads: int, what: str = "the shortcut's view") -> str:

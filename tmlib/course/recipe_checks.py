@@ -9,13 +9,115 @@ import math
 import numpy as np
 
 from tmlib import ref
-from tmlib.course.checks import check_close, require_answered
+from tmlib.course.checks import check_close, check_shape, require_answered
 from tmlib.course.exercise_checks import _compare
 
-__all__ = ["check_lrate", "check_smoothed_loss"]
+__all__ = ["check_half_step", "check_descend", "check_descend_steps", "check_lrate", "check_smoothed_loss"]
 
 _EXCLUSIVE = ("the exclusive convention gives (1 - eps on the true class, eps/(|V| - 1) on each other); "
               "this exercise uses the uniform one")
+
+
+def check_half_step(half_step, *, warmup: int = 4000) -> str:
+    """Exercise 6.1: ``half_step``, the first step after the peak (at step ``warmup``) at which the rate of
+    equation 3 has fallen to half its peak, for any ``d_model`` (the factor cancels): exactly ``4 * warmup``. A whole
+    number, exact; a wrong step is called too early (the rate still above half its peak there) or too late (already
+    at half one step before), with the likely slip named (half the peak on the way up, a 1/s decay, the steps
+    counted from the peak, a rounded peak), never the answer. Raises AssertionError."""
+    require_answered(half_step, "half_step")
+    if isinstance(half_step, bool) or not isinstance(half_step, (int, np.integer)) or half_step < 1:
+        extra = (" (a float: if yours is a whole number up to rounding, store round() of it)"
+                 if isinstance(half_step, (float, np.floating)) else "")
+        raise AssertionError(f"half_step must be a whole step number (an int) of at least 1, got {half_step!r}{extra}")
+    s, w = int(half_step), int(warmup)
+    # rate / peak is s / w on the warm-up branch (s <= w) and sqrt(w / s) on the decay branch (s >= w), so past the
+    # peak it is at most 1/2 exactly when s >= 4 w: integer comparisons, no rounding
+    close = abs(s - 4 * w) <= 0.005 * 4 * w
+    rounding = (": close, so a rounded peak or square root has moved the step; solve equation (3) with symbols, "
+                "where the step comes out a whole number" if close else "")
+    if s <= w:
+        slip = {w // 2: ": that is where the rate passes half its peak on the way up, on the warm-up branch; the "
+                        "question asks where it has fallen to half after the peak",
+                w: ": that is the peak itself"}.get(s, "")
+        raise AssertionError(f"too early: step {s} is not past the peak yet{slip}")
+    if s < 4 * w:
+        slip = {2 * w: ": doubling the step halves a rate that falls as 1/s, but the decay branch falls as 1/sqrt(s)",
+                3 * w: ": is this the number of steps after the peak? Give the step counted from the start of training",
+                math.floor(math.sqrt(2) * w): ": multiplying the step by sqrt(2) divides s^-0.5 only by 2^(1/4)",
+                math.ceil(math.sqrt(2) * w): ": multiplying the step by sqrt(2) divides s^-0.5 only by 2^(1/4)",
+                }.get(s, rounding)
+        raise AssertionError(f"too early: at step {s} the rate is still above half its peak{slip}")
+    if s > 4 * w:
+        raise AssertionError(f"too late: the rate has already fallen to half its peak before step {s}{rounding}")
+    return "correct: half_step is the first step at which the rate has fallen to half its peak (exact)"
+
+
+def _smoothed_target(vocab_size: int, eps_ls: float) -> np.ndarray:
+    return ref.label_smoothing_targets([0], vocab_size, eps_ls, "uniform")[0]     # (vocab_size,)
+
+
+def check_descend_steps(descend, *, vocab_size: int = 10, eps_ls: float = 0.1) -> None:
+    """Exercise 6.2, the steps: ``descend(lr, steps)`` (the logits ``(vocab_size,)`` after ``steps`` gradient steps
+    of size ``lr`` on the cross-entropy against the uniform smoothed target, class 0 the true one, from zeros) must
+    start from zeros and step against a central-difference gradient of that loss, which must fall. Names a one-hot
+    target, an ascent, a step that is not a gradient step. Raises AssertionError (the slip named), TypeError for an
+    unanswered ``...`` and ValueError for a wrong shape; returns None."""
+    t = _smoothed_target(vocab_size, eps_ls)
+
+    def loss(z):
+        return float(ref.cross_entropy(np.asarray(z, dtype=float), t))
+
+    def gradient(z, h=1e-6):  # the gradient of the loss by central differences, one logit at a time
+        return np.array([(loss(z + h * e) - loss(z - h * e)) / (2 * h) for e in np.eye(vocab_size)])
+
+    start = descend(0.5, 0)
+    require_answered(start, "descend(0.5, 0)")
+    start = np.asarray(start, dtype=float)
+    check_shape(start, (vocab_size,), "descend(0.5, 0)")
+    assert np.abs(start).max() == 0, \
+        f"descend(lr, 0) must return the starting point: {vocab_size} logits equal to zero"
+    for lr in (0.5, 2.0):
+        step = np.asarray(descend(lr, 1), dtype=float)
+        assert np.abs(step + lr * (np.full(vocab_size, 1 / vocab_size) - np.eye(vocab_size)[0])).max() > 1e-6, \
+            f"descend({lr}, 1) steps on the loss against the one-hot target; the loss is against the smoothed target t"
+        assert np.abs(step - lr * gradient(start)).max() > 1e-6, \
+            f"descend({lr}, 1) climbs: it adds the gradient; a descent step subtracts lr times the gradient"
+        assert np.abs(step + lr * gradient(start)).max() < 1e-6, \
+            f"descend({lr}, 1): one step from zeros does not move the logits by -{lr} times the gradient of the loss"
+    one = np.asarray(descend(0.5, 1), dtype=float)
+    assert np.abs(np.asarray(descend(0.5, 2), dtype=float) - (one - 0.5 * gradient(one))).max() < 1e-6, \
+        "descend(0.5, 2): the second step is not a gradient step from where the first one ended"
+    losses = [loss(descend(1.0, k)) for k in (0, 1, 2, 5, 10, 50)]
+    assert all(b < a for a, b in zip(losses, losses[1:])), "the smoothed loss does not fall as descend takes more steps"
+
+
+def check_descend(descend, z_opt, closed_form, *, vocab_size: int = 10, eps_ls: float = 0.1) -> str:
+    """Exercise 6.2: the steps of ``descend`` (:func:`check_descend_steps`), then ``z_opt``, which must be the run
+    ``descend(1.0, 5000)`` and at the minimum, and ``closed_form``, the optimal logit gap, which must give the true
+    class its smoothed target probability (a gap within 5e-5, 4 decimals). Never shows the expected values.
+    Raises AssertionError (the slip named), TypeError for an unanswered ``...`` and ValueError for a wrong shape.
+    """
+    check_descend_steps(descend, vocab_size=vocab_size, eps_ls=eps_ls)
+    t = _smoothed_target(vocab_size, eps_ls)
+    run = np.asarray(descend(1.0, 5000), dtype=float)  # the exercise's run, which z_opt must hold
+    require_answered(z_opt, "z_opt")
+    check_shape(np.asarray(z_opt), (vocab_size,), "z_opt")
+    assert np.abs(np.asarray(z_opt, dtype=float) - run).max() < 1e-9, \
+        "z_opt is not what your descend(1.0, 5000) returns: store the logits of that run"
+    assert np.abs(ref.softmax(np.asarray(z_opt, dtype=float)) - t).max() < 1e-6, \
+        "z_opt is not at the minimum of the smoothed loss: softmax(z_opt) still differs from the smoothed target"
+    require_answered(closed_form, "closed_form")
+    # at the optimal gap the softmax gives the true class its target probability p = t[0]; p changes by p (1 - p)
+    # per unit of gap, so a gap correct to 4 decimals (within 5e-5) gives p within p (1 - p) 5e-5 (1% to spare)
+    p = ref.softmax(np.r_[float(closed_form), np.zeros(vocab_size - 1)])[0]
+    assert p > t[0] - t[0] * (1 - t[0]) * 5e-5 * 1.01, \
+        ("closed_form is too small: with that gap the softmax gives the true class less than its smoothed "
+         "target probability")
+    assert p < t[0] + t[0] * (1 - t[0]) * 5e-5 * 1.01, \
+        ("closed_form is too large: with that gap the softmax gives the true class more than its smoothed "
+         "target probability")
+    return ("correct: closed_form is the optimal gap (the softmax gives the true class its smoothed target, to 4 "
+            "decimals)\ncorrect: descend descends and z_opt is at the minimum")
 
 
 def check_lrate(my_lrate, *, seed: int = 606) -> str:
@@ -35,6 +137,10 @@ def check_lrate(my_lrate, *, seed: int = 606) -> str:
         if not (np.isfinite(lr).all() and (lr > 0).all()):
             raise AssertionError("the learning rate must be a positive, finite number at every step")
         peak = int(steps[np.argmax(lr)])
+        if peak == steps[-1] and lr[-1] > lr[-2]:
+            raise AssertionError(f"the peak is not at warmup_steps: with warmup_steps = {warmup}, your rate is still "
+                                 f"rising at step {peak}, the last step checked; does your schedule use the "
+                                 f"warmup_steps argument?")
         if peak != warmup:
             raise AssertionError(f"the peak is not at warmup_steps: with warmup_steps = {warmup}, your rate peaks at "
                                  f"step {peak}")

@@ -34,9 +34,18 @@ def positional_encoding(seq_len: int, d_model: int) -> np.ndarray:
 
 
 def relative_position_matrix(offset, d_model: int) -> np.ndarray:
-    """M_k with PE[pos + k] = M_k @ PE[pos] for every pos (§3.5: "PE_{pos+k} can be represented as a linear function
-    of PE_{pos}"): block diagonal, each 2×2 block the rotation by ω_i·k of the pair (sin ω_i·pos, cos ω_i·pos),
-    ω_i = 10000^(−2i/d_model). Orthogonal; M_0 = I, M_a M_b = M_{a+b}, M_{−k} = M_kᵀ. Float64 ``(d_model, d_model)``.
+    """M_k with PE[pos + k] = PE[pos] @ M_k for every pos, in the course's row-vector convention (§3.5: "PE_{pos+k}
+    can be represented as a linear function of PE_{pos}"); for the whole table, ``PE[:-k] @ M_k == PE[k:]``.
+    Block diagonal: each 2×2 block [[cos ω_i·k, −sin ω_i·k], [sin ω_i·k, cos ω_i·k]] turns the row pair
+    (sin ω_i·pos, cos ω_i·pos) into (sin ω_i·(pos+k), cos ω_i·(pos+k)), with ω_i = 10000^(−2i/d_model).
+    Orthogonal; M_0 = I, M_a M_b = M_{a+b}, M_{−k} = M_kᵀ. ``offset`` may be any finite real number.
+
+    Args:
+        offset: the shift k (int or float).
+        d_model: the width of the encoding, positive and even.
+
+    Returns:
+        Float64 ``(d_model, d_model)``.
 
     Raises:
         TypeError: ``offset`` not a real number, ``d_model`` not an integer.
@@ -48,8 +57,8 @@ def relative_position_matrix(offset, d_model: int) -> np.ndarray:
     c, s = np.cos(omega * offset), np.sin(omega * offset)  # (d_model/2,)
     m = np.zeros((d_model, d_model))
     idx = np.arange(0, d_model, 2)
-    m[idx, idx] = c
-    m[idx, idx + 1] = s
-    m[idx + 1, idx] = -s
+    m[idx, idx] = c  # new sin = sin·c + cos·s: column idx gets c from row idx, s from row idx+1
+    m[idx + 1, idx] = s
+    m[idx, idx + 1] = -s  # new cos = cos·c − sin·s
     m[idx + 1, idx + 1] = c
     return m

@@ -5,7 +5,11 @@
   combined batch of each step (float64);
 * :func:`check_exact_resume`: a two-process run killed in the middle of a step and resumed in new processes against a
   run that never stopped (bit for bit);
-* :func:`measure_speedup`: target tokens per second of one and of two single-threaded processes, in alternating launches.
+* :func:`measure_speedup`: target tokens per second of one and of two single-threaded processes, in alternating
+  launches.
+
+The runs share :func:`reversing_batches`, :func:`tiny_model` and :func:`tiny_trainer`; :func:`same_update_rank` is
+what each process of the first check runs, :func:`one_process` the single process it is compared with.
 
 The book's page on scaling out runs them (``book/distributed.ipynb``); ``tests/test_distributed.py`` checks the
 same claims with its own reference. Each launch starts fresh processes (``torch.multiprocessing.spawn``, a free
@@ -31,7 +35,8 @@ from tmlib.training.config import TrainConfig
 from tmlib.training.recipe import make_optimizer, make_scheduler, translation_loss
 from tmlib.training.trainer import Trainer
 
-__all__ = ["launch_processes", "ring_all_reduce", "check_same_update", "check_exact_resume", "measure_speedup"]
+__all__ = ["launch_processes", "ring_all_reduce", "reversing_batches", "tiny_model", "tiny_trainer", "same_update_rank",
+           "one_process", "max_abs_difference", "check_same_update", "check_exact_resume", "measure_speedup"]
 
 VOCAB = 20  # ids 0-3 special, 4-19 the reversing task's symbols
 
@@ -78,25 +83,6 @@ def launch_processes(fn, *args, world_size: int = 2, time_limit_s: float = 120.0
             p.join()
 
 
-def _batches(n: int = 120, max_tokens: int = 96):
-    return (BatchIterator(reverse_pairs(n), max_tokens=max_tokens, seed=0),
-            BatchIterator(reverse_pairs(30, seed=1), max_tokens=max_tokens, shuffle=False))
-
-
-def _model(float64: bool, dropout: float):
-    torch.manual_seed(0)  # the same initial weights in every process
-    model = make_model("tiny", VOCAB, dropout=dropout)
-    return model.double() if float64 else model
-
-
-def _trainer(path=None, *, float64=False, dropout=0.1, n=120, max_tokens=96, **cfg) -> Trainer:
-    model = _model(float64, dropout)
-    train, val = _batches(n, max_tokens)
-    base = dict(warmup_steps=5, lr_factor=2.0, max_tokens=max_tokens, seed=0, device="cpu", amp="off",
-                progress=False, checkpoint_minutes=None, grad_clip=1.0, threads=1, log_every=3)
-    return Trainer(model, train, val, TrainConfig(model=model.config, **{**base, **cfg}), checkpoint_path=path)
-
-
 # ------------------------------------------------------------------ the ring all-reduce, simulated
 
 
@@ -140,29 +126,80 @@ def ring_all_reduce(vectors) -> list:
 # ------------------------------------------------------------------ the same update as one process
 
 
-def _same_update_worker(rank, out, steps, accumulate):
-    trainer = _trainer(float64=True, dropout=0.0, max_steps=steps, accumulate=accumulate)
-    real_step, grads, shares = trainer.train_step, [], []
+def reversing_batches(n: int = 120, max_tokens: int = 96) -> tuple[BatchIterator, BatchIterator]:
+    """The batches of this module's runs: ``n`` training pairs and 30 validation pairs of the reversing task.
 
-    def train_step(batches, step_tokens=None):  # keep each step's all-reduced gradients, and the batches trained on
-        loss = real_step(batches, step_tokens)
+    The training batches are bucketed by length, at most ``max_tokens`` padded tokens each, and shuffled with seed
+    0, so every process computes the same order of batches in every epoch.
+
+    Returns:
+        ``(train, val)``: two :class:`~tmlib.data.batching.BatchIterator`.
+    """
+    return (BatchIterator(reverse_pairs(n), max_tokens=max_tokens, seed=0),
+            BatchIterator(reverse_pairs(30, seed=1), max_tokens=max_tokens, shuffle=False))
+
+
+def tiny_model(float64: bool = False, dropout: float = 0.1) -> torch.nn.Module:
+    """The ``tiny`` Transformer (d_model 32) over the reversing task's 20 ids, the same weights in every process.
+
+    The seed 0 is set before the weights are drawn; ``float64``: the model in double precision.
+    """
+    torch.manual_seed(0)  # the same initial weights in every process
+    model = make_model("tiny", VOCAB, dropout=dropout)
+    return model.double() if float64 else model
+
+
+def tiny_trainer(path=None, *, float64: bool = False, dropout: float = 0.1, n: int = 120, max_tokens: int = 96,
+                 **cfg) -> Trainer:
+    """Chapter 9's :class:`Trainer` for :func:`tiny_model` on :func:`reversing_batches`, on the CPU in one thread.
+
+    The schedule of §5.3 with 5 warm-up steps and factor 2, gradients clipped to a global norm of 1; ``cfg``
+    overrides other :class:`TrainConfig` fields (``max_steps``, ``accumulate``, ...), ``path`` is the checkpoint.
+    In a process group (:func:`launch_processes`) the trainer trains data-parallel by itself.
+    """
+    model = tiny_model(float64, dropout)
+    train, val = reversing_batches(n, max_tokens)
+    base = dict(warmup_steps=5, lr_factor=2.0, grad_clip=1.0, max_tokens=max_tokens, seed=0, device="cpu",
+                threads=1, amp="off", progress=False, checkpoint_minutes=None, log_every=3)
+    return Trainer(model, train, val, TrainConfig(model=model.config, **{**base, **cfg}), checkpoint_path=path)
+
+
+def same_update_rank(rank: int, out: str, steps: int, accumulate: int) -> None:
+    """What each of the two processes runs: the trainer, float64 and no dropout, and a record of every step.
+
+    ``steps`` optimizer steps of ``accumulate`` batches per process. Saves to ``out/rank{rank}.pt`` each step's
+    gradients (all-reduced and clipped), the number of batches in the step and the sentences of each batch this
+    process trained on, the losses, the learning rates and the parameters after the last step.
+    """
+    trainer = tiny_trainer(float64=True, dropout=0.0, max_steps=steps, accumulate=accumulate)
+    trainer_step, grads, shares = trainer.train_step, [], []
+
+    def train_step(batches, step_tokens=None):  # the trainer's own step, then a copy of what it left in .grad
+        loss = trainer_step(batches, step_tokens)
         grads.append([p.grad.detach().clone() for p in trainer.model.parameters()])
         shares.append((trainer.batches_per_step, [len(b.tgt_out) for b in batches]))  # sentences per batch
         return loss
 
-    trainer.train_step = train_step
+    trainer.train_step = train_step  # fit() calls it once per optimizer step, with this process's batches
     trainer.fit()
     torch.save({"grads": grads, "shares": shares, "loss": list(trainer.history["loss"]),
                 "lr": list(trainer.history["lr"]),
                 "params": [p.detach().clone() for p in trainer.model.parameters()]}, Path(out) / f"rank{rank}.pt")
 
 
-def _one_process(steps: int, batches_per_step: int, loss_scale: float = 1.0):
-    """One process, written without :class:`Trainer`: each step pads the next ``batches_per_step`` batches of the
-    epoch's order into one batch and takes the mean label-smoothed loss over its target tokens (its gradient times
-    ``loss_scale``: 1/2 gives what two processes would all-reduce without the trainer's factor ``world_size``)."""
-    model = _model(True, 0.0)
-    train, _ = _batches()
+def one_process(steps: int, batches_per_step: int, loss_scale: float = 1.0):
+    """One process, written without :class:`Trainer`, on the same batches: each step trains on them padded into one.
+
+    Each step pads the next ``batches_per_step`` batches of the epoch's order into one batch and takes the mean
+    label-smoothed loss over its target tokens; its gradient is multiplied by ``loss_scale`` (1/2 gives what two
+    processes would all-reduce without the trainer's factor ``world_size``), clipped to norm 1, and Adam steps.
+
+    Returns:
+        ``(grads, losses, params, norms)``: per step the clipped gradients (a list of tensors, one per parameter),
+        the loss and the gradient norm before clipping; ``params``: the parameters after the last step.
+    """
+    model = tiny_model(float64=True, dropout=0.0)
+    train, _ = reversing_batches()
     opt = make_optimizer(model)
     sched = make_scheduler(opt, model.d_model, 5, 2.0)
     epoch, pos, grads, losses, norms = 0, 0, [], [], []
@@ -184,8 +221,9 @@ def _one_process(steps: int, batches_per_step: int, loss_scale: float = 1.0):
     return grads, losses, [p.detach().clone() for p in model.parameters()], norms
 
 
-def _max_abs(a, b) -> float:
-    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+def max_abs_difference(a, b) -> float:
+    """The largest absolute difference between two lists of tensors of the same shapes, component by component."""
+    return max(float((x - y).abs().max()) for x, y in zip(a, b, strict=True))
 
 
 def check_same_update(steps: int = 6, accumulate: int = 2) -> dict:
@@ -197,20 +235,20 @@ def check_same_update(steps: int = 6, accumulate: int = 2) -> dict:
         process's gradient norm before clipping), ``grad_diff_halved`` (per step, the largest difference between
         the one process's clipped gradients and those of a run whose loss is halved, as two processes without the
         factor ``world_size`` would all-reduce them), ``param_diff`` (after the last step), ``ranks_equal`` (the
-        two processes hold identical parameters), ``loss_two``/``loss_one`` and ``lr`` (per step) and ``shares`` (per step:
-        batches in the group, batches each process trained on).
+        two processes hold identical parameters), ``loss_two``/``loss_one`` and ``lr`` (per step) and ``shares``
+        (per step: batches in the group, then the sentences of each batch rank 0 and rank 1 trained on).
     """
     with tempfile.TemporaryDirectory() as tmp:
-        launch_processes(_same_update_worker, tmp, steps, accumulate)
+        launch_processes(same_update_rank, tmp, steps, accumulate)  # two processes joined by gloo
         r0, r1 = (torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in (0, 1))
-    grads, losses, params, norms = _one_process(steps, 2 * accumulate)
-    diff = [_max_abs(a, b) for a, b in zip(r0["grads"], grads)]
-    halved = _one_process(steps, 2 * accumulate, loss_scale=0.5)[0]
+    grads, losses, params, norms = one_process(steps, 2 * accumulate)  # the same batches, in one process
+    diff = [max_abs_difference(a, b) for a, b in zip(r0["grads"], grads)]
+    halved = one_process(steps, 2 * accumulate, loss_scale=0.5)[0]
     return {"grad_diff": diff,
-            "grad_diff_halved": [_max_abs(a, b) for a, b in zip(halved, grads)],
+            "grad_diff_halved": [max_abs_difference(a, b) for a, b in zip(halved, grads)],
             "grad_rel": [d / max(float(g.abs().max()) for g in step) for d, step in zip(diff, grads)],
             "grad_norm": norms,
-            "param_diff": _max_abs(r0["params"], params),
+            "param_diff": max_abs_difference(r0["params"], params),
             "ranks_equal": all(torch.equal(a, b) for a, b in zip(r0["params"], r1["params"])),
             "loss_two": r0["loss"], "loss_one": losses, "lr": r0["lr"],
             "shares": [(n, a, b) for (n, a), (_, b) in zip(r0["shares"], r1["shares"])]}
@@ -226,10 +264,10 @@ def _result(trainer) -> dict:
 
 def _full_and_killed_worker(rank, root, steps, checkpoint_every, die_in_step):
     root = Path(root)
-    full = _trainer(root / "full" / "checkpoint.pt", max_steps=steps)
+    full = tiny_trainer(root / "full" / "checkpoint.pt", max_steps=steps)
     full.fit()
     torch.save(_result(full), root / f"full{rank}.pt")
-    cut = _trainer(root / "cut" / "checkpoint.pt", max_steps=steps, checkpoint_every=checkpoint_every)
+    cut = tiny_trainer(root / "cut" / "checkpoint.pt", max_steps=steps, checkpoint_every=checkpoint_every)
     real, calls = cut.train_step, []
 
     def train_step(*args):  # both processes die in the middle of this step: only the last checkpoint survives
@@ -245,7 +283,7 @@ def _full_and_killed_worker(rank, root, steps, checkpoint_every, die_in_step):
 
 def _resume_worker(rank, root, steps):
     root = Path(root)
-    again = _trainer(root / "cut" / "checkpoint.pt", max_steps=steps)
+    again = tiny_trainer(root / "cut" / "checkpoint.pt", max_steps=steps)
     torch.manual_seed(100 + rank)  # a new process: other random states and other weights until resume()
     for p in again.model.parameters():
         torch.nn.init.normal_(p)
@@ -279,7 +317,7 @@ def check_exact_resume(steps: int = 16, checkpoint_every: int = 5, die_in_step: 
 
 
 def _timing_worker(rank, out, steps, warmup, max_tokens):
-    trainer = _trainer(dropout=0.0, n=4000, max_tokens=max_tokens, max_steps=warmup + steps, val_every_epoch=False)
+    trainer = tiny_trainer(dropout=0.0, n=4000, max_tokens=max_tokens, max_steps=warmup + steps, val_every_epoch=False)
     real, marks = trainer.train_step, []
 
     def train_step(batches, step_tokens=None):
