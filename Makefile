@@ -141,7 +141,8 @@ vendor-web:
 	cp tools/web/node_modules/@huggingface/tokenizers/dist/tokenizers.min.mjs assets/vendor/tokenizers/
 
 ## benchmarks: run every benchmark of chapter 12 (CPU, 2 threads; kv_cache 1 thread; about 18 min on 2 cores, see
-## benchmarks/results/run_all_cpu.json's elapsed_s) into benchmarks/results/
+## benchmarks/results/run_all_cpu.json's elapsed_s) into benchmarks/my_results/ (the pages keep reading the course's
+## records in benchmarks/results/; BENCH_ARGS="--out-dir benchmarks/results" replaces them)
 ## (BENCH_ARGS="--device cuda" on a GPU; "--quick --out-dir /tmp/bench" for a smoke run of seconds)
 benchmarks: venv-instructor
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)

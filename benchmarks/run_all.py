@@ -12,13 +12,18 @@ Runs, each in its own process (a fresh allocator, a fresh torch.compile cache):
 ``--decode-threads`` (default 1): decoding one sentence is latency-bound (microseconds of work per operator
 call), and a second thread only adds a synchronisation per call.
 
-Each writes ``results/<name>_<device>.json``; this script writes ``results/run_all_<device>.json`` with the
-time of each part and of the whole (on the course machine, 2 cores: under 10 minutes).  Run it on a quiet
-machine: other jobs competing for the cores change every timing.
+Each writes ``<name>_<device>.json``; this script writes ``run_all_<device>.json`` with the time of each part and
+of the whole (on the course machine, 2 cores: under 10 minutes).  Run it on a quiet machine: other jobs competing for
+the cores change every timing.
+
+The files go to ``benchmarks/my_results/`` unless ``--out-dir`` names another folder: the course's own records in
+``benchmarks/results/``, which the pages read and their text quotes, stay as they are. Read yours with
+``load_result(name, folder="benchmarks/my_results")``; to replace the course's records (the course's maintainers do),
+pass ``--out-dir benchmarks/results``.
 
 Usage::
 
-    python benchmarks/run_all.py                 # CPU, 2 threads (kv_cache.py: 1 thread, --decode-threads)
+    python benchmarks/run_all.py                 # CPU, 2 threads (kv_cache.py: 1 thread) -> benchmarks/my_results/
     python benchmarks/run_all.py --device cuda   # on a GPU (every SDPA backend, bf16 attention)
     python benchmarks/run_all.py --quick --out-dir /tmp/bench   # seconds: checks that everything runs
     python benchmarks/run_all.py --device cuda --short  # about a minute on a GPU (tools/gpu_check.py part 5)
@@ -38,11 +43,14 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: Where the records go without ``--out-dir``: a folder of their own, so that a run never overwrites the course's
+#: records (``benchmarks/results/``), which the pages read.
+DEFAULT_OUT_DIR = HERE / "my_results"
 
 
 def plan(args) -> list[tuple[str, list[str]]]:
     """``(name, argv)`` of each benchmark, with the common options applied."""
-    out_dir = Path(args.out_dir) if args.out_dir else HERE / "results"
+    out_dir = Path(args.out_dir) if args.out_dir else DEFAULT_OUT_DIR
     device = args.device
 
     def common(threads: int) -> list[str]:
@@ -91,13 +99,14 @@ def main(argv=None) -> int:
     p.add_argument("--short", action="store_true",
                    help="real sizes, fewer repeats, no table1 and no variants: about a minute on a GPU")
     p.add_argument("--keep-going", action="store_true", help="run the next benchmark after one fails")
-    p.add_argument("--out-dir", default=None, help="where the JSON files go (default benchmarks/results)")
+    p.add_argument("--out-dir", default=None, help="where the JSON files go (default benchmarks/my_results; "
+                   "the course's records: benchmarks/results)")
     p.add_argument("--only", nargs="*", default=None, help="run only these benchmarks (names as listed above)")
     p.add_argument("--note", default="", help="stored in every JSON file")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="cpu: time this process's CPU time (a shared machine; use --threads 1)")
     args = p.parse_args(argv)
-    out_dir = Path(args.out_dir) if args.out_dir else HERE / "results"
+    out_dir = Path(args.out_dir) if args.out_dir else DEFAULT_OUT_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
 
     from tmlib.machine import describe_machine, machine_info
@@ -125,7 +134,7 @@ def main(argv=None) -> int:
                            "quick": args.quick, "short": args.short, "only": args.only}, "note": args.note,
               "elapsed_s": round(total, 1), "results": parts}
     (out_dir / f"run_all_{dev}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    print(f"total: {total:.0f} s ({total / 60:.1f} min)")
+    print(f"total: {total:.0f} s ({total / 60:.1f} min); records in {out_dir}")
     return max((p["returncode"] for p in parts), default=0)
 
 

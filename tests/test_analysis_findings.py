@@ -291,3 +291,22 @@ def test_permutation_findings_end_with_a_verdict():
     assert more["verdicts"] == ["more", "many changed"] and "map decides many predictions" in _flat(more)
     assert "changed at 2.0% to 24.0% of the positions" in _flat(more)
     assert all(len(line) <= WIDTH for line in more.lines)
+
+
+def test_ablation_findings_can_stop_before_the_whole_layers():
+    full = I.ablation_findings(_stats(), _ablation())
+    short = I.ablation_findings(_stats(), _ablation(), whole_layers=False)
+    assert short.numbers == full.numbers  # the same numbers and verdicts, a shorter printout
+    assert "whole layer" not in _flat(short) and "every head off" not in _flat(short)
+    assert _verdicts(short) == _verdicts(full)[:1]  # only the one-head test
+    k = next(i for i, line in enumerate(short.lines) if line.startswith("finding:"))
+    assert short.lines[:k] == full.lines[:k]  # the lines on single heads, unchanged
+
+
+def test_permutation_findings_leave_the_layer_costs_to_the_ablation():
+    stats, ablation = _stats(), _ablation()
+    heads = stats[["kind", "layer", "head"]].copy()
+    perm = heads.assign(attention_tvd=np.linspace(0.3, 0.9, 8), attention_jsd=0.5, output_tvd=0.05,
+                        argmax_changed=0.05, argmax_changed_off=0.05)
+    f = I.permutation_findings(perm, ablation, stats)
+    assert f["layer_ratio"][0].startswith("cross L") and "times the costliest" not in _flat(f)

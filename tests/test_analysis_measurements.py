@@ -1,5 +1,6 @@
 """tmlib.analysis.measurements: the machine matching, the numbers stored as text and the "your run" sentence of the
 records page."""
+import numpy as np
 import pytest
 
 from tmlib.analysis.measurements import course_machine, text_fields, verdict, your_run
@@ -63,12 +64,40 @@ def test_text_fields_of_the_stored_records():
     assert text_fields(load_result(file="cpu_recipe.json"))["compile_warmup_s"] == 197.0
 
 
-def test_verdict_three_outcomes_and_bad_input():
-    assert verdict([3.07, 3.89, 2.92]).endswith("the ratio of the medians stands")
-    assert "factor of 1.33" in verdict([3.07, 3.89, 2.92])
-    assert verdict([0.78, 0.86, 1.14]).endswith("no difference shown")
+def test_ratio_interval_known_values():
+    from tmlib.analysis.measurements import ratio_interval
+
+    # logs of [e, e**3]: mean 2, sd sqrt(2), t(0.975, 1) = 12.706, half-width 12.706 * sqrt(2) / sqrt(2)
+    mean, low, high = ratio_interval([np.e, np.e**3])
+    assert mean == pytest.approx(np.e**2) and low == pytest.approx(np.exp(2 - 12.7062), rel=1e-4)
+    assert high == pytest.approx(np.exp(2 + 12.7062), rel=1e-4)
+    # three windows: logs 0, 1, 2 (sd 1), t(0.975, 2) = 4.3027
+    mean, low, high = ratio_interval(np.exp([0.0, 1.0, 2.0]))
+    assert (mean, low, high) == pytest.approx((np.e, np.exp(1 - 4.3027 / np.sqrt(3)), np.exp(1 + 4.3027 / np.sqrt(3))),
+                                              rel=1e-4)
+    assert ratio_interval([2.0, 2.0, 2.0]) == pytest.approx((2.0, 2.0, 2.0))  # no spread: a point
+    assert ratio_interval([0.8, 1.25], level=0.5)[0] == pytest.approx(1.0)
+    for bad, level in (([1.0], 0.95), ([1.0, 2.0], 1.0), ([1.0, -2.0], 0.95)):
+        with pytest.raises(ValueError):
+            ratio_interval(bad, level)
+
+
+def test_verdict_outcomes_and_bad_input():
+    assert verdict([3.07, 3.89, 2.92]).endswith("excludes 1: the ratio stands")
+    assert "3 windows, spread by a factor of 1.33" in verdict([3.07, 3.89, 2.92])
+    assert "geometric mean 3.267, 95% interval 2.233 to 4.780" in verdict([3.07, 3.89, 2.92])
+    assert verdict([0.78, 0.86, 1.14]).endswith("contains 1: no difference shown")
+    assert "interval 0.560 to 1.492" in verdict([0.78, 0.86, 1.14])
+    # a real 3% difference in 31 windows: all on one side of 1 it is not, yet the interval excludes 1
+    noise = np.tile([0.98, 1.02], 16)[:31] * np.array([1.0] * 30 + [0.99])
+    ratios = 1.03 * noise
+    assert min(ratios) < 1 < max(ratios)
+    assert verdict(ratios).endswith("excludes 1: the ratio stands")
+    # without a difference, the same 31 windows show none
+    assert verdict(noise).endswith("contains 1: no difference shown")
+    assert verdict([1.2]).endswith("not yet a measurement")  # one window
     assert verdict([0.5, 1.2]).endswith("not yet a measurement")
-    assert verdict([0.4, 0.79]).endswith("the ratio of the medians stands")  # all below 1, spread 1.98
+    assert verdict([0.4, 0.79]).endswith("no difference shown")  # agree (1.98), but two windows give a wide interval
     assert verdict([0.4, 0.8]).endswith("not yet a measurement")  # spread exactly 2 is not agreement
     for bad in ([], [1.0, 0.0], [1.0, float("nan")], [-1.2]):
         with pytest.raises(ValueError, match="positive, finite ratio"):
@@ -132,3 +161,33 @@ def test_pace_four_outcomes_and_bad_input():
     for live, stored in (([], []), ([0.1], [0.1, 0.2]), ([0.1, 0.0], [0.1, 0.1]), ([float("inf")], [0.1])):
         with pytest.raises(ValueError, match="positive, finite medians"):
             pace(live, stored)
+
+
+def test_your_run_names_the_training_date_and_not_the_speed():
+    text = your_run(HISTORY, {**M1, "date": "2026-11-29T11:06:35+00:00"}, "bfloat16", REFS, yardstick=(0.001, 0.004))
+    assert "It trained in bf16 on 2026-11-29 on a machine with the CPU model and instruction sets of M1: 1.03" in text
+    assert "The same kind of CPU is not a promise of the same speed." in text
+    assert text.endswith("(0.001 to 0.004): no difference shown.")
+    assert " on 20" not in your_run(HISTORY, M1, "bfloat16", REFS)  # no date recorded, none printed
+
+
+def test_text_fields_step_budget_test_size_and_own_fields():
+    stand_in = {"note": "emulation of a 2-core CPU without bf16: float32, step budget 1215 = 1105 steps measured "
+                        "there in 15 min x 1.10 (dropout-0 step speed-up measured here)",
+                "test_set": "multi30k test_2016_flickr (1000 sentences), German->English"}
+    assert text_fields(stand_in) == {"step_budget": {"steps": 1215, "measured": 1105, "factor": 1.1},
+                                     "test_sentences": 1000}
+    assert text_fields({"test_set": "multi30k test_2016_flickr, German->English"}) == {}  # no size stated
+    # a record with a field of its own: the field wins over the text
+    newer = {**stand_in, "weights_scored": "kept best (keep_best): step 1190", "kept_step": 1200,
+             "step_budget": {"steps": 1300, "measured": 1200, "factor": 1.08}}
+    fields = text_fields(newer)
+    assert fields["kept_step"] == 1200 and fields["step_budget"]["steps"] == 1300 and fields["test_sentences"] == 1000
+
+
+def test_text_fields_of_the_stored_stand_ins_and_m3():
+    from tmlib.analysis.benchmarking import load_result
+
+    budget = text_fields(load_result(file="translate_cpu_fp32_emulated.json"))["step_budget"]
+    assert budget == {"steps": 1215, "measured": 1105, "factor": 1.1}
+    assert text_fields(load_result(file="translate_cpu_avx2.json"))["test_sentences"] == 1000

@@ -265,3 +265,23 @@ def test_pinned_batches_copy_to_the_gpu():
         torch.cuda.synchronize()
         assert_same_batch(B.Batch(g.src.cpu(), g.tgt_in.cpu(), g.tgt_out.cpu(), g.n_tokens), y)
     assert expected[0].pin_memory().src.is_pinned()
+
+
+# ------------------------------------------------------------------ padding_fraction
+def test_padding_fraction_counts_the_pads_of_src_and_tgt_in():
+    """padding_fraction is the share of <pad> in the src and tgt_in tensors the batches become, both sides counted;
+    by hand: lengths (3, 1) and (1, 3) in one batch give src (2, 3) with 2 pads and tgt_in (2, 4) with 2 pads."""
+    assert B.padding_fraction([[0, 1]], [(3, 1), (1, 3)]) == pytest.approx(4 / 14)
+    assert B.padding_fraction([[0], [1]], [(3, 1), (1, 3)]) == 0.0  # one example a batch: nothing padded
+    ex = synthetic(400, seed=3)
+    lengths = [(len(s), len(t)) for s, t in ex]
+    it = B.BatchIterator(ex, max_tokens=300, seed=0, pad_id=0, bos_id=1, eos_id=2)
+    pads = total = 0
+    for batch in it.epoch(0):  # ids are >= 4, so every 0 is padding
+        for x in (batch.src, batch.tgt_in):
+            pads, total = pads + int((x == 0).sum()), total + x.numel()
+    assert B.padding_fraction(it.batches(0), lengths) == pytest.approx(pads / total, abs=1e-12)
+    with pytest.raises(ValueError, match="at least one non-empty batch"):
+        B.padding_fraction([], lengths)
+    with pytest.raises(ValueError, match=r"\(src_len, tgt_len\) pairs"):
+        B.padding_fraction([[0]], [(1, 2, 3)])

@@ -172,3 +172,19 @@ def test_run_all_short_mode_plans_the_gpu_minute(tmp_path):
     assert att[att.index("--heads") + 1] == "8" and att[att.index("--max-n") + 1] == "4096"
     assert kv[kv.index("--lengths") + 1:kv.index("--repeats")] == ["50", "100", "200"]
     assert "--variants" not in tp and tp[tp.index("--presets") + 1:tp.index("--repeats")] == ["small", "base"]
+
+
+def test_run_all_never_writes_into_the_course_records_by_default():
+    """Without ``--out-dir`` the records go to benchmarks/my_results/, so that the pages keep reading the course's
+    records in benchmarks/results/ (whose numbers their prose quotes)."""
+    import argparse
+
+    import run_all
+
+    args = argparse.Namespace(device="cpu", threads=2, decode_threads=1, quick=False, out_dir=None, note="",
+                              clock="wall")
+    steps = dict(run_all.plan(args))
+    tp = steps["throughput"]
+    out = Path(tp[tp.index("--out") + 1])
+    assert out.parent == run_all.DEFAULT_OUT_DIR and out.parent.name == "my_results"
+    assert out.parent != Path(run_all.__file__).resolve().parent / "results"

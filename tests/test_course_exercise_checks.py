@@ -267,12 +267,18 @@ def test_padding_fractions_compares_every_chunk_size_without_printing_them():
     from tmlib.data import token_batches
     rng = np.random.default_rng(0)
     lengths = [(int(a), int(b)) for a, b in rng.integers(3, 40, size=(3000, 2))]
-    size = np.array([max(s, t + 1) for s, t in lengths])
-    right = {}
+    src, tgt_in = np.array(lengths)[:, 0], np.array(lengths)[:, 1] + 1
+    size = np.maximum(src, tgt_in)
+    right, longer_side = {}, {}
     for chunk in (1, 10, 100, 10_000):
         b = token_batches(lengths, 2000, seed=0, epoch=0, chunk_size=chunk)
-        right[chunk] = 1 - sum(size[i].sum() for i in b) / sum(len(i) * size[i].max() for i in b)
+        right[chunk] = 1 - sum(src[i].sum() + tgt_in[i].sum() for i in b) / sum(
+            len(i) * (src[i].max() + tgt_in[i].max()) for i in b)  # the pads of src and tgt_in
+        longer_side[chunk] = 1 - sum(size[i].sum() for i in b) / sum(len(i) * size[i].max() for i in b)
     assert check_padding_fractions(right, lengths, 2000).startswith("correct")
+    with pytest.raises(AssertionError, match="only the padding beyond each pair's longer side") as err:
+        check_padding_fractions(longer_side, lengths, 2000)  # the shorter side's pads left out
+    assert all(f"{v:.3f}" not in str(err.value) for v in right.values())
     with pytest.raises(AssertionError, match="the keys 1, 10, 100, 10000"):
         check_padding_fractions({1: 0.1}, lengths, 2000)
     ordered_but_wrong = {1: 3, 10: 2, 100: 1, 10_000: 0}  # falls with the chunk size, yet is no fraction
@@ -1466,6 +1472,8 @@ def test_lrate_check_asks_for_one_number():
         check_lrate(lambda s, d, w: float(R.noam_lr(s, d, 4000)))  # the paper's warm-up hard-coded
     with pytest.raises(AssertionError, match="peaks at step 51"):
         check_lrate(lambda s, d, w: float(R.noam_lr(s - 1, d, w)) if s > 1 else 1e-9)  # one step late
+    with pytest.raises(AssertionError, match="right only to float32 precision"):
+        check_lrate(lambda s, d, w: float(np.float32(R.noam_lr(s, d, w))))  # computed in float32
 
 
 def test_half_step_check_says_too_early_or_too_late():
@@ -1513,6 +1521,8 @@ def test_descend_check_names_each_slip():
         "correct: descend descends and z_opt is at the minimum"
     for args, words in (((make(np.eye(10)[0]), np.zeros(10), gap), "one-hot target"),
                         ((make(t10, +1.0), np.zeros(10), gap), "climbs"),
+                        ((make(R.label_smoothing_targets([0], 10, 0.1, "exclusive")[0]), np.zeros(10), gap),
+                         "exclusive smoothed target"),
                         ((right, right(1.0, 20), gap), "not what your descend"),
                         ((right, np.log(t10), gap), "not what your descend"),
                         ((right, right(1.0, 5000), math.log(0.9 / (0.1 / 9))), "too small")):

@@ -61,3 +61,4 @@ def test_two_ranks_of_same_update_rank_equal_one_process():
     assert [n for n, _, _ in same["shares"]] == [4, 4]
     assert max(same["grad_diff"]) < 1e-12 and same["param_diff"] < 1e-9 and same["ranks_equal"]
     assert len(same["grad_norm"]) == len(same["lr"]) == len(same["loss_two"]) == 2
+    assert "grad_diff_halved" not in same  # the run without the factor N_p is the answer of an exercise

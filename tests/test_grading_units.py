@@ -193,14 +193,28 @@ def test_bwrap_command_binds_only_the_allow_list(tmp_path):
     assert box.shown(tmp_path.parent / "other") is None and box.shown(ROOT / "notebooks") is None
 
 
-def test_without_bwrap_the_grader_warns_or_refuses(monkeypatch, capsys):
+def test_without_bwrap_the_grader_refuses_unless_told_to_run_unsandboxed(monkeypatch, capsys, tmp_path):
+    """Without bubblewrap the grader refuses (a submission could read the hidden tests), says how to install it and
+    names the flag that accepts the risk; only --no-sandbox (or --sandbox none) runs submissions unsandboxed."""
     monkeypatch.setattr(S.shutil, "which", lambda name: None)
     monkeypatch.setattr(S, "_PROBES", {})
     assert S.probe() == "bubblewrap (bwrap) is not installed"
-    with pytest.raises(grading.SandboxUnavailable, match="not installed"):
-        S.choose("bwrap")
-    assert S.choose("auto").kind == "none"
+    for mode in ("bwrap", "auto"):  # "auto", the old default, used to fall back to no sandbox with a warning
+        with pytest.raises(grading.SandboxUnavailable) as err:
+            S.choose(mode)
+        message = " ".join(str(err.value).split())
+        for part in ("not installed", "read the hidden tests", "sudo apt-get install bubblewrap", "--no-sandbox"):
+            assert part in message, message
+    assert S.choose("none").kind == "none"
     assert "WITHOUT A SANDBOX" in capsys.readouterr().err
+    # the command line: the default refuses, --no-sandbox passes "none" on (grade itself is replaced here)
+    import assignments as A
+    modes = []
+    monkeypatch.setattr(A, "grade", lambda *a, sandbox, **k: modes.append(sandbox) or S.choose(sandbox))
+    with pytest.raises(SystemExit, match="(?s)grade: no sandbox: bubblewrap .* --no-sandbox"):
+        A.main(["grade", str(tmp_path)])
+    A.main(["grade", str(tmp_path), "--no-sandbox"])
+    assert modes == ["bwrap", "none"]
 
 
 def test_data_folder_through_a_link_reaches_the_sandbox(tmp_path, monkeypatch):

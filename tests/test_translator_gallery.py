@@ -41,3 +41,23 @@ def test_longest_run_finds_a_head_that_keeps_one_word_and_ignores_eos():
 def test_repeated_word_needs_three_in_a_row():
     assert tg.repeated_word("A man is wearing a a a tail.") == "a a a"
     assert tg.repeated_word("a a b a a") is None
+
+
+def test_loop_note_says_both_decoders_allow_repeats_and_what_beam_search_wrote():
+    note = tg.loop_note("English", "a a a", "A man is riding a bike.")
+    assert "*a* 3 times in a row" in note and "neither has" in note and "*A man is riding a bike.*" in note
+    assert "no repeat this time" in note
+    note = tg.loop_note("English", "a a a a", "A man a a a bike.")
+    assert "4 times" in note and "a repeat of its own (*a a a*)" in note
+
+
+def test_loop_note_refuses_something_that_is_not_a_repeat():
+    import pytest
+    for bad in ("a a", "a b a", ""):
+        with pytest.raises(ValueError):
+            tg.loop_note("English", bad, "x")
+
+
+def test_ordinal():
+    assert [tg._ordinal(n) for n in (1, 2, 3, 4, 6, 11, 12, 13, 21, 22)] == [
+        "1st", "2nd", "3rd", "4th", "6th", "11th", "12th", "13th", "21st", "22nd"]

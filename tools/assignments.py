@@ -4,7 +4,7 @@ Usage (what `make assignments` and `make grade` run):
 
     python tools/assignments.py build [--out _build/assignments] [--no-zip] [--site URL] [NOTEBOOK ...]
     python tools/assignments.py grade SUBMISSIONS [--assignments _build/assignments] [--out CSV_OR_FOLDER]
-                                      [--chapter NN] [--sandbox auto|bwrap|none] [--timeout S] [--memory-mb M]
+                                      [--chapter NN] [--no-sandbox] [--timeout S] [--memory-mb M]
                                       [--processes P] [--judge-timeout S] [--jobs N] [--expose PATH] [--verbose]
     python tools/assignments.py solutions FOLDER [--assignments _build/assignments]
 
@@ -22,7 +22,8 @@ Usage (what `make assignments` and `make grade` run):
 
 ``grade`` runs each submission's code in a sandbox and judges the values it sends back outside it (package
 ``grading``, whose docstrings and CONTRIBUTING.md say what this protects against), and writes the gradebook and the
-files beside it (``grading/reports.py``). ``solutions`` writes the course's own solutions as submissions.
+files beside it (``grading/reports.py``). Where bubblewrap does not work it refuses to grade, unless ``--no-sandbox``
+accepts that the submissions' code can then read the hidden tests. ``solutions`` writes the course's own solutions as submissions.
 
 The markup (cell metadata key ``assignment``; CONTRIBUTING.md, "Assignments", is the reference): a code cell of a
 gated solution with ``{"exercise": LABEL, "stub": CODE}`` (and optionally ``"forbid": [dotted names]``, and
@@ -355,6 +356,8 @@ def write_marking(folder: Path, manual: list[dict], rows: dict[str, str]) -> Non
     if mine:
         (folder / MARKING_FILE).write_text(
             "# Marking the answers in words (from the instructors' page of the course)\n\n"
+            "Each numbered part is worth one point where the parts and the weight agree; where they do not, the row "
+            "ends by saying how to split the weight.\n\n"
             "| Exercise | A full answer says | Weight |\n|---|---|---|\n" + "\n".join(mine) + "\n")
 
 
@@ -455,9 +458,12 @@ def main(argv: list[str] | None = None) -> None:
                    help="the gradebook CSV, or a folder for it (default: SUBMISSIONS/gradebook.csv); feedback, "
                         "statistics and Canvas/Moodle files are written beside it")
     g.add_argument("--chapter", help="grade every file as this assignment (NN or NN_name), whatever it says")
-    g.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto",
-                   help="bwrap: require bubblewrap; none: no sandbox; auto (default): bwrap if it works, else none "
-                        "with a warning")
+    g.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="bwrap",
+                   help="bwrap (default; auto is the same): the bubblewrap sandbox, or refuse to grade; none: the "
+                        "same as --no-sandbox")
+    g.add_argument("--no-sandbox", dest="sandbox", action="store_const", const="none",
+                   help="grade without a sandbox where bubblewrap is missing, accepting that the submissions' code "
+                        "can read the hidden tests, the other submissions and every file you can read")
     g.add_argument("--timeout", type=float, default=Limits.seconds, help="seconds per submission")
     g.add_argument("--memory-mb", type=int, default=Limits.memory_mb,
                    help="memory of a submission, all its processes together")

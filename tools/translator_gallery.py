@@ -10,7 +10,8 @@ figure) and ``book/figures/translator_cross_attention.png`` (Figure T.1: the cro
 last decoder layer, every head, for the first example, in the widget's colours: dark = high, a dot on each row's
 largest weight; layers and heads counted from 0, as in the widget and the rest of the course). The paragraph under
 the figure counts, per head, the rows whose dot lies on the German word that :data:`ALIGNMENT` gives the English
-word. Greedy decoding, as in the browser (source length + 50 tokens at most).
+word. Greedy decoding, as in the browser (source length + 50 tokens at most); the example whose translation
+repeats a word is also decoded by beam search of width 4, for the paragraph under the table (:func:`loop_note`).
 
 The BLEU scores are not recomputed (a beam search over test 2016 takes minutes): they are read from the table that
 ``notebooks/09_training_translator.ipynb`` prints, and only when that notebook shows the same run (same steps and
@@ -125,6 +126,28 @@ def repeated_word(text: str) -> str | None:
     return None
 
 
+def loop_note(kind: str, again: str, beam_out: str) -> str:
+    """The paragraph under the gallery's table for the example whose greedy translation repeats a word: ``kind`` is
+    the example's "what it is", ``again`` the repeat (:func:`repeated_word`, ``"a a a"``), ``beam_out`` the same
+    model's beam-4 translation of that sentence. Neither decoder forbids repeats; the paragraph says so, and whether
+    beam search repeats on this sentence too.
+
+    Raises:
+        ValueError: ``again`` is not one word written at least three times.
+    """
+    words = again.split()
+    if len(words) < 3 or len(set(words)) != 1:
+        raise ValueError(f"not one word written three or more times: {again!r}")
+    beam_again = repeated_word(beam_out)
+    on_beam = (f"with a repeat of its own (*{beam_again}*)" if beam_again else
+               "with no repeat this time, because another sequence scored higher, not because a rule stopped it")
+    return (f"On the {kind} example, a source unlike any it was trained on, the model writes *{words[0]}* "
+            f"{len(words)} times in a row (*{again}*). Greedy decoding has no rule against repeats, and neither has "
+            f"chapter 9's beam search: with width 4 the model writes *{beam_out}*, {on_beam}. A decoder that forbids "
+            "writing the same pair of words twice (the `no_repeat_ngram_size` option of Hugging Face's `generate`) "
+            "would stop it.")
+
+
 def label(piece: str) -> str:
     """A subword as the figure prints it: a word's first piece without the tokenizer's ``▁``, a piece that
     continues a word after ``##`` (``▁Stra``, ``ße`` -> ``Stra``, ``##ße``)."""
@@ -133,9 +156,17 @@ def label(piece: str) -> str:
     return piece if piece.startswith("<") or not piece[:1].isalnum() else "##" + piece
 
 
+def _ordinal(n: int) -> str:
+    """``1`` -> ``"1st"``, ``2`` -> ``"2nd"``, ``6`` -> ``"6th"``, ``11`` -> ``"11th"``."""
+    if 10 <= n % 100 <= 20:
+        return f"{n}th"
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def _wrap(text: str) -> str:
-    # a {ref} role stays on one line
-    text = re.sub(r"\{ref\}`[^`]*`", lambda m: m.group(0).replace(" ", "\x00"), text)
+    # a {ref} role and a **bold** span stay on one line
+    text = re.sub(r"\{ref\}`[^`]*`|\*\*[^*]+\*\*", lambda m: m.group(0).replace(" ", "\x00"), text)
     return textwrap.fill(text, width=115, break_long_words=False, break_on_hyphens=False).replace("\x00", " ")
 
 
@@ -272,9 +303,8 @@ def main() -> int:
     for (source, kind), out in zip(EXAMPLES, outputs):
         again = repeated_word(out)
         if again and not loops:
-            loops = [_wrap(f"The {kind} example shows a failure of greedy decoding: it can fall into a loop and "
-                           f"write the same word again and again (*{again}*), since nothing in it forbids that."),
-                     ""]
+            beam_out = translate_corpus(model, tok, [source], beam_size=4, progress=False, warn=False)[0]
+            loops = [_wrap(loop_note(kind, again, beam_out)), ""]
     pair = translate_and_capture(model, tok, sources[0])
     layers = [w[0].numpy() for w in pair["capture"].weights["cross"]]  # each (n_heads, tgt_len, src_len)
     caption, reading = draw(layers, pair["src_pieces"], pair["produced_pieces"], FIGURE)
@@ -285,15 +315,15 @@ def main() -> int:
              if machine.get("cpu_count") and machine.get("cpu_model") and not machine.get("gpu") else "")
     kept = ""
     if trained.best_step is not None:
-        kept = (" and keeps the weights of its validation pass with the lowest cross-entropy: those of step "
+        kept = (" and keeps the weights it had at its lowest validation cross-entropy: those of step "
                 f"{trained.best_step:,}")
         passes, nll = trained.history.get("val_step") or [], trained.history.get("val_nll") or []
         if trained.best_step in passes and len(nll) == len(passes):
             k = passes.index(trained.best_step)
             later = nll[k + 1:]
-            kept += f", pass {k + 1} of {len(passes)}"
+            kept += f", the {_ordinal(k + 1)} of the {len(passes)} times it measured it during training"
             if later and all(v > nll[k] for v in later):
-                kept += (f". The validation cross-entropy rose in all {len(later)} later passes: the model, which "
+                kept += (f". The validation cross-entropy rose in all {len(later)} later measurements: the model, which "
                          "has no dropout, had begun to memorise the training captions "
                          "({ref}`chapter 9 <nb09-training>`)")
             elif not later:
@@ -307,7 +337,8 @@ def main() -> int:
     else:
         score = (f" With greedy decoding, as in the box, it scores **{scores['greedy']:.1f} BLEU** on the 1,000 "
                  f"sentences of the test 2016 split ({scores['beam 4']:.1f} with beam search of width 4; see "
-                 "{ref}`nb09-scores` in chapter 9).")
+                 "{ref}`nb09-scores` in chapter 9). These are cased BLEU scores of German-to-English translations of "
+                 "short, simple captions: they cannot be compared with the paper's scores on WMT news text.")
     run = f"({trained.step:,} steps" + (f", the weights of step {trained.best_step:,})" if trained.best_step
                                          is not None else ")")
     from tmlib.model import count_parameters

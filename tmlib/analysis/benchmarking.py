@@ -129,6 +129,17 @@ def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, min_s
     calls (doubled during warm-up until a loop lasts ``min_seconds``), synchronising a CUDA ``device`` around the
     clock (``clock``: wall by default, :func:`time.process_time` for CPU time). Report the median.
 
+    Args:
+        fn: the call to time, without arguments.
+        repeats: how many timings to return.
+        warmup: untimed calls before the first timing.
+        min_seconds: the shortest loop; 0 times one call per timing.
+        device: a CUDA device (or ``"cuda"``) to synchronise around the clock; None on the CPU.
+        clock: the clock to read.
+
+    Returns:
+        list[float]: ``repeats`` timings, in seconds per call.
+
     Raises:
         TypeError: ``repeats``/``warmup`` not integers, ``min_seconds`` not a number.
         ValueError: ``repeats`` < 1, ``warmup`` or ``min_seconds`` < 0.
@@ -136,7 +147,7 @@ def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, min_s
     repeats = check_int(repeats, "repeats", minimum=1)
     warmup = check_int(warmup, "warmup", minimum=0)
     min_seconds = check_float(min_seconds, "min_seconds", minimum=0)
-    for _ in range(warmup):
+    for _ in range(warmup):  # untimed: the first calls allocate memory, fill caches and pick kernels
         fn()
     inner = 1
     if min_seconds > 0:
@@ -151,11 +162,11 @@ def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, min_s
             inner *= 2
     out = []
     for _ in range(repeats):
-        _sync(device)
+        _sync(device)  # a GPU runs asynchronously: wait until earlier work is done before starting the clock
         t0 = clock()
         for _ in range(inner):
             fn()
-        _sync(device)
+        _sync(device)  # ... and until this work is done before stopping it
         out.append((clock() - t0) / inner)
     return out
 

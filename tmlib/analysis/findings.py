@@ -292,7 +292,7 @@ def layer_table(ablation) -> "pd.DataFrame":
     return table
 
 
-def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
+def ablation_findings(stats, ablation, cheap: float = 0.02, whole_layers: bool = True) -> Findings:
     """What switching heads off costs (``ablation``, from :func:`~tmlib.analysis.ablation.ablation_table` with
     single heads, all-but-one and whole layers; ``stats`` for the heads that stand out).
 
@@ -309,7 +309,9 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     single head (``"no layer passes"`` or ``"layers pass"``), and the
     kind of attention whose whole layers cost the most on average (``"cross most sensitive"``, as Michel et al.
     found, or ``"<kind> most sensitive"``); where the costliest layer leaves less than a quarter of the greedy BLEU,
-    a last line says that there is no translation without it.
+    a last line says that there is no translation without it. With ``whole_layers=False`` the printout stops
+    before the whole layers (their lines and the last two verdicts are left out; ``numbers`` and ``verdicts`` are
+    unchanged), for a page that computes those in view.
     """
     single = ablation[ablation["experiment"] == "one head"].sort_values("delta_nll", ascending=False)
     whole = ablation[ablation["experiment"] == "whole layer"].sort_values("delta_nll")
@@ -345,6 +347,7 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
                      f"median) to +{kept_alone[high]:.3f} ({high})")
         lines.append(f"  layers whose best head alone costs no more than the median head: "
                      f"{', '.join(prunable) or 'none'}")
+    shown = len(lines)  # the lines before the whole layers
     lines.append("a whole layer off, mean per kind: "
                  + ", ".join(f"{KIND_LABELS[k]} +{v:.3f}" for k, v in numbers["by_kind"].items()))
     name, cost, part, bleu = numbers["top_layer"]
@@ -353,6 +356,7 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     if len(all_off):
         lines.append(f"every head off: +{numbers['all_off']:.3f} nats/token")
     verdicts = []
+    first_verdict = len(lines)
     if kept_alone:
         if prunable:
             verdicts.append("layers pass")
@@ -362,6 +366,7 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
         else:
             verdicts.append("no layer passes")
             lines += _wrap("finding: no layer passes our version of Michel et al.'s one-head test", indent="")
+    one_head = lines[first_verdict:]  # the one-head verdict, with its continuation lines
     costs = numbers["by_kind"]
     if costs:
         worst = max(costs, key=costs.get)
@@ -377,6 +382,8 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
                        + (": the decoder reads the German sentence there" if top["kind"] == "cross" else ""),
                        indent="")
     numbers["verdicts"] = verdicts
+    if not whole_layers:
+        lines = lines[:shown] + one_head
     return Findings(numbers, lines)
 
 
@@ -460,8 +467,7 @@ def permutation_findings(perm, ablation, stats) -> Findings:
              f"  the next-token distribution by TVD {calm_row['output_tvd']:.3f}, the prediction at "
              f"{calm_row['argmax_changed']:.1%} of the positions",
              f"most sensitive: {numbers['loud'][0]} ({numbers['loud'][1]:.1%})" + (f", {why}" if why else ""),
-             f"  number {rank} of {len(single)} in the cost of switching it off",
-             f"{layer} off costs +{cost:.3f} nats, {ratio:.0f} times the costliest single head (+{worst:.3f})"]
+             f"  number {rank} of {len(single)} in the cost of switching it off"]
     r = numbers["ratio"]
     low, high = SAME_AS_OFF
     much = "about as much" if low <= r <= high else ("less" if r < low else "more")

@@ -52,36 +52,88 @@ def repeat_spreads(*tables: list[dict]) -> np.ndarray:
 
 
 AGREE = 2.0
-"""The acceptance rule's threshold: windows agree when the largest ratio is less than this many times the smallest."""
+"""The agreement test's threshold: the windows agree when the largest window ratio is less than this many times the
+smallest. A larger spread means the load changed during the run."""
+
+LEVEL = 0.95
+"""The confidence level of :func:`ratio_interval`'s interval, which the acceptance rule (:func:`verdict`) reads."""
+
+
+def ratio_interval(ratios, level: float = LEVEL) -> tuple[float, float, float]:
+    """The geometric mean of window ratios and its Student-t confidence interval.
+
+    Ratios multiply, so the interval is computed on their logarithms: with ``m`` and ``s`` the mean and the sample
+    standard deviation (``ddof=1``) of ``log(ratios)`` and ``t`` the ``(1 + level) / 2`` quantile of Student's t
+    distribution with ``n - 1`` degrees of freedom (``scipy.stats.t.ppf``), the interval is
+    ``exp(m - t s / sqrt(n))`` to ``exp(m + t s / sqrt(n))``. It narrows as ``1 / sqrt(n)`` with more windows, which
+    is why more windows can only sharpen the answer. It assumes the log ratios of the windows are independent draws
+    of one distribution (nearly normal), which a steady load gives.
+
+    Args:
+        ratios: one positive, finite ratio per window, at least two (a sequence of floats).
+        level: the confidence level, between 0 and 1.
+
+    Returns:
+        tuple[float, float, float]: the geometric mean ``exp(m)``, then the interval's lower and upper ends.
+
+    Raises:
+        ValueError: fewer than two ratios, a ratio that is not positive and finite, or a level outside (0, 1).
+    """
+    from scipy import stats
+
+    logs = np.log(_positive(ratios))
+    if len(logs) < 2:
+        raise ValueError(f"an interval needs at least two windows, got {len(logs)}")
+    if not 0 < level < 1:
+        raise ValueError(f"the level must lie between 0 and 1, got {level}")
+    m, s = logs.mean(), logs.std(ddof=1)
+    half = stats.t.ppf((1 + level) / 2, len(logs) - 1) * s / np.sqrt(len(logs))
+    return float(np.exp(m)), float(np.exp(m - half)), float(np.exp(m + half))
+
+
+def _positive(ratios) -> np.ndarray:
+    """``ratios`` as a float array, after checking that there is at least one and that each is positive and finite."""
+    values = np.array([float(r) for r in ratios])
+    if not len(values) or not np.all(np.isfinite(values) & (values > 0)):
+        raise ValueError(f"the rule needs one positive, finite ratio per window, got {values.tolist()}")
+    return values
 
 
 def verdict(ratios) -> str:
     """The acceptance rule for the window-by-window ratios of A's time to B's (or of their throughputs).
 
-    Two tests: the windows agree (the largest ratio is less than :data:`AGREE` times the smallest) and every ratio
-    lies on the same side of 1. Both hold: the ratio of the medians stands. The first fails: "not yet a measurement".
-    Only the second fails: "no difference shown".
+    One window is not a measurement. For two or more, two tests: the windows agree (the largest ratio is less than
+    :data:`AGREE` times the smallest; otherwise the load changed during the run: "not yet a measurement"), and the
+    95% interval of the ratios' geometric mean (:func:`ratio_interval`) excludes 1 ("the ratio stands") or contains
+    it ("no difference shown"; the printed interval says how large a difference the windows could still hide).
+    Unlike a test that asks every window to lie on one side of 1, whose chance of passing by luck is ``2 ** (1 - n)``
+    and which a real but small difference fails more often the more windows there are, the interval narrows with
+    more windows.
 
     Args:
         ratios: one positive ratio per window (a sequence of floats, at least one).
 
     Returns:
-        str: the spread ``max / min`` and the rule's conclusion, one sentence without a full stop.
+        str: the number of windows, their spread ``max / min``, the geometric mean and its interval, and the rule's
+        conclusion: one sentence without a full stop, ending in "not yet a measurement", "the ratio stands" or
+        "no difference shown".
 
     Raises:
         ValueError: no ratios, or a ratio that is not positive and finite.
     """
-    ratios = [float(r) for r in ratios]
-    if not ratios or not all(np.isfinite(r) and r > 0 for r in ratios):
-        raise ValueError(f"verdict needs one positive, finite ratio per window, got {ratios}")
-    spread = max(ratios) / min(ratios)
+    values = _positive(ratios)
+    if len(values) == 1:
+        return f"one window, ratio {values[0]:.3f}: one window cannot show its own spread, so not yet a measurement"
+    spread = values.max() / values.min()
+    text = f"{len(values)} windows, spread by a factor of {spread:.2f}"
     if spread >= AGREE:
-        return f"the window ratios spread by a factor of {spread:.2f}, {AGREE:g} or more: not yet a measurement"
-    if min(ratios) > 1 or max(ratios) < 1:
-        return (f"the window ratios spread by a factor of {spread:.2f}, below {AGREE:g}, and all lie on one side of 1: "
-                "the ratio of the medians stands")
-    return (f"the window ratios spread by a factor of {spread:.2f}, below {AGREE:g}, but lie on both sides of 1: "
-            "no difference shown")
+        return text + f", {AGREE:g} or more: the load changed during the run, so not yet a measurement"
+    mean, low, high = ratio_interval(values)
+    text += (f" (below {AGREE:g}); geometric mean {mean:.3f}, {LEVEL:.0%} interval {low:.3f} to {high:.3f}, "
+             "which ")
+    if low > 1 or high < 1:
+        return text + "excludes 1: the ratio stands"
+    return text + "contains 1: no difference shown"
 
 
 PACE = 1.5
@@ -127,9 +179,11 @@ def text_fields(record: dict) -> dict:
 
     The records of chapter 9's runs and of the recipe were written before these numbers had fields of their own, so
     they are stored as text: which weights a run scored (``weights_scored``), the timing ``amp="auto"`` made before
-    it chose a precision (``note``), the compiled model's warm-up (``what`` of ``cpu_recipe.json``'s speed record)
-    and, for the first stand-in run, which predates ``best_val_nll``, its lowest validation cross-entropy
-    (``weights_scored``). A reader that parses them elsewhere depends on the wording; this function is the only one.
+    it chose a precision (``note``), the stand-ins' fixed step count (``note``), the size of the test set
+    (``test_set``), the compiled model's warm-up (``what`` of ``cpu_recipe.json``'s speed record) and, for the first
+    stand-in run, which predates ``best_val_nll``, its lowest validation cross-entropy (``weights_scored``). A reader
+    that parses them elsewhere depends on the wording; this function is the only one. Where a record has a field of
+    the returned name itself (a newer record), that field is returned and the text is not read.
 
     Args:
         record: a record of ``benchmarks/results/`` (:func:`~tmlib.analysis.benchmarking.load_result`): a
@@ -138,8 +192,11 @@ def text_fields(record: dict) -> dict:
     Returns:
         dict: the fields found, of these: ``kept_step`` (int: the step whose weights were scored; None where the
         last weights were), ``lowest_val_nll`` (float: ``best_val_nll``, or the value stated in words),
-        ``probe_s`` (dict ``{"float32": s, "bf16": s}``: seconds per step of the precision probe) and
-        ``compile_warmup_s`` (float: the compiled model's warm-up, compiling included).
+        ``probe_s`` (dict ``{"float32": s, "bf16": s}``: seconds per step of the precision probe),
+        ``step_budget`` (dict ``{"steps": int, "measured": int, "factor": float}``: a fixed step count, the steps
+        measured in 15 minutes on another CPU, and the factor that scaled them), ``test_sentences`` (int: the
+        sentences of the test set) and ``compile_warmup_s`` (float: the compiled model's warm-up, compiling
+        included).
     """
     fields: dict = {}
     scored = record.get("weights_scored")
@@ -155,10 +212,20 @@ def text_fields(record: dict) -> dict:
              or re.search(r"timed float32 ([\d.]+) s against bf16 autocast ([\d.]+) s", note))
     if probe:
         fields["probe_s"] = {"float32": float(probe.group(1)), "bf16": float(probe.group(2))}
+    budget = re.search(r"step budget (\d+) = (\d+) steps measured there in 15 min x ([\d.]+)", note)
+    if budget:
+        fields["step_budget"] = {"steps": int(budget.group(1)), "measured": int(budget.group(2)),
+                                 "factor": float(budget.group(3))}
+    sentences = re.search(r"\((\d+) sentences\)", record.get("test_set") or "")
+    if sentences:
+        fields["test_sentences"] = int(sentences.group(1))
     for speed in record.get("speed", []):
         warmup = re.search(r"warm-up took ([\d.]+) s", speed.get("what", ""))
         if warmup:
             fields["compile_warmup_s"] = float(warmup.group(1))
+    for name in ("kept_step", "lowest_val_nll", "probe_s", "step_budget", "test_sentences", "compile_warmup_s"):
+        if name in record:  # a field of its own wins over the text
+            fields[name] = record[name]
     return fields
 
 
@@ -200,7 +267,9 @@ def your_run(history: dict, machine: dict | None, dtype: str, references: dict[s
     Returns:
         str: the run's steps, minutes and lowest validation cross-entropy, then either that it is one of the
         ``references`` itself (same steps, same lowest cross-entropy), or how its steps and cross-entropy compare
-        with the run of the machine it matches (:func:`course_machine`), or the machine's description.
+        with the run of the machine it matches (:func:`course_machine`, with the date the machine description
+        carries, if any), or the machine's description. A match means the same CPU model and native bf16, not the
+        same speed: a virtual machine of the same model can run faster or slower with its host's load.
     """
     from tmlib.machine import describe_machine
 
@@ -223,10 +292,12 @@ def your_run(history: dict, machine: dict | None, dtype: str, references: dict[s
         verdict = (f" That gap is within the gaps between two runs of the same kind ({low:.3f} to {high:.3f}): "
                    "no difference shown." if abs(gap) <= high else
                    f" That gap is larger than the gaps between two runs of the same kind ({low:.3f} to {high:.3f}).")
-    return text + (f"It trained in {dtype.replace('bfloat16', 'bf16')} on a machine with the CPU model and instruction "
-                   f"sets of {like}: {steps / ref['steps']:.2f} times the {ref['steps']:,} steps of {like}'s "
-                   f"15-minute run in the table, and a lowest validation cross-entropy {abs(gap):.4f} "
-                   f"{'below' if gap < 0 else 'above'} that run's {ref['best_val_nll']:.4f}.") + verdict
+    when = f" on {machine['date'][:10]}" if machine.get("date") else ""
+    return text + (f"It trained in {dtype.replace('bfloat16', 'bf16')}{when} on a machine with the CPU model and "
+                   f"instruction sets of {like}: {steps / ref['steps']:.2f} times the {ref['steps']:,} steps of "
+                   f"{like}'s 15-minute run in the table, and a lowest validation cross-entropy {abs(gap):.4f} "
+                   f"{'below' if gap < 0 else 'above'} that run's {ref['best_val_nll']:.4f}. The same kind of CPU "
+                   "is not a promise of the same speed.") + verdict
 
 
 #: The training settings two runs must share to count as a seed pair (besides the model, the precision and the steps);

@@ -127,8 +127,8 @@ def step_profile(record: dict, flops_per_token: float) -> Findings:
     with the most device time.
 
     Numbers: ``bars`` (a Series of milliseconds: the matrix products, each other profiled operator under a short
-    name, and the rest of the step: smaller kernels and time without a kernel), ``step_ms`` (one step measured
-    without the profiler), ``at_product_rate`` (the step's FLOPs at the measured product rate, ms) and
+    name, and the rest of the step: smaller kernels and time without a kernel; they add up to ``step_ms``),
+    ``step_ms`` (one step measured without the profiler), ``at_product_rate`` (the step's FLOPs at the measured product rate, ms) and
     ``products_ms``; ``print(findings)`` prints the short lines that report them."""
     res = record["results"]
     prof, tokens = res["profile"], res["batch"]["target_tokens"]
@@ -138,18 +138,19 @@ def step_profile(record: dict, flops_per_token: float) -> Findings:
     at_product_rate = 1e3 * flops_per_token * tokens / res["peaks"]["measured_matmul"]
     products = ms[_PRODUCTS].sum()
     fw, bw = (int(ops.loc[name, "calls"]) for name in _LOG_SOFTMAX)
-    lines = [f"one step: {step_ms:.1f} ms; its FLOPs at the measured product rate: {at_product_rate:.1f} ms",
-             f"matrix products (mm, addmm): {products:.1f} ms = {products / step_ms:.0%} of the step",
-             f"the loss's log-softmax over {res['config']['vocab_size']:,} words, forward and backward: "
-             f"{ms[_LOG_SOFTMAX].sum():.1f} ms",
-             f"  calls: {fw} forward, {bw} backward ({bw} chunks, each forward run again in the backward)",
-             f"copies and conversions: {ms['aten::copy_']:.1f} ms",
-             f"GPU kernels of the profiled step: {prof['device_kernel_ms']:.1f} ms, against {step_ms:.1f} ms for "
-             f"a step without the profiler",
-             f"the rest of the step: {step_ms - ms.sum():.2f} ms = {prof['device_kernel_ms'] - ms.sum():.2f} ms of "
-             f"smaller kernels + {step_ms - prof['device_kernel_ms']:.2f} ms without a kernel"]
     bars = pd.Series({"matrix products (mm, addmm)": products,
                       **{OPERATOR_NAMES.get(n, n): v for n, v in ms.drop(_PRODUCTS).items()},
                       "the rest of the step": step_ms - ms.sum()})
+    width = max(len(name) for name in bars.index)
+    lines = [f"one step: {step_ms:.1f} ms; its FLOPs at the measured product rate: {at_product_rate:.1f} ms",
+             f"GPU kernels of the profiled step: {prof['device_kernel_ms']:.1f} ms, against {step_ms:.1f} ms for "
+             f"a step without the profiler",
+             "GPU time per operator (the bars of Figure 12.4), ms and share of the step:",
+             *(f"  {name:<{width}} {value:5.1f} {value / step_ms:4.0%}" for name, value in bars.items()),
+             f"the rest of the step: {step_ms - ms.sum():.2f} ms = {prof['device_kernel_ms'] - ms.sum():.2f} ms of "
+             f"smaller kernels + {step_ms - prof['device_kernel_ms']:.2f} ms without a kernel",
+             f"the loss's log-softmax over {res['config']['vocab_size']:,} words, forward and backward: "
+             f"{ms[_LOG_SOFTMAX].sum():.1f} ms",
+             f"  calls: {fw} forward, {bw} backward ({bw} chunks, each forward run again in the backward)"]
     return Findings({"bars": bars, "step_ms": step_ms, "at_product_rate": at_product_rate,
                      "products_ms": float(products)}, lines)

@@ -60,7 +60,7 @@ def check_descend_steps(descend, *, vocab_size: int = 10, eps_ls: float = 0.1) -
     """Exercise 6.2, the steps: ``descend(lr, steps)`` (the logits ``(vocab_size,)`` after ``steps`` gradient steps
     of size ``lr`` on the cross-entropy against the uniform smoothed target, class 0 the true one, from zeros) must
     start from zeros and step against a central-difference gradient of that loss, which must fall. Names a one-hot
-    target, an ascent, a step that is not a gradient step. Raises AssertionError (the slip named), TypeError for an
+    target, the exclusive smoothed target, an ascent, a step that is not a gradient step. Raises AssertionError (the slip named), TypeError for an
     unanswered ``...`` and ValueError for a wrong shape; returns None."""
     t = _smoothed_target(vocab_size, eps_ls)
 
@@ -80,6 +80,10 @@ def check_descend_steps(descend, *, vocab_size: int = 10, eps_ls: float = 0.1) -
         step = np.asarray(descend(lr, 1), dtype=float)
         assert np.abs(step + lr * (np.full(vocab_size, 1 / vocab_size) - np.eye(vocab_size)[0])).max() > 1e-6, \
             f"descend({lr}, 1) steps on the loss against the one-hot target; the loss is against the smoothed target t"
+        exclusive = np.full(vocab_size, eps_ls / (vocab_size - 1))
+        exclusive[0] = 1 - eps_ls
+        assert np.abs(step + lr * (np.full(vocab_size, 1 / vocab_size) - exclusive)).max() > 1e-6, \
+            f"descend({lr}, 1) steps on the loss against the exclusive smoothed target: {_EXCLUSIVE}"
         assert np.abs(step - lr * gradient(start)).max() > 1e-6, \
             f"descend({lr}, 1) climbs: it adds the gradient; a descent step subtracts lr times the gradient"
         assert np.abs(step + lr * gradient(start)).max() < 1e-6, \
@@ -123,7 +127,8 @@ def check_descend(descend, z_opt, closed_form, *, vocab_size: int = 10, eps_ls: 
 def check_lrate(my_lrate, *, seed: int = 606) -> str:
     """Exercise 6.4: ``my_lrate(step, d_model, warmup_steps)`` on two model widths and warm-ups drawn at random:
     positive and finite, peaking at warmup_steps, linear before, 1/sqrt(step) after, scaling as d_model^-0.5, then
-    equal to the schedule at every step; each symptom named, never the rate itself."""
+    equal to the schedule at every step to a relative 1e-9 (a rate right only to float32 precision is named); each
+    symptom named, never the rate itself."""
     rng = np.random.default_rng(seed)
     lines = []
     for d_model, warmup in [(2 ** int(rng.integers(6, 11)), int(rng.integers(20, 60))) for _ in range(2)]:
@@ -154,6 +159,11 @@ def check_lrate(my_lrate, *, seed: int = 606) -> str:
         if not math.isclose(wide, 0.5, rel_tol=1e-9):
             raise AssertionError("the rate does not scale as d_model^-0.5: four times wider, half the rate")
         expected = ref.noam_lr(steps, d_model, warmup)
+        worst = float(np.max(np.abs(lr - expected) / expected))  # the largest relative error
+        if 1e-9 < worst < 1e-6:
+            raise AssertionError(f"my_lrate for d_model = {d_model}, warmup_steps = {warmup} is right only to float32 "
+                                 f"precision (a relative error of {worst:.0e}, where 1e-9 is asked for): compute in "
+                                 "Python floats or float64, not in float32 arrays or tensors")
         lines.append(check_close(lr, expected, f"my_lrate for d_model = {d_model}, warmup_steps = {warmup}",
                                  rtol=1e-9, atol=0))
     return "\n".join(lines)

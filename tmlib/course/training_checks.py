@@ -115,9 +115,10 @@ def check_smoothing_floor(answer, vocab_size: int, label_smoothing: float, what:
 def check_padding_fractions(answer: dict, lengths, max_tokens: int, chunk_sizes=(1, 10, 100, 10_000), *,
                             seed: int = 0, what: str = "padding") -> str:
     """Check a dict chunk_size -> padding fraction of ``tmlib.data.token_batches(lengths, max_tokens, seed, epoch=0,
-    chunk_size)`` (padded positions of the longer side over all positions, batches summed) to 3 decimals, naming
-    the chunk sizes that differ, a fraction given in percent, and the right counting on another shuffle (seeds 1
-    to 5, or epochs 1 and 2); never the values."""
+    chunk_size)`` (``tmlib.data.padding_fraction``: the pads of ``src`` and ``tgt_in`` over all their positions,
+    batches summed) to 3 decimals, naming the chunk sizes that differ, a fraction given in percent, the padding of
+    each pair's longer side alone, and the right counting on another shuffle (seeds 1 to 5, or epochs 1 and 2);
+    never the values."""
     from tmlib.data import padding_fraction, token_batches
 
     require_answered(answer, what)
@@ -135,6 +136,14 @@ def check_padding_fractions(answer: dict, lengths, max_tokens: int, chunk_sizes=
     if percent and not wrong:  # every fraction that differs is the right one in percent: say that, once
         raise AssertionError(in_percent)
     if wrong:
+        if not percent:  # only the pads beyond each pair's longer side (one rectangle of max(src, tgt + 1))?
+            size = np.array([max(int(s), int(t) + 1) for s, t in lengths])
+            longer = [1 - sum(size[b].sum() for b in bs) / sum(len(b) * size[b].max() for b in bs) for bs in
+                      (token_batches(lengths, max_tokens, seed=seed, epoch=0, chunk_size=c) for c in chunk_sizes)]
+            if all(np.isclose(float(answer[c]), v, rtol=0, atol=5e-4) for c, v in zip(chunk_sizes, longer)):
+                raise AssertionError(f"{what} counts only the padding beyond each pair's longer side: the shorter "
+                                     "side's pads are computed on too; count the pads of src and of tgt_in over "
+                                     "all their positions")
         if not percent:  # the right counting on another shuffle?
             for sd, ep in [(sd, 0) for sd in range(1, 6) if sd != seed] + [(seed, 1), (seed, 2)]:
                 if all(np.isclose(float(answer[c]), padding_fraction(token_batches(
@@ -142,8 +151,8 @@ def check_padding_fractions(answer: dict, lengths, max_tokens: int, chunk_sizes=
                        for c in chunk_sizes):
                     raise AssertionError(f"{what} is counted right, but on another shuffle (seed={sd}, epoch={ep}): "
                                          f"the batches depend on it; use seed={seed}, epoch=0")
-        raise AssertionError(f"{what} is not right yet at {', '.join(wrong)}: count the padded positions of the "
-                             "longer side (source, or target + 1) over all positions, summed over the batches"
+        raise AssertionError(f"{what} is not right yet at {', '.join(wrong)}: count the padded positions of src and "
+                             "of tgt_in (target + 1) over all their positions, summed over the batches"
                              + (f"; and {in_percent}" if percent else ""))
     return f"correct: {what} at chunk sizes {', '.join(map(str, chunk_sizes))} (3 decimals)"
 

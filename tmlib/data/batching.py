@@ -97,11 +97,23 @@ def length_batches(sizes: Sequence[int], max_tokens: int) -> list[list[int]]:
 
 
 def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[tuple[int, int]]) -> float:
-    """Share of padded positions over all positions of ``batches`` (lists of example indices into ``lengths``,
-    ``(src_len, tgt_len)`` pairs), on each example's longer side: the source, or the target plus ``<bos>``."""
-    size = np.array([max(s, t + 1) for s, t in lengths])
-    real = sum(size[b].sum() for b in batches)
-    total = sum(len(b) * size[b].max() for b in batches)
+    """Share of padding among all the positions the model reads: the ``src`` and ``tgt_in`` tensors of every
+    batch (:func:`tmlib.data.batch.collate`), summed over ``batches`` (lists of example indices into ``lengths``,
+    ``(src_len, tgt_len)`` pairs). A batch's ``src`` is ``(batch, longest source)``, its ``tgt_in`` ``(batch,
+    longest target + 1)`` (``<bos>`` first); each example fills ``src_len`` and ``tgt_len + 1`` of them.
+
+    Raises:
+        ValueError: ``lengths`` not ``(n, 2)`` pairs, or no batches.
+    """
+    arr = np.asarray(lengths, dtype=np.int64)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError(f"lengths must be (src_len, tgt_len) pairs, shape (n, 2), got shape {arr.shape}")
+    src, tgt_in = arr[:, 0], arr[:, 1] + 1  # the positions of each example in src and in tgt_in
+    batches = [np.asarray(b, dtype=np.int64) for b in batches if len(b)]
+    if not batches:
+        raise ValueError("padding_fraction needs at least one non-empty batch")
+    real = sum(int(src[b].sum() + tgt_in[b].sum()) for b in batches)
+    total = sum(len(b) * int(src[b].max() + tgt_in[b].max()) for b in batches)
     return float(1 - real / total)
 
 

@@ -278,7 +278,7 @@ def _work(box, limits: Limits, show_output: bool):
     return work
 
 
-def grade(submissions: Path, assignments: Path, out_csv: Path | None = None, *, sandbox: str = "auto",
+def grade(submissions: Path, assignments: Path, out_csv: Path | None = None, *, sandbox: str = "bwrap",
           limits: Limits = Limits(), chapter: str | None = None, expose: tuple[str, ...] = (),
           quiet: bool = True, jobs: int | None = None) -> list[dict]:
     """Grade every file under ``submissions``; write the gradebook CSV (and the files beside it, ``reports.py``)
@@ -294,7 +294,8 @@ def grade(submissions: Path, assignments: Path, out_csv: Path | None = None, *, 
         ValueError: the outputs cannot be written there, ``chapter`` names no built assignment, a bad sandbox mode,
             or a private folder (assignments, submissions, gradebook, chapter sources) that the sandbox would
             show (under the venv, ``/usr``...).
-        grading.sandbox.SandboxUnavailable: ``sandbox="bwrap"`` and bwrap does not work here.
+        grading.sandbox.SandboxUnavailable: bwrap does not work here and ``sandbox`` is not ``"none"`` (the
+            grader does not run submissions unsandboxed unless asked to).
     """
     submissions = Path(submissions)
     if not submissions.is_dir():

@@ -23,10 +23,12 @@ With ``bwrap`` (Debian's ``bubblewrap``), the extraction driver runs
 
 Values come back on a pipe (a file descriptor that survives into the sandbox); nothing is written to the host.
 
-Without a working bwrap (``mode="none"``, or ``"auto"`` when bwrap is missing or cannot create namespaces), the
-driver still runs in a separate process under the same limits, in a private temporary folder, so the judging stays
-outside the submission's process; but the submission can then read every file the grader's user can read, use the
-network, and leave detached processes behind. :func:`choose` prints a warning saying so.
+Without a working bwrap (bwrap missing, or unable to create namespaces) :func:`choose` refuses to grade, and says how
+to install bubblewrap, unless the instructor asked for no sandbox (``mode="none"``: ``--no-sandbox`` or ``--sandbox
+none``). The driver then still runs in a separate process under the same limits, in a private temporary folder, so
+the judging stays outside the submission's process; but the submission can read every file the grader's user can
+read (the hidden tests among them), use the network, and leave detached processes behind. :func:`choose` prints a
+warning saying so.
 """
 from __future__ import annotations
 
@@ -55,7 +57,12 @@ WARNING: {reason}.
 WARNING: Submissions will run WITHOUT A SANDBOX: as {user}, able to read every file {user} can read (the hidden
 WARNING: tests, the autograder archives, the other submissions), to use the network and to leave processes behind.
 WARNING: Their answers are still judged in the grader's own process. Install bubblewrap (apt-get install bubblewrap)
-WARNING: to sandbox them, or pass --sandbox none to accept this."""
+WARNING: and leave out --no-sandbox to sandbox them."""
+REFUSAL = """\
+no sandbox: {reason}. The grader will not run submissions without one, since their code could then read the hidden
+tests and the other submissions. Install bubblewrap (Debian, Ubuntu, WSL 2: sudo apt-get install bubblewrap;
+Fedora: sudo dnf install bubblewrap) and check that `bwrap --ro-bind / / true` runs (in a container, bwrap also needs
+user namespaces). Or, accepting that risk, grade without a sandbox: --no-sandbox (make grade: GRADE_FLAGS=--no-sandbox)."""
 
 
 class SandboxUnavailable(RuntimeError):
@@ -345,20 +352,22 @@ def probe(expose: tuple[str, ...] = ()) -> str | None:
     return reason
 
 
-def choose(mode: str = "auto", expose: tuple[str, ...] = ()) -> Sandbox:
-    """The sandbox to use: ``"bwrap"`` (required), ``"none"`` (none, with a warning) or ``"auto"``.
+def choose(mode: str = "bwrap", expose: tuple[str, ...] = ()) -> Sandbox:
+    """The sandbox to use: ``"bwrap"`` (the default: bubblewrap, or refuse) or ``"none"`` (no sandbox, with a
+    warning); ``"auto"``, the old default, now means ``"bwrap"``.
 
     Raises:
-        SandboxUnavailable: ``mode="bwrap"`` and :func:`probe` failed.
+        SandboxUnavailable: ``mode`` is ``"bwrap"`` or ``"auto"`` and :func:`probe` failed; the message says why,
+            how to install bubblewrap, and that ``--no-sandbox`` grades without one.
         ValueError: an unknown mode.
     """
     if mode not in ("auto", "bwrap", "none"):
-        raise ValueError(f"sandbox mode must be auto, bwrap or none, got {mode!r}")
-    reason = probe(tuple(expose)) if mode != "none" else "--sandbox none was given"
-    if reason is None:
-        return Sandbox("bwrap", tuple(expose))
-    if mode == "bwrap":
-        raise SandboxUnavailable(reason)
-    user = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
-    print(WARNING.format(reason=reason, user=user), file=sys.stderr, flush=True)
-    return Sandbox("none", tuple(expose))
+        raise ValueError(f"sandbox mode must be bwrap or none, got {mode!r}")
+    if mode == "none":
+        user = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
+        print(WARNING.format(reason="--no-sandbox was given", user=user), file=sys.stderr, flush=True)
+        return Sandbox("none", tuple(expose))
+    reason = probe(tuple(expose))
+    if reason is not None:
+        raise SandboxUnavailable(REFUSAL.format(reason=reason))
+    return Sandbox("bwrap", tuple(expose))
