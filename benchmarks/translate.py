@@ -10,7 +10,10 @@ test_2016_flickr with greedy decoding and with beam search (beam 4, α = 0.6, pa
 ``benchmarks/results/translate_<device>.json``: device name, torch version, preset, parameter count,
 minutes trained, steps, epochs, target tokens/s, validation loss, and for each decoder the cased BLEU,
 lowercased BLEU (13a) and chrF of sacreBLEU, with signatures and decoding time, and the machine that trained
-(``tmlib.machine.machine_info()``, stored in the checkpoint) and the one that decoded.
+(``tmlib.machine.machine_info()``, stored in the checkpoint) and the one that decoded; also ``kept_step`` (the
+step whose weights were scored, None for the last), ``test_sentences``, ``probe_s`` (``amp="auto"``'s timing of
+each precision, seconds per step, where it timed them) and, with ``--step-budget``, ``step_budget`` (a fixed step
+count predicted for another machine: the steps, the steps measured there in 15 minutes, the factor).
 
 Without ``--train`` it scores the checkpoint already in ``--out`` (e.g. one written by
 ``python -m tmlib.train``). ``--name`` changes the result file's name (``translate_<name>.json``), e.g.
@@ -56,6 +59,10 @@ def main(argv=None) -> int:
     p.add_argument("--results", default=str(ROOT / "benchmarks" / "results"), help="folder of the JSON file")
     p.add_argument("--name", default=None, help="result file translate_<name>.json (default: the device type)")
     p.add_argument("--note", default="", help="free text stored in the JSON (e.g. the machine's load)")
+    p.add_argument("--step-budget", nargs=3, type=float, default=None, metavar=("STEPS", "MEASURED", "FACTOR"),
+                   help="a fixed step count predicted for another machine: the STEPS trained, the steps MEASURED "
+                        "there in 15 minutes and the FACTOR that scaled them; stored as step_budget (pass the steps "
+                        "to train with --train-arg)")
     p.add_argument("--train-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for python -m tmlib.train (repeatable), e.g. --train-arg=--max-tokens=4000")
     args = p.parse_args(argv)
@@ -112,10 +119,18 @@ def main(argv=None) -> int:
         "val_nll": round(history["val_nll"][-1], 4) if history["val_nll"] else None,
         "weights_scored": (f"kept best (keep_best): step {trained.best_step}" if trained.best_step is not None
                            else "last"),
+        "kept_step": trained.best_step,  # the step whose weights were scored; None: the last weights
         "best_val_nll": round(min(history["val_nll"]), 4) if trained.best_step is not None else None,
         "test_set": "multi30k test_2016_flickr (1000 sentences), German->English",
+        "test_sentences": len(test),
         "note": args.note,
     }
+    timings = (trained.precision or {}).get("timings")  # amp="auto"'s probe: seconds per step of each precision
+    if timings:
+        result["probe_s"] = {"float32": round(timings["float32_s"], 2), "bf16": round(timings["bf16_s"], 2)}
+    if args.step_budget:
+        steps, measured, factor = args.step_budget
+        result["step_budget"] = {"steps": int(steps), "measured": int(measured), "factor": factor}
     for name, beam in (("greedy", 1), (f"beam{args.beam_size}", args.beam_size)):
         t0 = time.perf_counter()
         hyps = translate_corpus(model, tokenizer, src, beam_size=beam, device=device, progress=False)

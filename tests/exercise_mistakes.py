@@ -498,6 +498,24 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("keys and values swapped", replace=(('"w_k": "k_proj", "w_v": "v_proj"', '"w_k": "v_proj", "w_v": "k_proj"'),)),
         Mistake("cross-attention mapped onto self-attention", replace=(('"cross_attn": "encoder_attn"', '"cross_attn": "self_attn"'),)),
     ],
+    # chapter 11: reading attention
+    "ex-11-merge": [
+        Mistake("the query pieces summed, not averaged", replace=(
+            ("[(0.1 + 0.0) / 2, (0.9 + 0.9) / 2, (0.0 + 0.1) / 2]", "[0.1 + 0.0, 0.9 + 0.9, 0.0 + 0.1]"),)),
+        Mistake("the key pieces averaged, not summed", replace=(
+            ("np.array([[0.8, 0.2, 0.0],", "np.array([[0.8, 0.1, 0.0],"),
+            ("[(0.1 + 0.0) / 2, (0.9 + 0.9) / 2, (0.0 + 0.1) / 2]",
+             "[(0.1 + 0.0) / 2, (0.45 + 0.45) / 2, (0.0 + 0.1) / 2]"),
+            ("[0.1, 0.1, 0.8]])", "[0.1, 0.05, 0.8]])"))),
+    ],
+    "ex-11-diagonal": [
+        Mistake("reads copied from the model's attention in Figure 11.1 (a → Tanz, in → auf)", stub=1, replace=(
+            ('"einen", "Tanz", "vor", "vor", "vor",', '"Tanz", "Tanz", "auf", "vor", "vor",'),)),
+        Mistake("reads shifted by one: the German word of each query's own input", stub=1, replace=(
+            ('reads = ["Mehrere", "Frauen", "führen", "führen",',
+             'reads = ["Mehrere", "Mehrere", "Frauen", "führen", "führen",'),
+            ('"einem", "Gebäude", ".", "."]', '"einem", "Gebäude", "."]'))),
+    ],
     # the chapter on finding bugs: each exercise's stub is the planted bug ("left as the stub" = the bug left in)
     "ex-10-diagonal": [
         Mistake("the bug left in: the diagonal blocked too", unanswered=True),

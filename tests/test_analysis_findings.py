@@ -137,9 +137,8 @@ def test_ablation_findings_of_a_hand_made_table():
     assert f["looker"] == ("dec-self L0 H0", 0.9, 0.04, 5)  # 90% on itself, fifth costliest
     assert f["kept_alone"] == {"enc-self L0": 0.2, "enc-self L1": 0.03, "dec-self L0": 0.1, "cross L0": 0.9}
     assert f["prunable"] == ["enc-self L1"]  # its best head alone costs 0.03 <= the median 0.045
-    assert f["by_kind"] == pytest.approx({"encoder self": 0.4, "decoder self": 0.8, "cross": 2.0})
-    assert f["top_layer"] == ("cross L0", 2.0, 1.0, 2.0) and f["baseline_bleu"] == 30.0 and f["all_off"] == 3.5
-    assert all(len(line) <= WIDTH for line in f.lines) and "BLEU 2.0 (was 30.0)" in str(f)
+    assert all(len(line) <= WIDTH for line in f.lines)
+    assert "one head kept per layer: +0.030 (enc-self L1, 0.7 × median) to +0.900 (cross L0)" in str(f)
 
 
 def test_ablation_findings_counts_heads_strictly_below_the_threshold():
@@ -211,19 +210,18 @@ def _verdicts(findings) -> list[str]:
     return out
 
 
-def test_alignment_reading_ends_with_a_verdict():
+def test_alignment_reading_prints_no_verdict_but_keeps_the_steps_back():
+    """The page counts the steps back in view: the printout has no verdict line; ``verdicts`` and ``back`` hold
+    the same decision, unprinted."""
     names = ["Ein", "Mann", "lädt", "."]
     diagonal = I.alignment_reading(np.eye(4), names, ["A", "man", "loads", "<eos>"])
-    assert _verdicts(diagonal)[-1] == ("finding: the alignment never moves back: the English follows the German word "
-                                  "order; every English word reads a German word of its own")
-    assert diagonal["verdicts"] == ["in order", "one each"]
+    assert diagonal["verdicts"] == ["in order", "one each"] and diagonal["back"] == []
+    assert _verdicts(diagonal) == [] and "finding" not in str(diagonal)
     w = np.array([[0.1, 0.9, 0.0, 0.0], [0.8, 0.2, 0.0, 0.0], [0.0, 0.0, 0.6, 0.4], [0.0, 0.0, 0.7, 0.3],
                   [0.0, 0.0, 0.0, 1.0]])  # man -> Mann, A -> Ein (back), loads and it -> lädt
     r = I.alignment_reading(w, names, ["man", "A", "loads", "it", "<eos>"])
-    assert r["verdicts"] == ["moves back", "shared"]
-    assert _verdicts(r)[-1] == ("finding: the alignment moves back at 1 of 3 steps (man → Mann, then A → Ein): the "
-                           "English puts words in another order than the German; 1 German word is read by "
-                           "several English words")
+    assert r["verdicts"] == ["moves back", "shared"] and r["back"] == [(0, "man", "Mann", "A", "Ein")]
+    assert _verdicts(r) == [] and r["forward"] == pytest.approx(2 / 3)
 
 
 def test_head_findings_gives_each_verdict():
@@ -255,22 +253,17 @@ def test_head_findings_gives_each_verdict():
     assert I.head_findings(flat)["verdicts"][0] == "focused first"
 
 
-def test_ablation_findings_end_with_verdicts():
+def test_ablation_findings_print_numbers_only():
+    """The one-head test and the whole layers are computed in view on the page: the printout gives single-head
+    numbers and no verdict, no whole layer; ``prunable`` follows the median."""
     f = I.ablation_findings(_stats(), _ablation())
-    assert f["verdicts"] == ["layers pass", "cross most sensitive"]
-    assert _verdicts(f)[0] == "finding: 1 of 4 layers passes our version of Michel et al.'s one-head test: enc-self L1"
-    assert _verdicts(f)[1].startswith("finding: cross-attention is the most sensitive kind, as Michel et al. found")
-    assert _verdicts(f)[2].startswith("finding: without cross L")  # BLEU 2.0 of 30.0: below a quarter
-    assert _verdicts(f)[2].endswith("there is no translation: the decoder reads the German sentence there")
+    assert not any(line.startswith("finding:") for line in f.lines) and "verdicts" not in f.numbers
+    assert "whole layer" not in _flat(f) and "every head off" not in _flat(f) and "BLEU" not in _flat(f)
     table = _ablation()
     kept = table.experiment == "all but one"
     table.loc[kept, "delta_nll"] += 0.5  # no layer can be reduced to one head
-    cross_layer = (table.experiment == "whole layer") & (table.kind == "cross")
-    table.loc[cross_layer, "delta_nll"] = 0.1  # cross-attention the cheapest kind
     g = I.ablation_findings(_stats(), table)
-    assert g["verdicts"] == ["no layer passes", "decoder self most sensitive"]
-    assert "finding: no layer passes our version of Michel et al.'s one-head test" in _flat(g)
-    assert "decoder self-attention is the most sensitive kind, not cross-attention" in _flat(g)
+    assert g["prunable"] == [] and g["kept_alone"]["enc-self L1"] == pytest.approx(0.53)
     assert all(len(line) <= WIDTH for line in g.lines)
 
 
@@ -281,26 +274,17 @@ def test_permutation_findings_end_with_a_verdict():
                         argmax_changed=[0.04, 0.05, 0.10, 0.08, 0.06, 0.02, 0.01, 0.12],
                         argmax_changed_off=[0.04, 0.05, 0.10, 0.08, 0.06, 0.02, 0.01, 0.12])
     f = I.permutation_findings(base, ablation, stats)
-    assert f["verdicts"] == ["about as much", "few changed"]
-    assert _verdicts(f) == ["finding: a shuffle does about as much as switching the head off, and no head's map "
-                            "decides many predictions"]
-    assert "median over heads 1.00" in _flat(f) and "changed at 1.0% to 12.0% of the positions" in _flat(f)
+    assert f["verdicts"] == ["about as much", "few changed"] and f["ratio"] == pytest.approx(1.0)
+    assert _verdicts(f) == [] and "median over heads" not in _flat(f)  # the page compares in view
+    assert "changed at 1.0% to 12.0% of the positions" in _flat(f)
     less = I.permutation_findings(base.assign(argmax_changed=base.argmax_changed / 2), ablation, stats)
-    assert less["verdicts"] == ["less", "few changed"] and "does less than switching" in _flat(less)
+    assert less["verdicts"] == ["less", "few changed"] and less["ratio"] == pytest.approx(0.5)
     more = I.permutation_findings(base.assign(argmax_changed=base.argmax_changed * 2), ablation, stats)
-    assert more["verdicts"] == ["more", "many changed"] and "map decides many predictions" in _flat(more)
+    assert more["verdicts"] == ["more", "many changed"] and _verdicts(more) == []
     assert "changed at 2.0% to 24.0% of the positions" in _flat(more)
+    edge = I.permutation_findings(base.assign(argmax_changed=base.argmax_changed * 1.25), ablation, stats)
+    assert edge["verdicts"][0] == "about as much"  # the range 0.8 to 1.25 includes its ends
     assert all(len(line) <= WIDTH for line in more.lines)
-
-
-def test_ablation_findings_can_stop_before_the_whole_layers():
-    full = I.ablation_findings(_stats(), _ablation())
-    short = I.ablation_findings(_stats(), _ablation(), whole_layers=False)
-    assert short.numbers == full.numbers  # the same numbers and verdicts, a shorter printout
-    assert "whole layer" not in _flat(short) and "every head off" not in _flat(short)
-    assert _verdicts(short) == _verdicts(full)[:1]  # only the one-head test
-    k = next(i for i, line in enumerate(short.lines) if line.startswith("finding:"))
-    assert short.lines[:k] == full.lines[:k]  # the lines on single heads, unchanged
 
 
 def test_permutation_findings_leave_the_layer_costs_to_the_ablation():

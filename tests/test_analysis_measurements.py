@@ -1,9 +1,9 @@
-"""tmlib.analysis.measurements: the machine matching, the numbers stored as text and the "your run" sentence of the
-records page."""
+"""tmlib.analysis.measurements: the machine matching and the "your run" sentence of the records page, and the
+structured fields of the records that the page reads (once stated only in sentences)."""
 import numpy as np
 import pytest
 
-from tmlib.analysis.measurements import course_machine, text_fields, verdict, your_run
+from tmlib.analysis.measurements import course_machine, verdict, your_run
 
 M1 = {"cpu_model": "AMD EPYC", "cpu_count": 2, "cpu_native_bf16": True, "gpu": None}
 M3 = {**M1, "cpu_native_bf16": False}
@@ -41,27 +41,31 @@ def test_your_run_against_the_yardstick():
     assert outside.endswith("larger than the gaps between two runs of the same kind (0.003 to 0.016).")
 
 
-def test_text_fields_read_the_sentences_of_the_records():
-    kept = {"weights_scored": "kept best (keep_best): step 1429", "best_val_nll": 1.8743,
-            "note": "amp=auto chose float32 (probe: float32 0.48 s, bf16 0.51 s); the machine quiet"}
-    assert text_fields(kept) == {"kept_step": 1429, "lowest_val_nll": 1.8743,
-                                 "probe_s": {"float32": 0.48, "bf16": 0.51}}
-    last = {"weights_scored": "last (the run predates keep_best; its lowest validation NLL, 1.899 after epoch 5, was "
-                              "25 steps before the end)", "note": "emulation"}
-    assert text_fields(last) == {"kept_step": None, "lowest_val_nll": 1.899}
-    avx2 = {"note": "amp=auto timed float32 0.92 s against bf16 autocast 20.95 s a step and chose float32"}
-    assert text_fields(avx2) == {"probe_s": {"float32": 0.92, "bf16": 20.95}}
-    recipe = {"speed": [{"what": "alternating windows (the compiled model's warm-up took 197.0 s on a loaded machine)"}]}
-    assert text_fields(recipe) == {"compile_warmup_s": pytest.approx(197.0)}
+def test_records_store_as_fields_what_their_sentences_state():
+    """The records page reads these numbers from fields; each must equal the number the record's sentence states."""
+    import re
 
-
-def test_text_fields_of_the_stored_records():
     from tmlib.analysis.benchmarking import load_result
 
-    assert text_fields(load_result(file="translate_cpu_auto.json"))["probe_s"] == {"float32": 0.48, "bf16": 0.51}
-    assert text_fields(load_result(file="translate_cpu_fp32_emulated_run1.json"))["lowest_val_nll"] == 1.899
-    assert text_fields(load_result(file="translate_cpu_fp32_emulated.json"))["kept_step"] == 1190
-    assert text_fields(load_result(file="cpu_recipe.json"))["compile_warmup_s"] == 197.0
+    files = ["translate_cpu.json", "translate_cpu_auto.json", "translate_cpu_avx2.json", "translate_cpu_seed1.json",
+             "translate_cpu_fp32_emulated.json", "translate_cpu_fp32_emulated_run1.json", "translate_cuda.json"]
+    for file in files:
+        record = load_result(file=file)
+        kept = re.match(r"kept best \(keep_best\): step (\d+)", record["weights_scored"])
+        assert record["kept_step"] == (int(kept.group(1)) if kept else None), file
+        assert record["test_sentences"] == 1000 and "(1000 sentences)" in record["test_set"], file
+    assert load_result(file="translate_cpu_fp32_emulated_run1.json")["kept_step"] is None  # scored its last weights
+    for file, probe in (("translate_cpu_auto.json", {"float32": 0.48, "bf16": 0.51}),
+                        ("translate_cpu_avx2.json", {"float32": 0.92, "bf16": 20.95})):
+        record = load_result(file=file)
+        assert record["probe_s"] == probe, file
+        assert f"{probe['float32']:.2f} s" in record["note"] and f"{probe['bf16']:.2f} s" in record["note"], file
+    for file in ("translate_cpu_fp32_emulated.json", "translate_cpu_fp32_emulated_run1.json"):
+        record = load_result(file=file)
+        assert record["step_budget"] == {"steps": 1215, "measured": 1105, "factor": 1.1}, file
+        assert "step budget 1215 = 1105 steps measured there in 15 min x 1.10" in record["note"], file
+    speed = load_result(file="cpu_recipe.json")["speed"][0]
+    assert speed["compile_warmup_s"] == 197.0 and "warm-up took 197.0 s" in speed["what"]
 
 
 def test_ratio_interval_known_values():
@@ -169,25 +173,3 @@ def test_your_run_names_the_training_date_and_not_the_speed():
     assert "The same kind of CPU is not a promise of the same speed." in text
     assert text.endswith("(0.001 to 0.004): no difference shown.")
     assert " on 20" not in your_run(HISTORY, M1, "bfloat16", REFS)  # no date recorded, none printed
-
-
-def test_text_fields_step_budget_test_size_and_own_fields():
-    stand_in = {"note": "emulation of a 2-core CPU without bf16: float32, step budget 1215 = 1105 steps measured "
-                        "there in 15 min x 1.10 (dropout-0 step speed-up measured here)",
-                "test_set": "multi30k test_2016_flickr (1000 sentences), German->English"}
-    assert text_fields(stand_in) == {"step_budget": {"steps": 1215, "measured": 1105, "factor": 1.1},
-                                     "test_sentences": 1000}
-    assert text_fields({"test_set": "multi30k test_2016_flickr, German->English"}) == {}  # no size stated
-    # a record with a field of its own: the field wins over the text
-    newer = {**stand_in, "weights_scored": "kept best (keep_best): step 1190", "kept_step": 1200,
-             "step_budget": {"steps": 1300, "measured": 1200, "factor": 1.08}}
-    fields = text_fields(newer)
-    assert fields["kept_step"] == 1200 and fields["step_budget"]["steps"] == 1300 and fields["test_sentences"] == 1000
-
-
-def test_text_fields_of_the_stored_stand_ins_and_m3():
-    from tmlib.analysis.benchmarking import load_result
-
-    budget = text_fields(load_result(file="translate_cpu_fp32_emulated.json"))["step_budget"]
-    assert budget == {"steps": 1215, "measured": 1105, "factor": 1.1}
-    assert text_fields(load_result(file="translate_cpu_avx2.json"))["test_sentences"] == 1000

@@ -85,6 +85,6 @@ def test_stored_mfu_record_step_profile(stored):
     assert profile["bars"].sum() == pytest.approx(profile["step_ms"])
     assert profile["bars"].iloc[0] == profile["products_ms"] < profile["step_ms"]
     assert profile["bars"].index[-1] == "the rest of the step"
-    assert "22.74 ms = 20.38 ms of smaller kernels + 2.36 ms without a kernel" in str(profile)
+    assert "22.97 ms = 20.39 ms of smaller kernels + 2.58 ms without a kernel" in str(profile)  # the fourth GPU run
     for name, ms in profile["bars"].items():  # the printout names every bar of the figure, with its time
         assert any(line.strip().startswith(name) and f"{ms:.1f}" in line for line in profile.lines), name

@@ -470,6 +470,7 @@ def test_transposed_stride_names_heads_own_and_the_copys_stride():
         with pytest.raises(AssertionError, match=words) as err:
             check_transposed_stride(wrong, heads)
         assert "(12, 2, 6, 1)" not in str(err.value)
+        assert wrong != (12, 6, 2, 1) or "swap" not in str(err.value)  # asks what a transpose does, no answer
     with pytest.raises(TypeError, match="still `...`"):
         check_transposed_stride(..., heads)
 
@@ -1837,3 +1838,30 @@ def test_chapter_13_value_check_cells_reject_a_cell_that_calls_the_library():
     assert "2099712" not in text and "2,099,712" not in text, text
     text = _run_check_cell("13_modern_transformer", "ex-13-swiglu", **names)  # no history: cannot tell
     assert "AssertionError" not in text and text.count("correct") == 2, text
+
+
+def test_chapter_11_alignment_reads_check_names_the_entry_never_the_word():
+    """Exercise 11.4's first step: the student writes `reads` from the sentence pair; the check names the first wrong
+    entry by its English token and query, never the German word it should be; a list shifted by one gets the
+    indexing hint; the model's own reading of Figure 11.1 (in → auf, a → Tanz) is wrong."""
+    from tmlib.course import check_alignment_reads
+    german = "Mehrere Frauen führen vor einem Gebäude einen Tanz auf .".split()
+    queries = ["<bos>", *"Several women are performing a dance in front of a building .".split()]
+    right = ["Mehrere", "Frauen", "führen", "führen", "einen", "Tanz", "vor", "vor", "vor", "einem", "Gebäude", ".",
+             "."]
+    assert check_alignment_reads(right, german, queries).startswith("correct")
+    with pytest.raises(TypeError, match=re.escape("reads: still `...`")):
+        check_alignment_reads(..., german, queries)
+    model_reading = right[:4] + ["Tanz", "Tanz", "auf"] + right[7:]
+    with pytest.raises(AssertionError, match=r"reads\[4\]: the token 'a' \(predicted by the query at 'performing'\)"
+                       ) as err:
+        check_alignment_reads(model_reading, german, queries)
+    assert "1 more entries differ" in str(err.value) and "einen" not in str(err.value)
+    with pytest.raises(AssertionError, match="shifted by one"):
+        check_alignment_reads(["Mehrere"] + right[:-1], german, queries)  # reads[k] for queries[k]
+    with pytest.raises(AssertionError, match="one per token the decoder produces"):
+        check_alignment_reads(right[:-1], german, queries)
+    with pytest.raises(AssertionError, match="not one of the German words"):
+        check_alignment_reads(right[:6] + ["vor einem"] + right[7:], german, queries)
+    with pytest.raises(ValueError, match="no reference"):
+        check_alignment_reads(right, german[::-1], queries)

@@ -4,9 +4,12 @@ The chapter measures each head (:func:`~tmlib.analysis.heads.head_statistics`), 
 (:func:`~tmlib.analysis.ablation.ablation_table`) and shuffles their weights
 (:func:`~tmlib.analysis.permutation.permutation_effects`). The functions here read those tables and return the
 numbers the chapter's text quotes, as tables or as :class:`Findings` (the numbers, ``findings["median"]``, and the
-short lines that report them, ``print(findings)``). A printout of findings ends with verdict lines, ``finding: ...``,
-decided from the numbers by the thresholds each function's docstring states (``findings["verdicts"]`` holds them
-as short keys), so the chapter's text can discuss each possible verdict without quoting one run:
+short lines that report them, ``print(findings)``). Where the chapter draws a conclusion from these numbers in its
+own cells (whether an alignment moves back, the one-head test, the costs of whole layers, the permutation test's two
+comparisons), the printout gives the numbers only, so each conclusion is stated once, in code the reader sees;
+``findings["verdicts"]`` of :func:`alignment_reading` and :func:`permutation_findings` holds the same decisions as
+short keys, by the thresholds each docstring states. :func:`head_findings` alone prints verdict lines,
+``finding: ...``:
 
 * :func:`run_summary`: which run, how long it trained, which weights it kept;
 * :func:`alignment_reading`: one panel of merged cross-attention read as a word alignment;
@@ -107,10 +110,10 @@ def alignment_reading(weights, src_words: Sequence[str], tgt_words: Sequence[str
     German word (``forward``, the ``<eos>`` row left out), which German words several English words read
     (``shared``), and the range of the brightest cell of a row (``lowest``, ``highest``).
 
-    The last line is the verdict: whether the alignment ever moves back (``forward`` below 1; the first two such
-    steps are named, a reordering), and whether every English word reads a German word of its own (``shared``
-    empty) or how many German words several read;
-    ``verdicts``: ``"in order"`` or ``"moves back"``, and ``"one each"`` or ``"shared"``."""
+    The printout lists the numbers (``best``, ``shared``, the range of the brightest cell) and no verdict: chapter 11
+    counts the steps back in view. ``verdicts`` (not printed): ``"in order"`` or ``"moves back"`` (``forward``
+    below 1, a reordering; ``back`` lists the steps, ``(index, english, german, next english, next german)``), and
+    ``"one each"`` or ``"shared"`` (``shared`` empty or not)."""
     w = np.asarray(weights, dtype=float)
     top = w.argmax(axis=1)
     best = [(t, src_words[j], float(w[i, j])) for i, (t, j) in enumerate(zip(tgt_words, top))]
@@ -122,23 +125,15 @@ def alignment_reading(weights, src_words: Sequence[str], tgt_words: Sequence[str
     lines = [f"{title}: the German word each English word reads most" if title else
              "the German word each English word reads most"]
     lines += _wrap_items([f"{t} → {s} {share:.0%}" for t, s, share in best])
-    lines += _wrap(f"the next English word reads the same or a later German word at {forward:.0%} of the steps")
     groups = [f"{s} ({', '.join(ts)})" for s, ts in shared.items()] or ["none"]
     lines += _wrap_items([f"read by several English words: {groups[0]}"] + groups[1:], sep=";")
     lines += _wrap(f"the brightest cell holds {lowest:.0%} to {highest:.0%} of a row's weight")
     steps = max(len(words) - 1, 0)
-    back = [k for k in range(steps) if words[k + 1] < words[k]]  # the steps that read an earlier German word
-    pairs = "; ".join(f"{tgt_words[k]} → {src_words[words[k]]}, then {tgt_words[k + 1]} → {src_words[words[k + 1]]}"
-                      for k in back[:2]) + ("; ..." if len(back) > 2 else "")
-    order = ("in order", "the alignment never moves back: the English follows the German word order") \
-        if not back else ("moves back", f"the alignment moves back at {len(back)} of {steps} steps ({pairs}): "
-                                        f"the English puts words in another order than the German")
-    own = ("one each", "every English word reads a German word of its own") if not shared else \
-        ("shared", f"{len(shared)} German word{'s are' if len(shared) > 1 else ' is'} read by several English "
-                   f"words")
-    lines += _wrap(f"finding: {order[1]}; {own[1]}", indent="")
+    back = [(k, tgt_words[k], src_words[words[k]], tgt_words[k + 1], src_words[words[k + 1]])
+            for k in range(steps) if words[k + 1] < words[k]]  # the steps that read an earlier German word
+    verdicts = ["moves back" if back else "in order", "shared" if shared else "one each"]
     return Findings({"best": best, "forward": forward, "shared": shared, "lowest": lowest, "highest": highest,
-                     "verdicts": [order[0], own[0]]}, lines)
+                     "back": back, "verdicts": verdicts}, lines)
 
 
 def layer_breadth(stats) -> "pd.DataFrame":
@@ -292,29 +287,21 @@ def layer_table(ablation) -> "pd.DataFrame":
     return table
 
 
-def ablation_findings(stats, ablation, cheap: float = 0.02, whole_layers: bool = True) -> Findings:
-    """What switching heads off costs (``ablation``, from :func:`~tmlib.analysis.ablation.ablation_table` with
-    single heads, all-but-one and whole layers; ``stats`` for the heads that stand out).
+def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
+    """What switching single heads off costs (``ablation``, from :func:`~tmlib.analysis.ablation.ablation_table`
+    with single heads and all-but-one; ``stats`` for the heads that stand out). Whole layers are left to
+    :func:`layer_table` and to the chapter's own cells, which also apply the one-head test in view.
 
     Numbers: ``median`` (the median single head's cost, nats/token), ``cheap`` (heads costing less than
-    ``cheap``), ``n_heads``, ``costliest`` (the two costliest single heads: ``(name, cost, which of the most diagonal, previous-token or self-looking heads they are)``),
-    ``looker`` (the most self-looking head: name, its share, cost, rank in cost), ``kept_alone`` (cost of each
-    layer reduced to its best head, ``{name: cost}``), ``prunable`` (the layers whose best head alone costs no more
-    than the median single head), ``by_kind`` (mean cost of a whole layer, per kind), ``top_layer`` (the costliest
-    layer: name, cost, share of its kind's layers' total cost, BLEU), ``baseline_bleu``, ``all_off`` (the cost of
-    every head off).
+    ``cheap``), ``n_heads``, ``costliest`` (the two costliest single heads: ``(name, cost, which of the most
+    diagonal, previous-token or self-looking heads they are)``), ``looker`` (the most self-looking head: name, its
+    share, cost, rank in cost), ``kept_alone`` (cost of each layer reduced to its best head, ``{name: cost}``),
+    ``prunable`` (the layers whose best head alone costs no more than the median single head: Michel et al.'s
+    one-head test, measured in cross-entropy instead of BLEU; not printed).
 
-    The printout ends with two verdicts (``verdicts``): our version of Michel et al.'s one-head test (they measured
-    BLEU with a layer reduced to one head), passed by a layer whose best head alone costs no more than the median
-    single head (``"no layer passes"`` or ``"layers pass"``), and the
-    kind of attention whose whole layers cost the most on average (``"cross most sensitive"``, as Michel et al.
-    found, or ``"<kind> most sensitive"``); where the costliest layer leaves less than a quarter of the greedy BLEU,
-    a last line says that there is no translation without it. With ``whole_layers=False`` the printout stops
-    before the whole layers (their lines and the last two verdicts are left out; ``numbers`` and ``verdicts`` are
-    unchanged), for a page that computes those in view.
+    The printout gives these numbers and no verdict.
     """
     single = ablation[ablation["experiment"] == "one head"].sort_values("delta_nll", ascending=False)
-    whole = ablation[ablation["experiment"] == "whole layer"].sort_values("delta_nll")
     standout = standout_heads(stats)
     names = [head_name(r) for _, r in single.iterrows()]
     median = float(single["delta_nll"].median())
@@ -325,17 +312,8 @@ def ablation_findings(stats, ablation, cheap: float = 0.02, whole_layers: bool =
     looker = (head_name(looking), float(looking["same"]), float(single["delta_nll"].iloc[rank]), rank + 1)
     kept_alone = {f"{KIND_LABELS[k]} L{int(layer)}": float(v) for (k, layer), v in _kept_alone(ablation).items()}
     prunable = [n for n, v in kept_alone.items() if v <= median]
-    by_kind = whole.groupby("kind")["delta_nll"].mean().reindex([k for k in ATTENTION_KINDS if k in set(whole.kind)])
-    top = whole.iloc[-1]
-    share = float(top["delta_nll"] / whole.loc[whole["kind"] == top["kind"], "delta_nll"].sum())
-    baseline = ablation[ablation["experiment"] == "none"].iloc[0]
-    all_off = ablation[ablation["experiment"] == "all heads"]
     numbers = {"median": median, "cheap": int((single["delta_nll"] < cheap).sum()), "n_heads": len(single),
-               "costliest": costliest, "looker": looker, "kept_alone": kept_alone, "prunable": prunable,
-               "by_kind": {k: float(v) for k, v in by_kind.items()},
-               "top_layer": (head_name(top), float(top["delta_nll"]), share, float(top["bleu"])),
-               "baseline_bleu": float(baseline["bleu"]),
-               "all_off": float(all_off["delta_nll"].iloc[0]) if len(all_off) else float("nan")}
+               "costliest": costliest, "looker": looker, "kept_alone": kept_alone, "prunable": prunable}
     lines = [f"one head off: median +{median:.3f} nats/token; {numbers['cheap']} of {len(single)} heads cost "
              f"less than {cheap}"]
     lines += [f"  {'costliest:' if k == 0 else ' ' * 10} {n} +{c:.3f}, {why}" for k, (n, c, why) in enumerate(costliest)]
@@ -345,45 +323,6 @@ def ablation_findings(stats, ablation, cheap: float = 0.02, whole_layers: bool =
         low, high = min(kept_alone, key=kept_alone.get), max(kept_alone, key=kept_alone.get)
         lines.append(f"one head kept per layer: +{kept_alone[low]:.3f} ({low}, {kept_alone[low] / median:.1f} × "
                      f"median) to +{kept_alone[high]:.3f} ({high})")
-        lines.append(f"  layers whose best head alone costs no more than the median head: "
-                     f"{', '.join(prunable) or 'none'}")
-    shown = len(lines)  # the lines before the whole layers
-    lines.append("a whole layer off, mean per kind: "
-                 + ", ".join(f"{KIND_LABELS[k]} +{v:.3f}" for k, v in numbers["by_kind"].items()))
-    name, cost, part, bleu = numbers["top_layer"]
-    lines.append(f"  {name}: +{cost:.3f} nats, {part:.0%} of the {KIND_LABELS[top['kind']]} layers' cost; "
-                 f"BLEU {bleu:.1f} (was {numbers['baseline_bleu']:.1f})")
-    if len(all_off):
-        lines.append(f"every head off: +{numbers['all_off']:.3f} nats/token")
-    verdicts = []
-    first_verdict = len(lines)
-    if kept_alone:
-        if prunable:
-            verdicts.append("layers pass")
-            lines += _wrap(f"finding: {len(prunable)} of {len(kept_alone)} layers "
-                           f"pass{'es' if len(prunable) == 1 else ''} our version of Michel et al.'s one-head test: "
-                           f"{', '.join(prunable)}", indent="")
-        else:
-            verdicts.append("no layer passes")
-            lines += _wrap("finding: no layer passes our version of Michel et al.'s one-head test", indent="")
-    one_head = lines[first_verdict:]  # the one-head verdict, with its continuation lines
-    costs = numbers["by_kind"]
-    if costs:
-        worst = max(costs, key=costs.get)
-        label = "cross-attention" if worst == "cross" else f"{worst}-attention"
-        verdicts.append(f"{'cross' if worst == 'cross' else worst} most sensitive")
-        lines += _wrap(f"finding: {label} is the most sensitive kind"
-                       + (", as Michel et al. found" if worst == "cross" else ", not cross-attention as in Michel "
-                          "et al."), indent="")
-    blind = bleu < numbers["baseline_bleu"] / 4  # the layer without which there is no translation
-    measured = np.isfinite(bleu) and np.isfinite(numbers["baseline_bleu"])
-    if measured and blind:
-        lines += _wrap(f"finding: without {name} there is no translation"
-                       + (": the decoder reads the German sentence there" if top["kind"] == "cross" else ""),
-                       indent="")
-    numbers["verdicts"] = verdicts
-    if not whole_layers:
-        lines = lines[:shown] + one_head
     return Findings(numbers, lines)
 
 
@@ -429,7 +368,8 @@ def permutation_findings(perm, ablation, stats) -> Findings:
     share, rank in the cost of switching it off), ``layer_ratio`` (the costliest whole layer against the costliest
     single head).
 
-    The printout ends with the verdict (``verdicts``): shuffling a head's map does ``"about as much"`` as switching
+    The printout gives the ranges and the two example heads, not the ratio or a verdict: chapter 11 applies the
+    two criteria in view. ``verdicts`` (not printed): shuffling a head's map does ``"about as much"`` as switching
     the head off where the median ratio lies within :data:`SAME_AS_OFF` (0.8 to 1.25), ``"less"`` or ``"more"``
     outside it; and ``"few changed"`` where no head's shuffle changes :data:`FEW_CHANGED` (a fifth) of the
     predictions or more, else ``"many changed"``.
@@ -458,23 +398,20 @@ def permutation_findings(perm, ablation, stats) -> Findings:
     layer, cost, worst, ratio = numbers["layer_ratio"]
     lines = [f"shuffled, one head at a time: attention moved by TVD {t0:.2f} to {t1:.2f}",
              f"  the predicted next token changed at {c0:.1%} to {c1:.1%} of the positions",
-             f"switched off instead: {o0:.1%} to {o1:.1%}; shuffled / switched off, median over heads "
-             f"{numbers['ratio']:.2f}",
+             f"switched off instead: {o0:.1%} to {o1:.1%}",
              f"of the {len(moved)} heads whose attention moved at least the median (TVD {median:.2f}),",
              f"  the one that changed the fewest predictions: {head_name(calm)}",
              f"  attention moved by TVD {calm_row['attention_tvd']:.2f} "
              f"(JSD {calm_row['attention_jsd']:.2f} of at most {np.sqrt(np.log(2)):.2f}),",
              f"  the next-token distribution by TVD {calm_row['output_tvd']:.3f}, the prediction at "
              f"{calm_row['argmax_changed']:.1%} of the positions",
-             f"most sensitive: {numbers['loud'][0]} ({numbers['loud'][1]:.1%})" + (f", {why}" if why else ""),
-             f"  number {rank} of {len(single)} in the cost of switching it off"]
+             f"the head whose shuffle changed the most: {numbers['loud'][0]} ({numbers['loud'][1]:.1%})"]
+    if why:
+        lines += _wrap(why)
+    lines.append(f"  number {rank} of {len(single)} in the cost of switching it off")
     r = numbers["ratio"]
     low, high = SAME_AS_OFF
     much = "about as much" if low <= r <= high else ("less" if r < low else "more")
     few = "few changed" if c1 < FEW_CHANGED else "many changed"
-    lines += _wrap(f"finding: a shuffle does {much + ' as' if much == 'about as much' else much + ' than'}"
-                   " switching the head off, and "
-                   + ("no head's map decides many predictions" if few == "few changed" else
-                      f"{numbers['loud'][0]}'s map decides many predictions"), indent="")
     numbers["verdicts"] = [much, few]
     return Findings(numbers, lines)

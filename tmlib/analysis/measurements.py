@@ -1,9 +1,7 @@
 """Reading the benchmark records (``benchmarks/results/*.json``, :func:`~tmlib.analysis.benchmarking.load_result`)
 for the page "How the numbers in this course were measured" (book/measurements.ipynb) and the records page after it:
-thread counts, repeats, how far repeats spread, and the numbers some records store only as text."""
+thread counts, repeats, how far repeats spread, the acceptance rule, the course's machines and the seed pair."""
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
@@ -172,61 +170,6 @@ def pace(live_medians, record_medians) -> str:
     if max(factors) <= 1:
         return text + f", faster by more than a factor of {PACE:g} for at least one: faster than the record's pace"
     return text + ", some above 1 and some below: not the record's pace"
-
-
-def text_fields(record: dict) -> dict:
-    """The numbers that some records store only inside sentences, read in one place.
-
-    The records of chapter 9's runs and of the recipe were written before these numbers had fields of their own, so
-    they are stored as text: which weights a run scored (``weights_scored``), the timing ``amp="auto"`` made before
-    it chose a precision (``note``), the stand-ins' fixed step count (``note``), the size of the test set
-    (``test_set``), the compiled model's warm-up (``what`` of ``cpu_recipe.json``'s speed record) and, for the first
-    stand-in run, which predates ``best_val_nll``, its lowest validation cross-entropy (``weights_scored``). A reader
-    that parses them elsewhere depends on the wording; this function is the only one. Where a record has a field of
-    the returned name itself (a newer record), that field is returned and the text is not read.
-
-    Args:
-        record: a record of ``benchmarks/results/`` (:func:`~tmlib.analysis.benchmarking.load_result`): a
-            translation run (``translate_*.json``) or ``cpu_recipe.json``.
-
-    Returns:
-        dict: the fields found, of these: ``kept_step`` (int: the step whose weights were scored; None where the
-        last weights were), ``lowest_val_nll`` (float: ``best_val_nll``, or the value stated in words),
-        ``probe_s`` (dict ``{"float32": s, "bf16": s}``: seconds per step of the precision probe),
-        ``step_budget`` (dict ``{"steps": int, "measured": int, "factor": float}``: a fixed step count, the steps
-        measured in 15 minutes on another CPU, and the factor that scaled them), ``test_sentences`` (int: the
-        sentences of the test set) and ``compile_warmup_s`` (float: the compiled model's warm-up, compiling
-        included).
-    """
-    fields: dict = {}
-    scored = record.get("weights_scored")
-    if scored is not None:
-        kept = re.match(r"kept best \(keep_best\): step (\d+)", scored)
-        fields["kept_step"] = int(kept.group(1)) if kept else None
-        if record.get("best_val_nll") is not None:
-            fields["lowest_val_nll"] = record["best_val_nll"]
-        elif (low := re.search(r"validation NLL, ([\d.]+)", scored)):
-            fields["lowest_val_nll"] = float(low.group(1))
-    note = record.get("note", "")
-    probe = (re.search(r"probe: float32 ([\d.]+) s, bf16 ([\d.]+) s", note)
-             or re.search(r"timed float32 ([\d.]+) s against bf16 autocast ([\d.]+) s", note))
-    if probe:
-        fields["probe_s"] = {"float32": float(probe.group(1)), "bf16": float(probe.group(2))}
-    budget = re.search(r"step budget (\d+) = (\d+) steps measured there in 15 min x ([\d.]+)", note)
-    if budget:
-        fields["step_budget"] = {"steps": int(budget.group(1)), "measured": int(budget.group(2)),
-                                 "factor": float(budget.group(3))}
-    sentences = re.search(r"\((\d+) sentences\)", record.get("test_set") or "")
-    if sentences:
-        fields["test_sentences"] = int(sentences.group(1))
-    for speed in record.get("speed", []):
-        warmup = re.search(r"warm-up took ([\d.]+) s", speed.get("what", ""))
-        if warmup:
-            fields["compile_warmup_s"] = float(warmup.group(1))
-    for name in ("kept_step", "lowest_val_nll", "probe_s", "step_budget", "test_sentences", "compile_warmup_s"):
-        if name in record:  # a field of its own wins over the text
-            fields[name] = record[name]
-    return fields
 
 
 # The course's CPU machines (the page "How the numbers in this course were measured", section "The machines"), by the

@@ -42,7 +42,7 @@ from tmlib.course.model_checks import check_layer_norm
 from tmlib.course.analysis_checks import (
     check_greedy_pruning, check_ln2_row, check_max_entropy, check_row_entropy
 )
-from tmlib.course.analysis_checks import check_perfect_alignment
+from tmlib.course.analysis_checks import check_alignment_reads, check_perfect_alignment
 from tmlib.course.efficiency_checks import (check_against_measured, check_skipped_pairs, check_tiled_reads,
                                             check_training_flops)
 from tmlib.course.efficiency_checks import (check_causal_online_attention, check_crossovers, check_flops_per_token,
@@ -76,6 +76,7 @@ __all__ = [
     "require_answered", "check_decoder_layer", "check_encoding_row", "check_positional_encoding", "check_score_spread",
     "check_greedy_decode", "check_preln_stages", "check_vocab_ranges",
     "check_greedy_pruning", "check_ln2_row", "check_max_entropy", "check_row_entropy", "check_perfect_alignment",
+    "check_alignment_reads",
     "check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm",
     "check_against_measured", "check_skipped_pairs", "check_tiled_reads", "check_training_flops",
     "check_causal_online_attention", "check_crossovers", "check_flops_per_token", "check_kv_cache_function",

@@ -10,7 +10,15 @@ import numpy as np
 from tmlib.course.checks import as_float_array, check_close, check_shape, require_answered, rounding_atol
 from tmlib.course.exercise_checks import _compare_rounded
 
-__all__ = ["check_row_entropy", "check_max_entropy", "check_ln2_row", "check_greedy_pruning", "check_perfect_alignment"]
+__all__ = ["check_row_entropy", "check_max_entropy", "check_ln2_row", "check_greedy_pruning", "check_alignment_reads",
+           "check_perfect_alignment"]
+
+# Exercise 11.4: for each token the decoder produces (the English words of the translation, then <eos>), the
+# German word it translates; the separable verb "führen ... auf" counts as "führen", <eos> reads the full stop
+_READS = {
+    "Mehrere Frauen führen vor einem Gebäude einen Tanz auf .": (
+        "Mehrere", "Frauen", "führen", "führen", "einen", "Tanz", "vor", "vor", "vor", "einem", "Gebäude", ".", "."),
+}
 
 
 def _entropy(p) -> float:
@@ -91,6 +99,45 @@ def check_greedy_pruning(n_ok, curve, model, batches, single, *, max_rise: float
         check_close(points[k], start + rise(k), f"curve[{k}], the {k} cheapest heads off", decimals=decimals)
     return (f"correct: n_ok heads can go within {max_rise} nats, and one more cannot; curve matches "
             f"({decimals} decimals)")
+
+
+def check_alignment_reads(reads, keys, queries) -> str:
+    """Check the first step of exercise 11.4: ``reads[k]``, the German word (one of ``keys``) that the ``k``-th token
+    the decoder produces translates, where ``queries`` are the decoder inputs (``<bos>`` first) and ``queries[k]``
+    predicts that token. Known sentences only (test sentence 882, ``_READS``). A failure names the first wrong
+    entry by the English token and its query, never the German word it should be; a list shifted by one gets a
+    hint on the indexing.
+
+    Raises:
+        TypeError: ``reads`` is still ``...``.
+        ValueError: ``keys`` is not a sentence this check knows.
+        AssertionError: a wrong length, a word that is not a key, or a wrong entry.
+    """
+    require_answered(reads, "reads")
+    sentence = " ".join(keys)
+    if sentence not in _READS:
+        raise ValueError(f"check_alignment_reads knows no reference for the German sentence {sentence!r}")
+    gold, queries = list(_READS[sentence]), list(queries)
+    produced = queries[1:] + ["<eos>"]
+    got = [str(r) for r in reads] if isinstance(reads, (list, tuple)) else None
+    if got is None:
+        raise AssertionError("reads: give a list of German words, one per token the decoder produces")
+    if len(got) != len(gold):
+        raise AssertionError(f"reads has {len(got)} entries: it needs one per token the decoder produces, <eos> "
+                             f"included ({len(gold)})")
+    strange = [k for k, r in enumerate(got) if r not in keys]
+    if strange:
+        raise AssertionError(f"reads[{strange[0]}] = {got[strange[0]]!r} is not one of the German words (the keys)")
+    wrong = [k for k in range(len(gold)) if got[k] != gold[k]]
+    if not wrong:
+        return "correct: reads, the German word of each token produced"
+    if got[1:] == gold[:-1]:
+        raise AssertionError("reads looks shifted by one: reads[k] belongs to the k-th token produced, the one "
+                             "queries[k] predicts, not to queries[k] itself")
+    k = wrong[0]
+    more = f" ({len(wrong) - 1} more entries differ)" if len(wrong) > 1 else ""
+    raise AssertionError(f"reads[{k}]: the token {produced[k]!r} (predicted by the query at {queries[k]!r}) does "
+                         f"not translate {got[k]!r}{more}")
 
 
 def check_perfect_alignment(perfect, diagonal, keys, queries, reads, *, decimals: int = 4) -> str:

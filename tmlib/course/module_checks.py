@@ -56,7 +56,8 @@ def check_transposed_stride(stride_t, heads, what: str = "stride_t") -> str:
     if got == (own[0], own[2], own[1], own[3]):
         return f"correct: {what} (exact)"
     if got == own:
-        raise AssertionError(f"{what} is the stride of heads itself: transpose(1, 2) swaps two of its entries")
+        raise AssertionError(f"{what} is the stride of heads itself, before the transpose: what does transpose(1, "
+                             f"2) do to the memory, and so to the strides?")
     if got == (seq_len * n_heads * d_k, n_heads * d_k, d_k, 1):
         raise AssertionError(f"{what} is the stride of the row-major copy that .contiguous() makes, not of the "
                              f"transposed tensor, which still reads the memory of heads")
