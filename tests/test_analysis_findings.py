@@ -141,6 +141,20 @@ def test_ablation_findings_of_a_hand_made_table():
     assert "one head kept per layer: +0.030 (enc-self L1, 0.7 × median) to +0.900 (cross L0)" in str(f)
 
 
+def test_ablation_findings_names_what_a_costly_head_is_not():
+    """A costliest head that is no standout head is named by what it is not, per kind (a reader of r61 found
+    "not one of the heads that stood out" vague); the lines stay within WIDTH."""
+    table = _ablation()
+    one = table["experiment"] == "one head"
+    table.loc[one & (table["kind"] == "cross") & (table["head"] == 0), "delta_nll"] = 0.7
+    table.loc[one & (table["kind"] == "encoder self") & (table["layer"] == 1) & (table["head"] == 1), "delta_nll"] = 0.6
+    f = I.ablation_findings(_stats(), table)
+    assert [c[:2] for c in f["costliest"]] == [("cross L0 H0", 0.7), ("enc-self L1 H1", 0.6)]
+    assert f["costliest"][0][2] == "not the most diagonal cross head"
+    assert f["costliest"][1][2] == "not the most previous-token or self-looking enc-self head"
+    assert "stood out" not in str(f) and all(len(line) <= WIDTH for line in f.lines)
+
+
 def test_ablation_findings_counts_heads_strictly_below_the_threshold():
     table = _ablation()
     assert I.ablation_findings(_stats(), table)["cheap"] == 1  # 0.02 is not below 0.02

@@ -1276,6 +1276,30 @@ def test_chapter_11_perfect_alignment_check_names_the_row_never_the_answer():
         assert "0.4615" not in str(err.value) and "6/13" not in str(err.value)
 
 
+def test_chapter_11_perfect_alignment_check_takes_a_one_element_diagonal():
+    """Exercise 11.4: ``attention_statistics(...)["diagonal"]`` of one head is a shape-(1,) tensor; the check takes
+    it, a 0-d tensor and one-element arrays by their value (a reader of r61 was refused the right value), and still
+    refuses a wrong one or a diagonal of several elements."""
+    import torch
+
+    from tmlib.course import check_perfect_alignment
+    german = "Mehrere Frauen führen vor einem Gebäude einen Tanz auf .".split()
+    queries = ["<bos>", *"Several women are performing a dance in front of a building .".split()]
+    reads = ["Mehrere", "Frauen", "führen", "führen", "einen", "Tanz", "vor", "vor", "vor", "einem", "Gebäude", ".",
+             "."]
+    perfect = np.zeros((13, 10))
+    for i, word in enumerate(reads):
+        perfect[i, german.index(word)] = 1.0
+    for right in (torch.tensor([6 / 13], dtype=torch.float64), torch.tensor(6 / 13), np.array([6 / 13]),
+                  np.array(6 / 13), [6 / 13]):
+        assert check_perfect_alignment(perfect, right, german, queries, reads).startswith("correct")
+    with pytest.raises(AssertionError, match="diagonal") as err:
+        check_perfect_alignment(perfect, torch.tensor([7 / 13]), german, queries, reads)
+    assert "0.4615" not in str(err.value)
+    with pytest.raises((AssertionError, ValueError)):
+        check_perfect_alignment(perfect, np.array([6 / 13, 6 / 13]), german, queries, reads)
+
+
 def test_alibi_slopes_check_hints_at_head_order_and_never_prints_the_slopes():
     """Exercise 13.3: the right slopes are accepted; the same numbers sorted or with the extra heads first get the
     head-order hint; `...` gets "still `...`"; wrong slopes fail; no message holds a slope."""

@@ -287,6 +287,14 @@ def layer_table(ablation) -> "pd.DataFrame":
     return table
 
 
+def _not_standout(kind: str) -> str:
+    """What a head of ``kind`` that :func:`standout_heads` does not name is not: the most diagonal head for
+    cross-attention, the most previous-token and most self-looking for self-attention."""
+    if kind == "cross":
+        return "not the most diagonal cross head"
+    return f"not the most previous-token or self-looking {KIND_LABELS[kind]} head"
+
+
 def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     """What switching single heads off costs (``ablation``, from :func:`~tmlib.analysis.ablation.ablation_table`
     with single heads and all-but-one; ``stats`` for the heads that stand out). Whole layers are left to
@@ -305,8 +313,8 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     standout = standout_heads(stats)
     names = [head_name(r) for _, r in single.iterrows()]
     median = float(single["delta_nll"].median())
-    costliest = [(n, float(c), " and ".join(standout.get(n, [])) or "not one of the heads that stood out")
-                 for n, c in zip(names[:2], single["delta_nll"][:2])]
+    costliest = [(n, float(c), " and ".join(standout.get(n, [])) or _not_standout(kind))
+                 for n, c, kind in zip(names[:2], single["delta_nll"][:2], single["kind"][:2])]
     looking = stats.loc[stats["same"].idxmax()]
     rank = names.index(head_name(looking))
     looker = (head_name(looking), float(looking["same"]), float(single["delta_nll"].iloc[rank]), rank + 1)
@@ -316,7 +324,9 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
                "costliest": costliest, "looker": looker, "kept_alone": kept_alone, "prunable": prunable}
     lines = [f"one head off: median +{median:.3f} nats/token; {numbers['cheap']} of {len(single)} heads cost "
              f"less than {cheap}"]
-    lines += [f"  {'costliest:' if k == 0 else ' ' * 10} {n} +{c:.3f}, {why}" for k, (n, c, why) in enumerate(costliest)]
+    for k, (n, c, why) in enumerate(costliest):
+        lines += textwrap.wrap(f"  {'costliest:' if k == 0 else ' ' * 10} {n} +{c:.3f}, {why}", WIDTH,
+                               subsequent_indent=" " * 15)
     lines.append(f"  the most self-looking head, {looker[0]} ({looker[1]:.0%} on itself): +{looker[2]:.3f}, "
                  f"rank {looker[3]} of {len(single)}")
     if kept_alone:

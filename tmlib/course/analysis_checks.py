@@ -144,8 +144,9 @@ def check_perfect_alignment(perfect, diagonal, keys, queries, reads, *, decimals
     """Check exercise 11.4: ``perfect``, the cross-attention ``(len(queries), len(keys))`` of a hard aligner whose
     query ``i`` (the decoder input ``queries[i]``, ``<bos>`` first) puts all its weight on the key ``reads[i]``, the
     German word of the token it predicts; and ``diagonal``, that matrix's diagonal share
-    (:func:`tmlib.analysis.heads.attention_statistics`), to ``decimals`` decimals. A failure names the first wrong
-    row by its query, never the matrix or the value."""
+    (:func:`tmlib.analysis.heads.attention_statistics`), to ``decimals`` decimals; a number, or a tensor or array of
+    one element (0-d or shape ``(1,)``). A failure names the first wrong row by its query, never the matrix or the
+    value."""
     import torch
 
     from tmlib.analysis.heads import attention_statistics
@@ -172,5 +173,8 @@ def check_perfect_alignment(perfect, diagonal, keys, queries, reads, *, decimals
     late[1:] = want[:-1]
     late[0, 0] = 1.0
     variants = [("the matrix without the shift by one gives (a query reads what it predicts)", share(late))]
+    one = as_float_array(diagonal, "answer", "diagonal")
+    if one.size == 1:  # a 0-d or shape-(1,) tensor or array, as attention_statistics returns it: its value
+        diagonal = float(one.reshape(()))
     _compare_rounded(diagonal, share(want), "diagonal", variants, decimals)
     return f"correct: perfect, row by row, and its diagonal share ({decimals} decimals)"
