@@ -1298,6 +1298,15 @@ def test_chapter_11_perfect_alignment_check_takes_a_one_element_diagonal():
     assert "0.4615" not in str(err.value)
     with pytest.raises((AssertionError, ValueError)):
         check_perfect_alignment(perfect, np.array([6 / 13, 6 / 13]), german, queries, reads)
+    # a wrong reads, and the matrix and diagonal built from it, fail against the sentence's reference (a reader of
+    # r62 saw "correct" for the diagonal 7/13 of a matrix built from a wrong reads)
+    wrong_reads = ["Mehrere", "Frauen", "führen", "führen", "einen", "Tanz", "vor", "vor", "einem", "einem",
+                   "Gebäude", ".", "."]
+    own = np.zeros((13, 10))
+    for i, word in enumerate(wrong_reads):
+        own[i, german.index(word)] = 1.0
+    with pytest.raises(AssertionError, match="row 8"):
+        check_perfect_alignment(own, 7 / 13, german, queries, wrong_reads)
 
 
 def test_alibi_slopes_check_hints_at_head_order_and_never_prints_the_slopes():
