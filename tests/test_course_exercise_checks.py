@@ -1245,11 +1245,9 @@ def test_chapter_9_checks_answer_a_stub_with_still():
             check(..., *args)
 
 
-def test_chapter_11_perfect_alignment_check_names_the_row_never_the_answer():
-    """Exercise 11.4: a hard aligner on test sentence 882; the check rebuilds the matrix from the given alignment,
-    names the first wrong row (a missing shift by one too, without naming the shift: that is the exercise's point,
-    a reader of r51 found), and compares the diagonal share to 4 decimals."""
-    from tmlib.course import check_perfect_alignment
+def _sentence_882():
+    """Exercise 11.4's test sentence 882: the German keys, the decoder's queries, the reference alignment (the
+    German word of each token produced) and the hard aligner's matrix built from it."""
     german = "Mehrere Frauen führen vor einem Gebäude einen Tanz auf .".split()
     queries = ["<bos>", *"Several women are performing a dance in front of a building .".split()]
     reads = ["Mehrere", "Frauen", "führen", "führen", "einen", "Tanz", "vor", "vor", "vor", "einem", "Gebäude", ".",
@@ -1257,6 +1255,15 @@ def test_chapter_11_perfect_alignment_check_names_the_row_never_the_answer():
     perfect = np.zeros((13, 10))
     for i, word in enumerate(reads):
         perfect[i, german.index(word)] = 1.0
+    return german, queries, reads, perfect
+
+
+def test_chapter_11_perfect_alignment_check_names_the_row_never_the_answer():
+    """Exercise 11.4: a hard aligner on test sentence 882; the check rebuilds the matrix from the given alignment,
+    names the first wrong row (a missing shift by one too, without naming the shift: that is the exercise's point,
+    a reader of r51 found), and compares the diagonal share to 4 decimals."""
+    from tmlib.course import check_perfect_alignment
+    german, queries, reads, perfect = _sentence_882()
     assert check_perfect_alignment(perfect, 6 / 13, german, queries, reads).startswith("correct")
     with pytest.raises(TypeError, match=re.escape("perfect: still `...`")):
         check_perfect_alignment(..., ..., german, queries, reads)
@@ -1283,13 +1290,7 @@ def test_chapter_11_perfect_alignment_check_takes_a_one_element_diagonal():
     import torch
 
     from tmlib.course import check_perfect_alignment
-    german = "Mehrere Frauen führen vor einem Gebäude einen Tanz auf .".split()
-    queries = ["<bos>", *"Several women are performing a dance in front of a building .".split()]
-    reads = ["Mehrere", "Frauen", "führen", "führen", "einen", "Tanz", "vor", "vor", "vor", "einem", "Gebäude", ".",
-             "."]
-    perfect = np.zeros((13, 10))
-    for i, word in enumerate(reads):
-        perfect[i, german.index(word)] = 1.0
+    german, queries, reads, perfect = _sentence_882()
     for right in (torch.tensor([6 / 13], dtype=torch.float64), torch.tensor(6 / 13), np.array([6 / 13]),
                   np.array(6 / 13), [6 / 13]):
         assert check_perfect_alignment(perfect, right, german, queries, reads).startswith("correct")
