@@ -45,7 +45,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "cpu_recipe.json"
 #: The former recommended recipe (8,000-token vocabulary, warm-up 200, factor 0.3, 2,000-token batches).
 BASE = dataclasses.replace(RECOMMENDED, model=dataclasses.replace(PRESETS["cpu"], vocab_size=8000), max_tokens=2000,
                            warmup_steps=200, lr_factor=0.3, grad_clip=1.0, ema_decay=None, amp="off",
-                           max_minutes=None, progress=False, checkpoint_minutes=None)
+                           auto_dropout=None, max_minutes=None, progress=False, checkpoint_minutes=None)
 #: Target tokens/s of BASE on a course machine without AVX-512 (measured there by a fresh `make book`).
 SLOW_REFERENCE_TOKENS_PER_S = 2411.0
 

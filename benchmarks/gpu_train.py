@@ -66,7 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: The GPU run of chapter 9's model (how it was chosen: the module docstring).
 GPU_RECIPE = dataclasses.replace(RECOMMENDED, model=dataclasses.replace(RECOMMENDED.model, dropout=0.1),
-                                 max_tokens=2000, lr_factor=0.3, warmup_steps=200, max_minutes=4.0, amp="auto",
+                                 auto_dropout=None, max_tokens=2000, lr_factor=0.3, warmup_steps=200, max_minutes=4.0, amp="auto",
                                  checkpoint_minutes=None, progress_interval=30.0)
 #: The rehearsal: the tiny model, a 1,000-token vocabulary, a few steps.
 QUICK_RECIPE = dataclasses.replace(GPU_RECIPE, model=dataclasses.replace(GPU_RECIPE.model, d_model=32, n_heads=2,

@@ -41,6 +41,16 @@ def test_your_run_against_the_yardstick():
     assert outside.endswith("larger than the gaps between two runs of the same kind (0.003 to 0.016).")
 
 
+def test_your_run_with_another_dropout_leaves_out_the_yardstick():
+    refs = {"M1": {"steps": 2161, "best_val_nll": 1.8743, "model_config": {"dropout": 0.0}}}
+    text = your_run(HISTORY, M1, "bfloat16", refs, yardstick=(0.001, 0.004), dropout=0.1)
+    assert text.endswith("The two runs differ in dropout (0.1 against 0), so that gap is not set beside the gaps "
+                         "between two runs of the same kind.")
+    assert "no difference shown" not in text
+    same = your_run(HISTORY, M1, "bfloat16", refs, yardstick=(0.001, 0.004), dropout=0.0)
+    assert same.endswith("(0.001 to 0.004): no difference shown.")
+
+
 def test_records_store_as_fields_what_their_sentences_state():
     """The records page reads these numbers from fields; each must equal the number the record's sentence states."""
     import re
@@ -173,3 +183,38 @@ def test_your_run_names_the_training_date_and_not_the_speed():
     assert "The same kind of CPU is not a promise of the same speed." in text
     assert text.endswith("(0.001 to 0.004): no difference shown.")
     assert " on 20" not in your_run(HISTORY, M1, "bfloat16", REFS)  # no date recorded, none printed
+
+
+def test_verdict_and_pace_carry_their_outcome_as_a_field():
+    from tmlib.analysis.measurements import PACES, VERDICTS, Conclusion, pace
+
+    cases = {"the ratio stands": [3.07, 3.89, 2.92], "no difference shown": [0.78, 0.86, 1.14],
+             "not yet a measurement": [0.5, 1.2]}
+    for outcome, ratios in cases.items():
+        result = verdict(ratios)
+        assert isinstance(result, str) and result.outcome == outcome and result.endswith(outcome)
+    assert verdict([1.2]).outcome == VERDICTS[0]
+    lives = ([0.105, 0.031], [0.191, 0.0592], [0.05, 0.02], [0.05, 0.062])
+    assert [pace(live, [0.1, 0.031]).outcome for live in lives] == list(PACES)
+    assert "geometric mean" in f"{verdict([3.07, 3.89, 2.92])}"  # still printed and formatted as a sentence
+    import copy
+    import pickle
+
+    stands = verdict([3.07, 3.89, 2.92])
+    for again in (copy.deepcopy(stands), pickle.loads(pickle.dumps(stands))):
+        assert again == stands and again.outcome == "the ratio stands"
+    with pytest.raises(ValueError, match="must end in its outcome"):
+        Conclusion("the ratio stands, perhaps", "the ratio stands")
+
+
+def test_record_threads_reads_tables_keyed_by_thread_count():
+    from tmlib.analysis.benchmarking import load_result
+    from tmlib.analysis.measurements import record_threads
+
+    record = {"machine": {"torch_threads": 1}, "settings": {"threads": 1},
+              "results": {"profile": {"s_per_token_by_threads": {"1": {"with_cache": 1e-3},
+                                                                  "2": {"with_cache": 9e-4}}}}}
+    assert record_threads(record) == [1, 2]
+    assert record_threads({"machine": {"torch_threads": 2}, "note_by_threads": "2 and 4"}) == [2]  # not a table
+    assert record_threads({}) == []
+    assert record_threads(load_result("kv_cache")) == [1, 2]  # the KV-cache record times one step with 1 and 2 threads

@@ -1,5 +1,6 @@
 """tmlib.analysis.benchmarking: the power-law fit (synthetic data of known exponent), timers, measured memory, cache bytes."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -122,6 +123,15 @@ def test_peak_memory_cpu_is_measured_exactly():
     assert B.peak_memory_bytes(two_alive) == 6_000_000
     assert B.peak_memory_bytes(one_at_a_time) == 4_000_000
     assert B.peak_memory_bytes(lambda: None) == 0
+
+
+def test_peak_memory_quiets_the_profiler_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("KINETO_LOG_LEVEL", raising=False)
+    B.peak_memory_bytes(lambda: None)
+    assert os.environ["KINETO_LOG_LEVEL"] == "6"
+    monkeypatch.setenv("KINETO_LOG_LEVEL", "2")  # a reader's own setting is kept
+    B.peak_memory_bytes(lambda: None)
+    assert os.environ["KINETO_LOG_LEVEL"] == "2"
 
 
 def test_peak_memory_of_explicit_attention_holds_the_score_matrix():

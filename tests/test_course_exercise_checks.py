@@ -1264,23 +1264,25 @@ def test_chapter_11_perfect_alignment_check_names_the_row_never_the_answer():
     a reader of r51 found), and compares the diagonal share to 4 decimals."""
     from tmlib.course import check_perfect_alignment
     german, queries, reads, perfect = _sentence_882()
-    assert check_perfect_alignment(perfect, 6 / 13, german, queries, reads).startswith("correct")
+    assert check_perfect_alignment(perfect, 6 / 13, german, queries).startswith("correct")
     with pytest.raises(TypeError, match=re.escape("perfect: still `...`")):
-        check_perfect_alignment(..., ..., german, queries, reads)
+        check_perfect_alignment(..., ..., german, queries)
     late = np.zeros_like(perfect)
     late[1:], late[0, 0] = perfect[:-1], 1.0
     with pytest.raises(AssertionError, match="row 1, the query at 'Several'") as err:  # named by its first wrong row
-        check_perfect_alignment(late, 6 / 13, german, queries, reads)
+        check_perfect_alignment(late, 6 / 13, german, queries)
     assert "late" not in str(err.value) and "shift" not in str(err.value)
     swapped = perfect.copy()
     swapped[[4, 5]] = swapped[[5, 4]]
     with pytest.raises(AssertionError, match="row 4, the query at 'performing'") as err:
-        check_perfect_alignment(swapped, 6 / 13, german, queries, reads)
+        check_perfect_alignment(swapped, 6 / 13, german, queries)
     assert "1 more rows differ" in str(err.value)
     for wrong in (0.5, 1.0, 7 / 13):
         with pytest.raises(AssertionError, match="diagonal") as err:
-            check_perfect_alignment(perfect, wrong, german, queries, reads)
+            check_perfect_alignment(perfect, wrong, german, queries)
         assert "0.4615" not in str(err.value) and "6/13" not in str(err.value)
+    with pytest.raises(ValueError, match="knows no reference"):  # a sentence without a reference cannot be checked
+        check_perfect_alignment(perfect[:, :9], 6 / 13, german[:9], queries)
 
 
 def test_chapter_11_perfect_alignment_check_takes_a_one_element_diagonal():
@@ -1293,12 +1295,12 @@ def test_chapter_11_perfect_alignment_check_takes_a_one_element_diagonal():
     german, queries, reads, perfect = _sentence_882()
     for right in (torch.tensor([6 / 13], dtype=torch.float64), torch.tensor(6 / 13), np.array([6 / 13]),
                   np.array(6 / 13), [6 / 13]):
-        assert check_perfect_alignment(perfect, right, german, queries, reads).startswith("correct")
+        assert check_perfect_alignment(perfect, right, german, queries).startswith("correct")
     with pytest.raises(AssertionError, match="diagonal") as err:
-        check_perfect_alignment(perfect, torch.tensor([7 / 13]), german, queries, reads)
+        check_perfect_alignment(perfect, torch.tensor([7 / 13]), german, queries)
     assert "0.4615" not in str(err.value)
     with pytest.raises((AssertionError, ValueError)):
-        check_perfect_alignment(perfect, np.array([6 / 13, 6 / 13]), german, queries, reads)
+        check_perfect_alignment(perfect, np.array([6 / 13, 6 / 13]), german, queries)
     # a wrong reads, and the matrix and diagonal built from it, fail against the sentence's reference (a reader of
     # r62 saw "correct" for the diagonal 7/13 of a matrix built from a wrong reads)
     wrong_reads = ["Mehrere", "Frauen", "führen", "führen", "einen", "Tanz", "vor", "vor", "einem", "einem",
@@ -1307,7 +1309,7 @@ def test_chapter_11_perfect_alignment_check_takes_a_one_element_diagonal():
     for i, word in enumerate(wrong_reads):
         own[i, german.index(word)] = 1.0
     with pytest.raises(AssertionError, match="row 8"):
-        check_perfect_alignment(own, 7 / 13, german, queries, wrong_reads)
+        check_perfect_alignment(own, 7 / 13, german, queries)
 
 
 def test_alibi_slopes_check_hints_at_head_order_and_never_prints_the_slopes():

@@ -809,3 +809,91 @@ def test_time_precisions_times_both_types_interleaved_and_stops_once_clear(monke
     t = P.time_precisions(step_costing({None: 0.25, torch.bfloat16: 4.0}))  # bf16 emulated with AVX2: 16 times
     assert calls == [None, torch.bfloat16, None]  # its warm-up settles it: not called again, float32 timed once
     assert t == {"float32_s": 0.25, "bf16_s": 4.0}
+
+
+# ------------------------------------------------------------------ auto_dropout: P_drop from the budget's passes
+
+
+def test_passes_in_budget_is_the_first_budget_to_run_out():
+    from tmlib.training.budget import passes_in_budget
+
+    assert passes_in_budget(200, max_epochs=3) == 3.0
+    assert passes_in_budget(200, max_steps=500, max_epochs=3) == 2.5
+    assert passes_in_budget(238, max_minutes=15, step_s=0.29) == pytest.approx(900 / 0.29 / 238)  # 13.0
+    assert passes_in_budget(238, max_steps=238, max_minutes=15, step_s=0.29) == 1.0
+    with pytest.raises(ValueError, match="step_s"):
+        passes_in_budget(238, max_minutes=15)
+    with pytest.raises(ValueError, match="budget"):
+        passes_in_budget(238)
+
+
+def test_dropout_for_passes_switches_at_the_threshold():
+    from tmlib.training.budget import AUTO_DROPOUT_MIN_PASSES, dropout_for_passes
+
+    assert dropout_for_passes(AUTO_DROPOUT_MIN_PASSES, 0.1) == 0.1
+    assert dropout_for_passes(AUTO_DROPOUT_MIN_PASSES - 0.01, 0.1) == 0.0
+    with pytest.raises(ValueError, match="auto_dropout"):
+        T.TrainConfig(auto_dropout=1.0)
+
+
+def test_set_dropout_equals_a_model_built_with_that_dropout():
+    """Every dropout of the model (sub-layers, embeddings, attention weights) takes the new P_drop: in training mode
+    the model then computes what a model built with it computes, draw for draw."""
+    from tmlib.model import set_dropout
+
+    torch.manual_seed(0)
+    built = make_model("tiny", 20, dropout=0.3)
+    torch.manual_seed(0)
+    switched = make_model("tiny", 20, dropout=0.0)
+    set_dropout(switched, 0.3)
+    assert switched.config == built.config
+    src, tgt = torch.randint(1, 20, (2, 7)), torch.randint(1, 20, (2, 5))
+    outs = []
+    for model in (built, switched):
+        model.train()
+        torch.manual_seed(1)
+        outs.append(model(src, tgt))  # (2, 5, 20)
+    assert torch.equal(outs[0], outs[1])
+    torch.manual_seed(1)
+    assert not torch.equal(make_model("tiny", 20, dropout=0.0).train()(src, tgt), outs[0])  # dropout matters here
+
+
+@pytest.mark.parametrize("budget, chosen", [({"max_epochs": 9}, 0.1), ({"max_epochs": 8}, 0.0),
+                                            ({"max_minutes": 60.0}, 0.1), ({"max_minutes": 1e-4}, 0.0),
+                                            ({"max_steps": 3, "max_minutes": 60.0}, 0.0)])
+def test_trainer_chooses_dropout_from_the_budget_stores_it_and_keeps_it_on_resume(tmp_path, budget, chosen):
+    t = _trainer(tmp_path, "run", auto_dropout=0.1, **budget)
+    for module in t.model.modules():  # the model starts as built (dropout 0.1 in the toy model): auto sets it
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.5
+    t._choose_dropout()
+    assert t.dropout_choice["p"] == chosen and t.model.config.dropout == chosen == t.config.model.dropout
+    assert {m.p for m in t.model.modules() if isinstance(m, torch.nn.Dropout)} == {chosen}
+    if list(budget) == ["max_minutes"]:
+        assert t.dropout_choice["step_s"] > 0  # timed here
+    else:  # the steps or epochs settle it: no step is timed
+        assert t.dropout_choice["step_s"] is None
+    t.save()
+    stored = T.load_checkpoint(tmp_path / "run" / "checkpoint.pt")
+    assert stored["dropout_choice"] == t.dropout_choice and stored["config"]["model"]["dropout"] == chosen
+    import json
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["dropout"] == chosen
+    again = _trainer(tmp_path, "run", auto_dropout=0.1, max_epochs=20)  # a longer budget: the choice stays
+    assert again.resume() and again.dropout_choice == t.dropout_choice
+    again._choose_dropout()
+    assert {m.p for m in again.model.modules() if isinstance(m, torch.nn.Dropout)} == {chosen}
+
+
+def test_auto_dropout_threshold_follows_from_the_stored_runs():
+    """AUTO_DROPOUT_MIN_PASSES is where the records put it: the kept weights of the run with dropout 0.1, given the
+    time of P passes without dropout (its steps 1.1 times as long: cpu_recipe.json's speed trial), are first better
+    at P = 9."""
+    from tmlib.analysis.benchmarking import load_result
+    from tmlib.analysis.runs import dropout_pays_from
+    from tmlib.training.budget import AUTO_DROPOUT_MIN_PASSES
+
+    speed = load_result(file="cpu_recipe.json")["speed"][0]["median_tokens_per_s"]
+    slowdown = speed["eager_drop0"] / speed["eager"]
+    assert 1.05 < slowdown < 1.15
+    without, with_dropout = (load_result(file=f) for f in ("translate_cpu_seed1.json", "translate_cpu_dropout01.json"))
+    assert dropout_pays_from(without, with_dropout, slowdown) == AUTO_DROPOUT_MIN_PASSES == 9

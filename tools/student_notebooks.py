@@ -590,6 +590,10 @@ def main(argv: list[str] | None = None) -> int:
     if stale:
         print("stale student notebooks (run `make student-notebooks`): " + ", ".join(map(str, stale)))
         return 1
+    if args.out == OUT and not args.notebooks:  # the instructors' hours count the student notebooks' words
+        import instructor_hours
+
+        return instructor_hours.main(["--check"] if args.check else [])
     return 0
 
 

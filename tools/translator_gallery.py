@@ -323,12 +323,18 @@ def main() -> int:
             later = nll[k + 1:]
             kept += f", the {_ordinal(k + 1)} of the {len(passes)} times it measured it during training"
             if later and all(v > nll[k] for v in later):
+                which = "has no dropout" if not model.config.dropout else f"has dropout {model.config.dropout:g}"
                 kept += (f". The validation cross-entropy rose in all {len(later)} later measurements: the model, which "
-                         "has no dropout, had begun to memorise the training captions "
+                         f"{which}, had begun to memorise the training captions "
                          "({ref}`chapter 9 <nb09-training>`)")
             elif not later:
                 kept += " (its last)"
     intro = f"Chapter 9's model trains for {minutes}. This one made {trained.step:,} steps{where}{kept}."
+    choice = getattr(trained, "dropout_choice", None)
+    if choice:  # what auto_dropout chose from the budget
+        intro += (f" It trained with dropout {choice['p']:g}: the trainer chose it because a step timed before training "
+                  f"put its budget at about {choice['passes']:.0f} passes over the training data "
+                  "({ref}`chapter 9 <nb09-dropout>`).")
     scores = chapter_9_scores(trained.step, trained.best_step)
     if scores is None:
         print(f"{CHAPTER_9.relative_to(ROOT)} shows no scores of this run: the gallery leaves them out "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,8 +176,9 @@ def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, min_s
 def peak_memory_bytes(fn: Callable[[], object], device="cpu") -> int:
     """Peak bytes allocated while ``fn()`` runs, above what was allocated before, measured: on the CPU from the
     profiler's allocation events (``torch.profiler``, ``profile_memory=True``), on CUDA from
-    ``max_memory_allocated()``. Run ``fn`` once first if it builds caches. ValueError: a device other than cpu or
-    cuda."""
+    ``max_memory_allocated()``. Run ``fn`` once first if it builds caches. On the CPU it sets the environment variable
+    ``KINETO_LOG_LEVEL`` to 6 if unset, so that the profiler does not log each start and stop. ValueError: a device
+    other than cpu or cuda."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -190,6 +192,7 @@ def peak_memory_bytes(fn: Callable[[], object], device="cpu") -> int:
         return max(0, int(torch.cuda.max_memory_allocated(device) - before))
     if device.type != "cpu":
         raise ValueError(f"peak_memory_bytes measures 'cpu' or 'cuda', got {device}")
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # unless set: keep the profiler from logging each start and stop
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()

@@ -19,9 +19,24 @@ def _values(node, keys: tuple[str, ...], out: set) -> set:
     return out
 
 
+def _by_threads(node, out: set) -> set:
+    """The thread counts that key a table ``..._by_threads`` anywhere in a record (keys such as ``"1"``, ``"2"``)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str) and key.endswith("_by_threads") and isinstance(value, dict):
+                out.update(int(k) for k in value if str(k).isdigit())
+            _by_threads(value, out)
+    elif isinstance(node, list):
+        for value in node:
+            _by_threads(value, out)
+    return out
+
+
 def record_threads(record: dict) -> list[int]:
-    """The torch thread counts a record states (its settings' ``threads`` and its machines' ``torch_threads``)."""
-    return sorted(_values(record, ("threads", "torch_threads"), set()))
+    """The torch thread counts a record states, sorted: its settings' ``threads``, its machines' ``torch_threads``
+    and the keys of any table ``..._by_threads`` (such as the KV-cache record's ``s_per_token_by_threads``, whose
+    keys ``"1"`` and ``"2"`` are thread counts). [] if it states none."""
+    return sorted(_values(record, ("threads", "torch_threads"), set()) | _by_threads(record, set()))
 
 
 def record_repeats(record: dict) -> list[int]:
@@ -97,7 +112,28 @@ def _positive(ratios) -> np.ndarray:
     return values
 
 
-def verdict(ratios) -> str:
+class Conclusion(str):
+    """A test's conclusion: the sentence it prints (the string itself) and, in ``outcome``, its last words, one of a
+    few fixed phrases (:data:`VERDICTS`, :data:`PACES`). Code branches on ``outcome``, never on the wording."""
+
+    outcome: str
+
+    def __new__(cls, text: str, outcome: str) -> "Conclusion":
+        if not text.endswith(outcome):
+            raise ValueError(f"a conclusion's sentence must end in its outcome {outcome!r}, got {text!r}")
+        obj = super().__new__(cls, text)
+        obj.outcome = outcome
+        return obj
+
+    def __getnewargs__(self) -> tuple[str, str]:  # so that copy and pickle rebuild it with its outcome
+        return str(self), self.outcome
+
+
+VERDICTS = ("not yet a measurement", "the ratio stands", "no difference shown")
+"""The outcomes of :func:`verdict`, in the order of its tests."""
+
+
+def verdict(ratios) -> Conclusion:
     """The acceptance rule for the window-by-window ratios of A's time to B's (or of their throughputs).
 
     One window is not a measurement. For two or more, two tests: the windows agree (the largest ratio is less than
@@ -112,26 +148,28 @@ def verdict(ratios) -> str:
         ratios: one positive ratio per window (a sequence of floats, at least one).
 
     Returns:
-        str: the number of windows, their spread ``max / min``, the geometric mean and its interval, and the rule's
-        conclusion: one sentence without a full stop, ending in "not yet a measurement", "the ratio stands" or
-        "no difference shown".
+        Conclusion: one sentence without a full stop (a ``str``): the number of windows, their spread ``max / min``,
+        the geometric mean and its interval, and the rule's conclusion; its ``outcome`` is that conclusion, one of
+        :data:`VERDICTS`.
 
     Raises:
         ValueError: no ratios, or a ratio that is not positive and finite.
     """
+    not_yet, stands, none = VERDICTS
     values = _positive(ratios)
     if len(values) == 1:
-        return f"one window, ratio {values[0]:.3f}: one window cannot show its own spread, so not yet a measurement"
+        return Conclusion(f"one window, ratio {values[0]:.3f}: one window cannot show its own spread, so {not_yet}",
+                          not_yet)
     spread = values.max() / values.min()
     text = f"{len(values)} windows, spread by a factor of {spread:.2f}"
     if spread >= AGREE:
-        return text + f", {AGREE:g} or more: the load changed during the run, so not yet a measurement"
+        return Conclusion(text + f", {AGREE:g} or more: the load changed during the run, so {not_yet}", not_yet)
     mean, low, high = ratio_interval(values)
     text += (f" (below {AGREE:g}); geometric mean {mean:.3f}, {LEVEL:.0%} interval {low:.3f} to {high:.3f}, "
              "which ")
     if low > 1 or high < 1:
-        return text + "excludes 1: the ratio stands"
-    return text + "contains 1: no difference shown"
+        return Conclusion(text + f"excludes 1: {stands}", stands)
+    return Conclusion(text + f"contains 1: {none}", none)
 
 
 PACE = 1.5
@@ -139,7 +177,12 @@ PACE = 1.5
 record's median of the same case, either way (from 1 / PACE to PACE times it)."""
 
 
-def pace(live_medians, record_medians) -> str:
+PACES = ("at the record's pace", "slower than the record's pace", "faster than the record's pace",
+         "not the record's pace")
+"""The outcomes of :func:`pace`."""
+
+
+def pace(live_medians, record_medians) -> Conclusion:
     """The reference test: a run's median times set beside a stored record's medians of the same cases.
 
     The windows of one run cannot see a load that slows every call alike; a reference can. Each factor is a live
@@ -152,8 +195,8 @@ def pace(live_medians, record_medians) -> str:
         record_medians: the record's median seconds per call of the same cases, in the same order.
 
     Returns:
-        str: the factors and the conclusion, one sentence without a full stop, ending in "at the record's pace",
-        "slower than the record's pace", "faster than the record's pace" or "not the record's pace".
+        Conclusion: the factors and the conclusion, one sentence without a full stop (a ``str``); its ``outcome`` is
+        the conclusion, one of :data:`PACES`.
 
     Raises:
         ValueError: the two sequences differ in length, are empty, or hold a value that is not positive and finite.
@@ -163,13 +206,14 @@ def pace(live_medians, record_medians) -> str:
         raise ValueError(f"pace needs equally many positive, finite medians on both sides, got {live} and {stored}")
     factors = [a / b for a, b in zip(live, stored)]
     text = "this run's medians are " + " and ".join(f"{f:.2f}" for f in factors) + " times the record's"
+    at, slower, faster, neither = PACES
     if all(1 / PACE <= f <= PACE for f in factors):
-        return text + f", within a factor of {PACE:g} either way: at the record's pace"
+        return Conclusion(text + f", within a factor of {PACE:g} either way: {at}", at)
     if min(factors) >= 1:
-        return text + f", slower by more than a factor of {PACE:g} for at least one: slower than the record's pace"
+        return Conclusion(text + f", slower by more than a factor of {PACE:g} for at least one: {slower}", slower)
     if max(factors) <= 1:
-        return text + f", faster by more than a factor of {PACE:g} for at least one: faster than the record's pace"
-    return text + ", some above 1 and some below: not the record's pace"
+        return Conclusion(text + f", faster by more than a factor of {PACE:g} for at least one: {faster}", faster)
+    return Conclusion(text + f", some above 1 and some below: {neither}", neither)
 
 
 # The course's CPU machines (the page "How the numbers in this course were measured", section "The machines"), by the
@@ -194,7 +238,7 @@ def course_machine(machine: dict | None) -> str | None:
 
 
 def your_run(history: dict, machine: dict | None, dtype: str, references: dict[str, dict],
-             yardstick: tuple[float, float] | None = None) -> str:
+             yardstick: tuple[float, float] | None = None, dropout: float | None = None) -> str:
     """A run of chapter 9 set beside the course's 15-minute run of the same kind of machine, in two sentences.
 
     Args:
@@ -206,6 +250,9 @@ def your_run(history: dict, machine: dict | None, dtype: str, references: dict[s
         yardstick: the smaller and the larger gap in validation cross-entropy between two runs of the same kind,
             such as a seed pair's gaps in lowest and in last validation cross-entropy (:func:`seed_yardstick`); if
             given, a last sentence says whether the run's gap is no larger than the larger of the two.
+        dropout: the run's P_drop (its checkpoint's ``config["model"]["dropout"]``), or None where unknown. Where it
+            differs from the matched run's ``model_config["dropout"]``, the last sentence says so instead: two runs
+            that differ in dropout are not of the same kind, so the yardstick cannot measure their gap.
 
     Returns:
         str: the run's steps, minutes and lowest validation cross-entropy, then either that it is one of the
@@ -230,7 +277,11 @@ def your_run(history: dict, machine: dict | None, dtype: str, references: dict[s
                        + (describe_machine(machine) if machine else "not recorded") + ".")
     gap = best_nll - ref["best_val_nll"]
     verdict = ""
-    if yardstick is not None:
+    ref_dropout = (ref.get("model_config") or {}).get("dropout")
+    if dropout is not None and ref_dropout is not None and dropout != ref_dropout:
+        verdict = (f" The two runs differ in dropout ({dropout:g} against {ref_dropout:g}), so that gap is not set "
+                   "beside the gaps between two runs of the same kind.")
+    elif yardstick is not None:
         low, high = yardstick
         verdict = (f" That gap is within the gaps between two runs of the same kind ({low:.3f} to {high:.3f}): "
                    "no difference shown." if abs(gap) <= high else

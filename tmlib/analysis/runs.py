@@ -125,3 +125,31 @@ def translation_runs(trained=None, bleu: float | None = None, *, label: str | No
     table = pd.DataFrame.from_dict(rows, orient="index", columns=list(COLUMNS))
     table.attrs.update(unavailable=unavailable, machine=machines, record=records)
     return table
+
+
+def kept_by_pass(record: dict) -> pd.Series:
+    """What ``keep_best`` holds after each completed pass of a stored run: the lowest validation cross-entropy so far
+    (nats per target token), indexed by passes 1, 2, …, from the record's ``val_nll_per_epoch`` (rows ``(pass, step,
+    cross-entropy)``; a last row after the final step repeats its pass number and is not a pass end).
+
+    Raises:
+        KeyError: the record stores no ``val_nll_per_epoch``.
+    """
+    ends = {}
+    for passes, _step, value in record["val_nll_per_epoch"]:
+        ends.setdefault(int(passes), value)  # each pass's first row is its end
+    index = pd.RangeIndex(1, len(ends) + 1, name="passes")
+    return pd.Series(np.minimum.accumulate([ends[p] for p in sorted(ends)]), index=index)
+
+
+def dropout_pays_from(without: dict, with_dropout: dict, slowdown: float) -> int | None:
+    """The fewest passes P, counted at the pace of steps without dropout, for which dropout's kept weights are better
+    in the same time: ``kept_by_pass(with_dropout)`` after ⌊P / slowdown⌋ passes (its steps take ``slowdown`` times
+    as long) below ``kept_by_pass(without)`` after P (the last stored value beyond its passes). ``None``: not
+    within the passes ``with_dropout`` stores. The rule of ``auto_dropout`` (:mod:`tmlib.training.budget`)."""
+    a, b = kept_by_pass(without), kept_by_pass(with_dropout)
+    for passes in range(1, int(len(b) * slowdown) + 1):
+        done = int(passes / slowdown)  # passes the slower run completes in the same time
+        if done >= 1 and b[done] < a[min(passes, len(a))]:
+            return passes
+    return None

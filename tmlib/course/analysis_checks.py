@@ -140,14 +140,20 @@ def check_alignment_reads(reads, keys, queries) -> str:
                          f"not translate {got[k]!r}{more}")
 
 
-def check_perfect_alignment(perfect, diagonal, keys, queries, reads, *, decimals: int = 4) -> str:
+def check_perfect_alignment(perfect, diagonal, keys, queries, *, decimals: int = 4) -> str:
     """Check exercise 11.4: ``perfect``, the cross-attention ``(len(queries), len(keys))`` of a hard aligner whose
-    query ``i`` (the decoder input ``queries[i]``, ``<bos>`` first) puts all its weight on the key ``reads[i]``, the
-    German word of the token it predicts (for a sentence :func:`check_alignment_reads` knows, its reference, whatever
-    ``reads`` says, so that a wrong ``reads`` cannot make its own matrix pass); and ``diagonal``, that matrix's diagonal share
+    query ``i`` (the decoder input ``queries[i]``, ``<bos>`` first) puts all its weight on the German word of the
+    token it predicts (the sentence's reference, as :func:`check_alignment_reads` knows it, so that a wrong ``reads``
+    cannot make its own matrix pass); and ``diagonal``, that matrix's diagonal share
     (:func:`tmlib.analysis.heads.attention_statistics`), to ``decimals`` decimals; a number, or a tensor or array of
     one element (0-d or shape ``(1,)``). A failure names the first wrong row by its query, never the matrix or the
-    value."""
+    value.
+
+    Raises:
+        TypeError: an answer is still ``...``.
+        ValueError: ``keys`` is not a sentence this check knows.
+        AssertionError: a wrong shape, row or share.
+    """
     import torch
 
     from tmlib.analysis.heads import attention_statistics
@@ -155,9 +161,10 @@ def check_perfect_alignment(perfect, diagonal, keys, queries, reads, *, decimals
     require_answered(perfect, "perfect")
     require_answered(diagonal, "diagonal")
     keys, n_q, n_k = list(keys), len(queries), len(keys)
-    reads = _READS.get(" ".join(keys), reads)  # a known sentence: its reference, not reads as the student wrote them
+    if " ".join(keys) not in _READS:
+        raise ValueError(f"check_perfect_alignment knows no reference for the German sentence {' '.join(keys)!r}")
     want = np.zeros((n_q, n_k))
-    for i, word in enumerate(reads):
+    for i, word in enumerate(_READS[" ".join(keys)]):
         want[i, keys.index(word)] = 1.0
     got = as_float_array(perfect, "answer", "perfect")
     check_shape(got, (n_q, n_k), f"perfect ({n_q} queries, {n_k} German words)")

@@ -28,7 +28,7 @@ from tmlib.model.modern_attention import ModernAttention
 from tmlib.model.norms import RMSNorm, make_norm
 from tmlib.model.positional import NoPositionalEncoding, PositionalEncoding, make_positional, sinusoid_table
 from tmlib.model.rotary import RotaryEmbedding, apply_rotary, interleaved_to_halves, rope_frequencies
-from tmlib.model.transformer import Transformer, count_parameters, make_model, xavier_init_
+from tmlib.model.transformer import Transformer, count_parameters, make_model, set_dropout, xavier_init_
 from tmlib.model.variants import DecoderOnly, EncoderOnly
 
 __all__ = [
@@ -40,7 +40,7 @@ __all__ = [
     "PositionwiseFeedForward", "TokenEmbedding", "Generator", "PositionalEncoding", "sinusoid_table",
     # the encoder-decoder (§3.1, Figure 1)
     "residual", "AttentionRecording", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
-    "Transformer", "make_model", "count_parameters", "xavier_init_",
+    "Transformer", "make_model", "count_parameters", "set_dropout", "xavier_init_",
     # the other families
     "EncoderOnly", "DecoderOnly",
     # the modern options (chapter 13)

@@ -24,7 +24,7 @@ from tmlib.model.layers import Decoder, Encoder
 from tmlib.model.masks import real_tokens
 from tmlib.model.positional import make_positional
 
-__all__ = ["Transformer", "make_model", "count_parameters", "xavier_init_"]
+__all__ = ["Transformer", "make_model", "count_parameters", "set_dropout", "xavier_init_"]
 
 
 def xavier_init_(model: nn.Module, embeddings: tuple = ()) -> None:
@@ -143,6 +143,21 @@ def make_model(preset: str | ModelConfig = "base", src_vocab_size: int | None = 
     if tgt_vocab_size is not None:
         overrides["tgt_vocab_size"] = tgt_vocab_size
     return Transformer(dataclasses.replace(config, **overrides))
+
+
+def set_dropout(model: nn.Module, p: float) -> None:
+    """Set P_drop (§5.4) of every dropout in ``model``: each ``nn.Dropout``, each attention module's ``dropout`` (the
+    probability it applies to the attention weights), and ``model.config`` when it has one (checkpoints store it).
+    Raises ValueError: ``p`` outside [0, 1)."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {p}")
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
+        elif isinstance(getattr(module, "dropout", None), float):
+            module.dropout = p
+    if isinstance(getattr(model, "config", None), ModelConfig):
+        model.config = dataclasses.replace(model.config, dropout=p)
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:

@@ -3,6 +3,7 @@
 of chapter 9.
 """
 
+from tmlib.training.budget import AUTO_DROPOUT_MIN_PASSES, describe_dropout, dropout_for_passes, passes_in_budget
 from tmlib.training.checkpoint import (
     CHECKPOINT_FORMAT, CHECKPOINT_NAME, CheckpointError, find_nonfinite, get_rng_state, load_checkpoint,
     save_checkpoint, set_rng_state
@@ -35,17 +36,17 @@ from tmlib.training.stops import Diverged, Interrupted, deferred_signals, sigter
 from tmlib.training.trainer import STEP_FIELDS, VALIDATION_FIELDS, Trainer, translation_forward
 
 __all__ = [
-    "ADAM_BETAS", "ADAM_EPS", "BF16_MIN_SPEEDUP", "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "CheckpointError",
+    "ADAM_BETAS", "ADAM_EPS", "AUTO_DROPOUT_MIN_PASSES", "BF16_MIN_SPEEDUP", "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "CheckpointError",
     "ConfigError", "DISTRIBUTION", "DistEnv", "Diverged", "Interrupted", "MixedPrecision", "NoamSchedule",
     "RECOMMENDED", "RUNTIME_FIELDS", "RUN_DIR_ENV", "RUN_MARKER", "RunFolderError", "SMOKE", "STEP_FIELDS",
     "TrainConfig", "TrainedModel", "Trainer", "TranslationData", "VALIDATION_FIELDS", "WorldSizeMismatch", "agree",
     "all_reduce_sum", "assert_same", "backend_for", "broadcast_from_rank0", "check_exact_resume", "check_run_folder",
     "check_same_update", "check_world_size", "colab_drive_runs", "control_group", "default_run", "deferred_signals",
     "describe_checkpoint", "describe_divergence", "describe_interruption", "describe_out_of_memory",
-    "describe_precision", "evaluate_loss", "find_nonfinite", "gather_to_rank0", "get_rng_state", "hold_run_folder",
+    "describe_dropout", "describe_precision", "dropout_for_passes", "evaluate_loss", "find_nonfinite", "gather_to_rank0", "get_rng_state", "hold_run_folder",
     "is_distributed", "is_out_of_memory", "is_run_folder", "launch_processes", "load_checkpoint", "load_or_train",
     "load_trained", "local_device", "machine_settings", "make_ema", "make_optimizer", "make_scheduler",
-    "measure_speedup", "process_device", "process_group", "rank", "repository_root", "resolve_precision",
+    "measure_speedup", "passes_in_budget", "process_device", "process_group", "rank", "repository_root", "resolve_precision",
     "resume_config", "ring_all_reduce", "run_training", "runs_root", "save_checkpoint", "set_rng_state",
     "sigterm_interrupts", "step_loss", "time_precisions", "torchrun_env", "translation_forward", "translation_loss",
     "world_size", "wrap_model"

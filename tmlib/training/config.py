@@ -68,6 +68,11 @@ class TrainConfig:
     keep_best: bool = False
     """keep a copy of the evaluated weights with the lowest validation NLL (model selection on the validation
     set, as early stopping does, without stopping); checkpoints store it and ``load_trained`` returns it"""
+    auto_dropout: float | None = optional_field(None, float)
+    """choose dropout from the budget: P_drop = this value when the budget buys at least
+    ``tmlib.training.budget.AUTO_DROPOUT_MIN_PASSES`` passes over the training set (a budget in minutes: at the step
+    time measured before the first step), else 0; the choice replaces ``model.dropout`` and is stored in the
+    checkpoint; none: ``model.dropout`` as given"""
     max_steps: int | None = optional_field(None, int)
     """budget: optimizer steps"""
     max_epochs: int | None = optional_field(None, int)
@@ -119,6 +124,7 @@ class TrainConfig:
         check_int(self.accumulate, "accumulate", minimum=1)
         check_float(self.ema_decay, "ema_decay", minimum=0.0, maximum=1.0, min_inclusive=False, max_inclusive=False,
                     allow_none=True)
+        check_float(self.auto_dropout, "auto_dropout", minimum=0.0, maximum=1.0, max_inclusive=False, allow_none=True)
         check_int(self.max_steps, "max_steps", minimum=1, allow_none=True)
         check_int(self.max_epochs, "max_epochs", minimum=1, allow_none=True)
         check_float(self.max_minutes, "max_minutes", minimum=0.0, min_inclusive=False, allow_none=True)

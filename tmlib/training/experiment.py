@@ -45,29 +45,30 @@ __all__ = ["RECOMMENDED", "SMOKE", "TranslationData", "TrainedModel", "run_train
 #: model and a few thousand steps (instead of 100,000) need:
 #:
 #: * the ``"cpu"`` preset: d_model 256, 4 heads, 2 + 2 layers, d_ff 512, a shared 8,000-token BPE vocabulary
-#:   (4.7M parameters), no dropout (validation NLL 2.159 after 714 steps, against 2.476 after 700 with P_drop
-#:   0.1, which reached 2.159 only between steps 900 and 1,100; and steps are 10% faster);
+#:   (4.7M parameters);
+#: * dropout chosen from the passes the budget buys (``auto_dropout``, :mod:`tmlib.training.budget`): the paper's
+#:   P_drop 0.1 from nine passes, none below (without dropout the kept weights are better up to eight passes, with it
+#:   from nine: ``translate_cpu_seed1.json`` against ``translate_cpu_dropout01.json``; and steps are 10% faster);
 #: * batches of 2,000 padded tokens (more updates per minute than the paper's 25,000);
 #: * a short warm-up (200 steps instead of 4,000) and a factor 0.3 on the schedule (peak lr 1.33e-3);
 #: * gradient clipping at norm 1, a guard against the loss spikes of a post-LN model;
 #: * bf16 autocast where it is measurably faster than float32 on the machine (``amp="auto"`` times the model's own
 #:   step in both types at the start of training), float32 elsewhere;
 #: * the weights of the validation pass with the lowest NLL are kept (``keep_best``): without dropout, a fast
-#:   machine's 15 minutes (9 epochs) run past the best epoch (``translate_cpu.json``: validation NLL 1.874
-#:   after epoch 6, 1.957 at the end; test BLEU 37.85 with the kept weights, 37.02 with the last ones);
+#:   machine's 15 minutes would run past the best epoch (``translate_cpu.json``, a run without dropout: validation NLL
+#:   1.874 after epoch 6, 1.957 at the end; test BLEU 37.85 with the kept weights, 37.02 with the last ones);
 #: * a 15-minute budget.
 #:
 #: On a CPU without native bf16 the budget buys fewer steps: a 2-core machine without AVX-512 trained the
-#: earlier recipe (P_drop 0.1) at 2,411 target tokens/s, 1,105 steps in 15 minutes, and scored 34.8. This recipe,
-#: run in float32 for 1,215 steps (those 1,105 steps × 1.10 for the faster steps without dropout), scored 38.46
-#: and 37.55 lowercased BLEU with beam 4 on test 2016 in two runs (float32 CPU training with 2 threads is not
-#: bit-reproducible; ``benchmarks/results/translate_cpu_fp32_emulated*.json``). On the course machine (bf16,
-#: 2,161 steps) it scored 37.85, where the earlier recipe had 38.9.
+#: earlier recipe (P_drop 0.1 always) at 2,411 target tokens/s, 1,105 steps in 15 minutes (under five passes), and
+#: scored 34.8. Without dropout, run in float32 for 1,215 steps (those 1,105 steps × 1.10 for the faster steps), it
+#: scored 38.46 and 37.55 lowercased BLEU with beam 4 on test 2016 in two runs (float32 CPU training with 2 threads is
+#: not bit-reproducible; ``benchmarks/results/translate_cpu_fp32_emulated*.json``).
 #:
 #: The measurements behind these choices are in chapter 9, ``benchmarks/results/translate_cpu*.json`` and
 #: ``benchmarks/results/cpu_recipe.json``.
 RECOMMENDED = TrainConfig(model=PRESETS["cpu"], max_tokens=2000, warmup_steps=200, lr_factor=0.3, grad_clip=1.0,
-                          keep_best=True, max_minutes=15.0, progress_interval=10.0)
+                          keep_best=True, auto_dropout=0.1, max_minutes=15.0, progress_interval=10.0)
 
 #: A smoke run for CI (``TMLIB_SMOKE=1``): the "tiny" model for 30 steps on one thread, a few seconds.
 SMOKE = dataclasses.replace(RECOMMENDED, model=dataclasses.replace(PRESETS["tiny"], max_len=256,
@@ -167,6 +168,8 @@ class TrainedModel:
         machine: :func:`tmlib.machine.machine_info` of the machine that wrote the checkpoint.
         precision: how it trained, ``{"amp", "dtype", "timings"}``
             (:meth:`tmlib.training.precision.MixedPrecision.record`; None for checkpoints older than the record).
+        dropout_choice: what ``auto_dropout`` chose, ``{"auto", "p", "passes", "step_s"}``
+            (:func:`tmlib.training.budget.describe_dropout` prints it); None when the run did not choose.
 
     When the run kept a moving average of its weights (``TrainConfig.ema_decay``), ``model`` holds the average.
     When it kept its best weights (``TrainConfig.keep_best``), ``model`` holds those: the evaluated weights with
@@ -187,6 +190,7 @@ class TrainedModel:
     machine: dict | None = field(default=None, repr=False)
     best_step: int | None = None
     precision: dict | None = None
+    dropout_choice: dict | None = None
 
 
 def _model_config(state: dict) -> ModelConfig:
@@ -357,7 +361,7 @@ def load_trained(path: str | os.PathLike, device=None) -> TrainedModel:
                                finished=bool(state["finished"]), loaded=True, path=path,
                                torch_version=state["torch_version"], machine=state["machine"],
                                best_step=best["step"] if best is not None else None,
-                               precision=state.get("precision"))
+                               precision=state.get("precision"), dropout_choice=state.get("dropout_choice"))
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"{path} does not hold a model this version of tmlib can rebuild ({err})") from err
     model.to(device).eval()

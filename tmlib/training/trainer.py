@@ -24,7 +24,9 @@ from tqdm import tqdm  # the text bar: a widget bar would leave a view in the no
 
 from tmlib.machine import machine_info
 from tmlib.model.config import ModelConfig
+from tmlib.model.transformer import set_dropout
 from tmlib.training import distributed
+from tmlib.training.budget import AUTO_DROPOUT_MIN_PASSES, describe_dropout, dropout_for_passes, passes_in_budget
 from tmlib.training.checkpoint import (CHECKPOINT_FORMAT, CheckpointError, find_nonfinite, get_rng_state,
                                        load_checkpoint, save_checkpoint, set_rng_state)
 from tmlib.training.config import RUNTIME_FIELDS, ConfigError, TrainConfig
@@ -79,6 +81,7 @@ class Trainer:
         self._check_epoch_length()
         self.step = self.epoch = self.batch_in_epoch = 0
         self.elapsed_s, self.finished, self.best = 0.0, False, None
+        self.dropout_choice: dict | None = None  # what auto_dropout chose, once per run (None: not chosen)
         self.history: dict = {k: [] for k in STEP_FIELDS + VALIDATION_FIELDS}
         self._pending: list[tuple] = []  # (step, epoch, lr, loss on the device, elapsed_s), not yet in the history
         self._last_tick = self._saved_at = time.perf_counter()  # the training clock; the last checkpoint
@@ -133,6 +136,7 @@ class Trainer:
                                if by_minutes else None))
         with machine_settings(c.threads, self.device, self.amp), bar:
             self._choose_precision(bar)
+            self._choose_dropout(bar)
             self.model.train()
             self._last_tick = self._saved_at = time.perf_counter()  # (the state it starts from is saved)
             self._saved_step = self.step
@@ -304,6 +308,7 @@ class Trainer:
             "precision": self.amp.record(), "ema": self.ema.state_dict() if self.ema is not None else None,
             "best": self.best, "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
             "elapsed_s": self.elapsed_s, "finished": self.finished, "config": self.config.to_dict(),
+            "dropout_choice": self.dropout_choice,
             "model_config": model_config.to_dict() if isinstance(model_config, ModelConfig) else None,
             "tokenizer": self.tokenizer.to_json() if self.tokenizer is not None else None, "history": self.history,
             "world_size": self.world_size, "rng": get_rng_state(), "torch_version": str(torch.__version__),
@@ -325,6 +330,9 @@ class Trainer:
             self.ema.load_state_dict(state["ema"])
         self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         self.elapsed_s, self.finished, self.best = float(state["elapsed_s"]), state["finished"], state["best"]
+        self.dropout_choice = state.get("dropout_choice")
+        if self.dropout_choice is not None:  # the run continues with the dropout it chose
+            self._set_dropout(self.dropout_choice["p"])
         self._last_tick = time.perf_counter()
         self.history = {k: list(state["history"].get(k, [])) for k in STEP_FIELDS + VALIDATION_FIELDS}
         self._pending = []
@@ -332,7 +340,8 @@ class Trainer:
         set_rng_state(ranks[self.rank] if ranks else state["rng"])
 
     def save(self) -> None:
-        """Write the checkpoint atomically and ``history.json`` beside it (rank 0, with every process's RNG states).
+        """Write the checkpoint atomically, and ``history.json`` and ``config.json`` beside it (rank 0, with every
+        process's RNG states).
         Raises Diverged (a loss, weight, Adam moment or average not finite: nothing written, not finished), or
         CheckpointError on every process when the write failed."""
         if self.checkpoint_path is None:
@@ -350,6 +359,8 @@ class Trainer:
                 save_checkpoint(self.checkpoint_path, {**self.state_dict(), "rng_ranks": rngs})
                 with atomic_write(self.checkpoint_path.with_name("history.json")) as tmp:
                     tmp.write_text(json.dumps(self.history, indent=1))
+                with atomic_write(self.checkpoint_path.with_name("config.json")) as tmp:  # with the chosen dropout
+                    tmp.write_text(json.dumps(self.config.to_dict(), indent=1))
             except (CheckpointError, OSError) as err:
                 error = err
         failure = distributed.broadcast_from_rank0(None if error is None else str(error))
@@ -396,6 +407,46 @@ class Trainer:
             self.amp = measured_precision(self.config.amp, self.device, lambda dtype: self._probe_step(batch, dtype))
         if self.config.amp == "auto" and bar is not None and self.rank == 0:
             bar.write(self.amp.describe())
+
+    def _choose_dropout(self, bar=None) -> None:
+        """``auto_dropout``: P_drop from the passes the budget buys (:mod:`tmlib.training.budget`), once per run, before
+        the first step; a budget in minutes is converted at the step time measured here (rank 0, sent to all)."""
+        c = self.config
+        if c.auto_dropout is None or self.dropout_choice is not None:
+            return
+        per_epoch, step_s = self.steps_in_epoch(self.epoch), None
+        counted = c.max_steps is not None or c.max_epochs is not None
+        passes = passes_in_budget(per_epoch, c.max_steps, c.max_epochs) if counted else math.inf
+        if c.max_minutes is not None and passes >= AUTO_DROPOUT_MIN_PASSES:  # the clock may allow fewer: time a step
+            step_s = distributed.broadcast_from_rank0(self._step_seconds() if self.rank == 0 else None)
+            passes = min(passes, passes_in_budget(per_epoch, max_minutes=c.max_minutes, step_s=step_s))
+        self.dropout_choice = {"auto": c.auto_dropout, "p": dropout_for_passes(passes, c.auto_dropout),
+                               "passes": passes, "step_s": step_s}
+        self._set_dropout(self.dropout_choice["p"])
+        if bar is not None and self.rank == 0:
+            bar.write(describe_dropout(self.dropout_choice))
+
+    def _set_dropout(self, p: float) -> None:
+        """P_drop ``p`` in the model and in the configuration the checkpoints store."""
+        set_dropout(self.model, p)
+        self.config = dataclasses.replace(self.config, model=dataclasses.replace(self.config.model, dropout=p))
+
+    def _step_seconds(self) -> float:
+        """Seconds per training step of this model, in the run's precision: the median of three timed steps after
+        one to warm up (the timings of ``amp="auto"`` when it took them); random draws discarded."""
+        timings = self.amp.record().get("timings")
+        if timings:
+            return timings["bf16_s" if self.amp.dtype == torch.bfloat16 else "float32_s"]
+        batch = self.train_batches.collate_indices(self.train_batches.batches(0)[0]).to(self.device)
+        times = []
+        with torch.random.fork_rng(devices=[self.device.index or 0] if self.device.type == "cuda" else []):
+            for _ in range(4):
+                start = time.perf_counter()
+                self._probe_step(batch, self.amp.dtype)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                times.append(time.perf_counter() - start)
+        return float(np.median(times[1:]))
 
     def _probe_step(self, batch, dtype) -> None:
         with torch.autocast(self.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
