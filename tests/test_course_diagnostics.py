@@ -231,3 +231,41 @@ def test_check_own_work_says_a_stub_is_not_written_yet():
         with pytest.raises(TypeError, match=rf"^{name} is not written yet: its body is still `\.\.\.`"):
             check_own_work(stub, SOFTMAX)
     assert check_own_work(own, SOFTMAX).startswith("correct so far: own is your own work")
+
+
+KV = ["tmlib.analysis.benchmarking.kv_cache_bytes"]
+
+
+def imports_inside(n_layers, d_model, n_tokens, src_len, batch, bytes_per_element):  # the loophole of Exercise 12.1
+    from tmlib.analysis.benchmarking import kv_cache_bytes
+    return kv_cache_bytes(n_layers, d_model, n_tokens, src_len, batch, bytes_per_element)
+
+
+def imports_module_inside(n_layers, d_model, n_tokens, src_len, batch, bytes_per_element):
+    import tmlib.analysis.benchmarking as bench
+    return bench.kv_cache_bytes(n_layers, d_model, n_tokens, src_len, batch, bytes_per_element)
+
+
+def imports_package_inside(n_layers, d_model, n_tokens, src_len, batch, bytes_per_element):
+    import tmlib.analysis.benchmarking
+    return tmlib.analysis.benchmarking.kv_cache_bytes(n_layers, d_model, n_tokens, src_len, batch, bytes_per_element)
+
+
+def own_kv_bytes(n_layers, d_model, n_tokens, src_len, batch, bytes_per_element):
+    import numpy as np  # an import inside the body that names nothing forbidden
+    from tmlib.analysis import flops  # noqa: F401 - a module of the library, not the forbidden function
+    return int(np.prod([2, n_layers, d_model, n_tokens + src_len, batch, bytes_per_element]))
+
+
+def test_check_own_work_reads_the_imports_inside_a_function():
+    """``from tmlib.analysis.benchmarking import kv_cache_bytes`` inside the body is refused like ``B.kv_cache_bytes``;
+    so are ``import ... as`` and an attribute chain from the imported package; a function that imports only what
+    the exercise allows is the student's own work."""
+    for fn in (imports_inside, imports_module_inside, imports_package_inside):
+        assert forbidden_references(fn, KV) == KV, fn.__name__
+        with pytest.raises(AssertionError, match=f"{fn.__name__} calls {KV[0]}: this exercise asks you to write it"):
+            check_own_work(fn, KV)
+    assert forbidden_references(imports_inside, ["tmlib.analysis.benchmarking"]) == ["tmlib.analysis.benchmarking"]
+    assert forbidden_references(own_kv_bytes, KV) == []
+    assert check_own_work(own_kv_bytes, KV) == (
+        f"correct so far: own_kv_bytes is your own work (it calls none of {KV[0]})")

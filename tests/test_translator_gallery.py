@@ -61,3 +61,43 @@ def test_loop_note_refuses_something_that_is_not_a_repeat():
 def test_ordinal():
     assert [tg._ordinal(n) for n in (1, 2, 3, 4, 6, 11, 12, 13, 21, 22)] == [
         "1st", "2nd", "3rd", "4th", "6th", "11th", "12th", "13th", "21st", "22nd"]
+
+
+def test_words_of_joins_the_pieces_of_a_word_and_word_strips_the_mark():
+    assert tg.word("▁Mann") == "Mann" and tg.word("▁") == "▁" and tg.word("ße") == "ße"
+    pieces = ["▁The", "▁p", "it", "ze", "▁bench", ".", "<eos>"]
+    assert tg.words_of(pieces) == [("The", [0]), ("pitze", [1, 2, 3]), ("bench", [4]), (".", [5]),
+                                   ("<eos>", [6])]
+    assert tg.piece_span(["▁Die", "▁Z", "ent", "bank", "▁hat"], "Zentbank") == [1, 2, 3]
+
+
+def test_piece_span_refuses_a_word_the_sentence_does_not_have():
+    import pytest
+
+    with pytest.raises(ValueError, match="not one of the words"):
+        tg.piece_span(["▁Die", "▁Z", "ent"], "Zinsen")
+
+
+def test_backward_steps_finds_the_rows_whose_dot_goes_back():
+    weights = np.stack([_one_hot([0, 1, 1, 3, 3]), _one_hot([0, 2, 1, 3, 0])])
+    assert tg.backward_steps(weights) == [[], [2, 4]]
+    assert tg.backward_steps(weights, n_rows=4) == [[], [2]]  # the last row (<eos>) left out
+
+
+def test_predict_answers_says_what_changes_and_where_the_dots_go():
+    colour = ("A blue hat.", ["▁Ein", "▁blauen", "▁Hut", "."], ["▁A", "▁blue", "▁hat", ".", "<eos>"],
+              np.stack([_one_hot([0, 1, 2, 3, 3]), _one_hot([0, 2, 2, 3, 3])]))
+    verb = ("He plays guitar.", ["▁Er", "▁Gitarre", "▁spielt", "."], ["▁He", "▁plays", "▁guitar", ".", "<eos>"],
+            np.stack([_one_hot([0, 2, 1, 3, 3]), _one_hot([0, 1, 2, 3, 3])]))
+    unknown = ("The pitze.", ["▁Die", "▁Z", "ent", "."], ["▁The", "▁p", "itze", ".", "<eos>"],
+               np.stack([_one_hot([0, 1, 2, 3, 3]), _one_hot([0, 2, 2, 3, 3])]))
+    text = tg.predict_answers(colour, verb, unknown, ["▁A", "▁red", "▁hat", ".", "<eos>"], "Zent", 1)
+    assert text.startswith("```{admonition}") and text.endswith("```")
+    text = " ".join(text.split())  # the paragraphs are wrapped
+    assert "Only *red* changes, to *blue*" in text and "on `▁blauen` in head 0." in text
+    assert "In head 0 the dots go back in the German" in text and "from `▁spielt` to `▁Gitarre`" in text
+    assert "into 2 subwords (`▁Z`, `ent`)" in text and "*pitze* looks at all 2 pieces" in text
+    import pytest
+
+    with pytest.raises(ValueError):
+        tg.predict_answers(colour, verb, unknown, ["▁A", "▁red", "▁hat", ".", "<eos>"], "Bank", 1)

@@ -8,10 +8,13 @@ model cannot run it. This writes what the trained model is and does with the pag
 ``gallery`` markers (a table of the greedy translations, a comment naming the run's steps and kept step, and the
 figure) and ``book/figures/translator_cross_attention.png`` (Figure T.1: the cross-attention of the first and the
 last decoder layer, every head, for the first example, in the widget's colours: dark = high, a dot on each row's
-largest weight; layers and heads counted from 0, as in the widget and the rest of the course). The paragraph under
-the figure counts, per head, the rows whose dot lies on the German word that :data:`ALIGNMENT` gives the English
-word. Greedy decoding, as in the browser (source length + 50 tokens at most); the example whose translation
-repeats a word is also decoded by beam search of width 4, for the paragraph under the table (:func:`loop_note`).
+largest weight; labels as the tokenizer writes them, with ``▁``; layers and heads counted from 0, as in the widget
+and the rest of the course). The paragraph under the figure says which heads' dots only move forward through the
+source (:func:`backward_steps`) and counts, per head, the rows whose dot lies on the German word that
+:data:`ALIGNMENTS` gives the English word. Greedy decoding, as in the browser (source length + 50 tokens at most); the example whose translation
+repeats a word is also decoded by beam search of width 4, for the paragraph under the table (:func:`loop_note`). The
+block between the ``predict`` markers is a dropdown with what the model writes for the page's "Predict, then try"
+prompts and where the dots of its last decoder layer lie (:func:`predict_answers`).
 
 The BLEU scores are not recomputed (a beam search over test 2016 takes minutes): they are read from the table that
 ``notebooks/09_training_translator.ipynb`` prints, and only when that notebook shows the same run (same steps and
@@ -48,11 +51,25 @@ EXAMPLES = [
 ]
 
 #: The first example's expected greedy translation, word by word, with the German word each English word translates
-#: (``None``: no German counterpart; German says "spielt Gitarre", without an article). Figure T.1's paragraph counts,
-#: per head, the rows whose darkest cell is that German word; it is left out when the model writes another sentence.
-ALIGNMENT = [("A", "Ein"), ("man", "Mann"), ("in", "mit"), ("a", "einem"), ("red", "roten"), ("hat", "Hut"),
-             ("is", "spielt"), ("playing", "spielt"), ("a", None), ("guitar", "Gitarre"), ("on", "auf"),
-             ("the", "der"), ("street", "Straße"), (".", ".")]
+#: (``None``: no German counterpart; German says "spielt Gitarre", without an article), one list per wording the
+#: model has written. Figure T.1's paragraph counts, per head, the rows whose darkest cell is that German word; it
+#: leaves the counts out when the model writes another sentence.
+ALIGNMENTS = [
+    [("A", "Ein"), ("man", "Mann"), ("in", "mit"), ("a", "einem"), ("red", "roten"), ("hat", "Hut"),
+     ("plays", "spielt"), ("a", None), ("guitar", "Gitarre"), ("on", "auf"), ("the", "der"), ("street", "Straße"),
+     (".", ".")],
+    [("A", "Ein"), ("man", "Mann"), ("in", "mit"), ("a", "einem"), ("red", "roten"), ("hat", "Hut"),
+     ("is", "spielt"), ("playing", "spielt"), ("a", None), ("guitar", "Gitarre"), ("on", "auf"), ("the", "der"),
+     ("street", "Straße"), (".", ".")],
+]
+ALIGNMENT = ALIGNMENTS[0]
+
+#: The "Predict, then try" prompts of the page: the first example with another colour, a clause with its verb at the
+#: end, and a sentence with a word the captions do not have (the sentence, the word).
+PROMPT_COLOUR = EXAMPLES[0][0].replace("roten", "blauen")
+PROMPT_VERB_LAST = "Ein Mann lacht, weil er auf der Straße Gitarre spielt."
+PROMPT_UNKNOWN = ("Die Zentralbank hat gestern die Zinsen erhöht.", "Zentralbank")
+PREDICT_START, PREDICT_END = "<!-- predict: start -->", "<!-- predict: end -->"
 
 
 def aligned_counts(weights, src_words, out_words, alignment=ALIGNMENT):
@@ -148,12 +165,46 @@ def loop_note(kind: str, again: str, beam_out: str) -> str:
             "would stop it.")
 
 
-def label(piece: str) -> str:
-    """A subword as the figure prints it: a word's first piece without the tokenizer's ``▁``, a piece that
-    continues a word after ``##`` (``▁Stra``, ``ße`` -> ``Stra``, ``##ße``)."""
-    if piece.startswith("▁"):
-        return piece[1:] or "▁"
-    return piece if piece.startswith("<") or not piece[:1].isalnum() else "##" + piece
+def word(piece: str) -> str:
+    """A subword without the tokenizer's word-start mark (``▁Mann`` -> ``Mann``; ``▁`` alone stays ``▁``)."""
+    return piece[1:] if piece.startswith("▁") and len(piece) > 1 else piece
+
+
+def words_of(pieces) -> list[tuple[str, list[int]]]:
+    """The words of a list of subwords, each ``(word, indices of its pieces)``: a word starts at a piece with ``▁``,
+    at ``<eos>`` or another special token, and at a piece that is not a letter or digit (``.``, ``,``); other pieces
+    continue the word before (``▁p``, ``it``, ``ze`` -> ``("pitze", [0, 1, 2])``)."""
+    out: list[tuple[str, list[int]]] = []
+    for i, p in enumerate(pieces):
+        starts = p.startswith("▁") or p.startswith("<") or not p[:1].isalnum() or not out
+        if not starts and out[-1][0][:1].isalnum():
+            out[-1] = (out[-1][0] + p, out[-1][1] + [i])
+        else:
+            out.append((word(p), [i]))
+    return out
+
+
+def backward_steps(weights, n_rows: int | None = None) -> list[list[int]]:
+    """Per head of ``weights`` ``(n_heads, n_out, n_src)``, the rows (of the first ``n_rows``, all by default) whose
+    largest weight lies on an earlier source subword than the row before's: ``[]`` for a head whose dots only move
+    forward through the source (the diagonal of two sentences in the same word order)."""
+    import numpy as np
+
+    w = np.asarray(weights)[:, :n_rows]
+    best = w.argmax(-1)
+    return [[r for r in range(1, best.shape[1]) if best[h, r] < best[h, r - 1]] for h in range(w.shape[0])]
+
+
+def piece_span(pieces, text: str) -> list[int]:
+    """The indices of the subwords of ``pieces`` that spell the word ``text`` (its first piece carries ``▁``).
+
+    Raises:
+        ValueError: no word of ``pieces`` is ``text``.
+    """
+    for w, rows in words_of(pieces):
+        if w == text:
+            return rows
+    raise ValueError(f"{text!r} is not one of the words {[w for w, _ in words_of(pieces)]}")
 
 
 def _ordinal(n: int) -> str:
@@ -195,13 +246,25 @@ def chapter_9_scores(step: int, best_step: int | None) -> dict[str, float] | Non
     return {"greedy": float(table.group(1)), "beam 4": float(table.group(2))}
 
 
+def _listed(values) -> str:
+    values = [str(v) for v in values]
+    return f"{', '.join(values[:-1])} and {values[-1]}" if len(values) > 1 else values[0]
+
+
+def _heads(heads, n_heads: int) -> str:
+    """``[0, 1, 2, 3]`` of 4 -> ``"all four heads"``, ``[1, 3]`` -> ``"heads 1 and 3"``, ``[2]`` -> ``"head 2"``."""
+    names = {2: "both", 3: "all three", 4: "all four"}
+    if len(heads) == n_heads and n_heads in names:
+        return f"{names[n_heads]} heads"
+    return f"head {heads[0]}" if len(heads) == 1 else f"heads {_listed(heads)}"
+
+
 def draw(layers, src_pieces, out_pieces, path: Path) -> tuple[str, str]:
     """Draw the first and last layer's heads (``layers``: a list of ``(n_heads, n_out, n_src)`` arrays, one per
-    decoder layer) as a grid in the widget's colours; return the figure's caption and a paragraph of what it shows."""
+    decoder layer) as a grid in the widget's colours, labelled with the subwords as the tokenizer writes them
+    (``▁Mann``); return the figure's caption and a paragraph of what it shows."""
     import matplotlib.pyplot as plt
     import seaborn as sns
-
-    src_pieces, out_pieces = [label(p) for p in src_pieces], [label(p) for p in out_pieces]
 
     shown = [(0, layers[0]), (len(layers) - 1, layers[-1])]  # counted from 0, as in the widget and chapter 11
     n_heads = layers[0].shape[0]
@@ -228,51 +291,154 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> tuple[str, str]:
     # The caption says what the figure shows; the paragraph what the dots show, counted from the weights drawn.
     last_number = len(layers) - 1
     caption = (f"The cross-attention of decoder layer 0 (top) and layer {last_number} (bottom), every head, for the "
-               "first example: one row per output subword, one column per source subword, darker for a larger "
-               "weight; a dot marks the darkest cell of each row.")
-    if any(p.startswith("##") for p in src_pieces + out_pieces):
-        caption += " `##` marks a subword that continues the word before it."
+               "first example: one row per output subword, one column per source subword, labelled as the "
+               "tokenizer writes them (`▁` starts a word), darker for a larger weight; a dot marks the darkest cell "
+               "of each row.")
 
-    def listed(values):
-        values = [str(v) for v in values]
-        return f"{', '.join(values[:-1])} and {values[-1]}" if len(values) > 1 else values[0]
-
-    first = aligned_counts(layers[0], src_pieces, out_pieces)
-    last = aligned_counts(layers[-1], src_pieces, out_pieces)
+    src_words, out_words = [word(p) for p in src_pieces], [word(p) for p in out_pieces]
+    n_rows = len(out_pieces) - (out_pieces[-1] == "<eos>")  # the <eos> row is left out of the order
     text = ""
-    if first is None or last is None:
-        print("the model's translation of the first example is not the one ALIGNMENT lists: the paragraph under "
+    back_last, back_first = backward_steps(layers[-1], n_rows), backward_steps(layers[0], n_rows)
+    forward = [h for h in range(n_heads) if not back_last[h]]
+    if forward:
+        text += (f"In layer {last_number}, the dots of {_heads(forward, n_heads)} move forward through the German "
+                 "row by row, never back: a diagonal, because the English keeps the German word order here.")
+        jumping = [h for h in range(n_heads) if back_first[h]]
+        if jumping:
+            text += (f" In layer 0 the dots of {_heads(jumping, n_heads)} jump back and forth.")
+    found = None
+    for alignment in ALIGNMENTS:
+        first = aligned_counts(layers[0], src_words, out_words, alignment)
+        last = aligned_counts(layers[-1], src_words, out_words, alignment)
+        if first is not None and last is not None:
+            found = alignment
+            break
+    if found is None:
+        print("the model's translation of the first example is not one that ALIGNMENTS lists: the paragraph under "
               "Figure T.1 leaves out the counts of aligned rows", file=sys.stderr)
     else:
         hits, near, n = last
-        skipped = [e for (e, g) in ALIGNMENT if g is None]
-        most = "most sit" if 2 * sum(hits) > n * n_heads else "some sit"
-        text += (f"Read the dots of layer {last_number} row by row: {most} on the German word that the English "
-                 "word translates (`Ein` for *A*, `spielt` for both *is* and *playing*, `Straße` for *street*). "
-                 f"Of the {n} rows whose word has a German counterpart"
-                 + (f" (the *{skipped[0]}* of *a guitar* has none: German says *spielt Gitarre*)"
-                    if skipped == ["a"] else "")
-                 + f", heads 0 to {n_heads - 1} put the dot on it in {listed(hits)} rows")
+        skipped = [r for r, (e, g) in enumerate(found) if g is None]
+        text += (f" Of the {n} rows whose word has a German counterpart"
+                 + (" (the *a* of *a guitar* has none: German says *spielt Gitarre*)"
+                    if [found[r][0] for r in skipped] == ["a"] else "")
+                 + f", heads 0 to {n_heads - 1} of layer {last_number} put the dot on it in {_listed(hits)} rows")
         misses = n * n_heads - sum(hits)
         if misses:
-            text += f"; {sum(near)} of the {misses} other dots sit on the German word just before or after it"
-            example = neighbour_miss(layers[-1], src_pieces)
+            if misses == 1:
+                text += "; the other dot " + ("sits" if sum(near) else "does not sit")
+            elif sum(near) == misses:
+                text += f"; {'both' if misses == 2 else f'all {misses}'} other dots sit"
+            else:
+                text += f"; {sum(near)} of the {misses} other dots sit"
+            text += " on the German word just before or after it"
+            example = neighbour_miss(layers[-1], src_words, found)
             if example is not None:
                 row, got = example
-                pair = sorted([src_pieces.index(ALIGNMENT[row][1]), got])
-                text += (f", such as `{src_pieces[got]}` for *{out_pieces[row]}* "
-                         f"(of *{src_pieces[pair[0]]} {src_pieces[pair[1]]}*)")
-            text += "."
-        else:
-            text += "."
-        text += f" In layer 0 the same counts are {listed(first[0])}."
+                pair = sorted([src_words.index(found[row][1]), got])
+                text += (f", such as `{src_pieces[got]}` for *{out_words[row]}* "
+                         f"(of *{src_words[pair[0]]} {src_words[pair[1]]}*)")
+        text += f". In layer 0 the same counts are {_listed(first[0])}."
+        if [found[r][0] for r in skipped] == ["a"] and skipped[0] + 1 < len(found):
+            r = skipped[0]
+            best = [int(layers[-1][h, r].argmax()) for h in range(n_heads)]
+            ahead = src_words.index(found[r + 1][1]) if found[r + 1][1] in src_words else None
+            reads = [h for h in range(n_heads) if best[h] == ahead]
+            if reads:
+                text += (f" The row of that *a* reads ahead: in layer {last_number}, {_heads(reads, n_heads)} "
+                         f"put{'s' if len(reads) == 1 else ''} its dot on `{src_pieces[ahead]}`, the German of the "
+                         f"*{found[r + 1][0]}* it introduces.")
     h, r, n_rows, j = longest_run(layers[0])
     if n_rows >= 3:
-        words = [f"*{out_pieces[k]}*" for k in range(r, r + n_rows)]
-        text += (f" In layer 0, head {h} keeps looking at one word: its rows for {listed(words)} all put their "
+        words = [f"*{out_words[k]}*" for k in range(r, r + n_rows)]
+        text += (f" In layer 0, head {h} keeps looking at one word: its rows for {_listed(words)} all put their "
                  f"largest weight on `{src_pieces[j]}`.")
-    text += " Chapter 11 measures how closely each head follows the word order over many sentences."
-    return caption, text
+    text += (" {ref}`Chapter 11 <nb11-stats>` measures, over many sentences, how much of each head's weight lies "
+             "near the diagonal.")
+    return caption, text.strip()
+
+
+def predict_answers(colour, verb_last, unknown, first_out_pieces, word_unknown: str, layer: int) -> str:
+    """The dropdown under the page's "Predict, then try" prompts: what the model writes for each prompt and where
+    the dots of its last decoder layer lie. ``colour``, ``verb_last`` and ``unknown`` are
+    ``(translation, src_pieces, out_pieces, weights)`` of the three prompts (``weights``: the last layer's cross-
+    attention ``(n_heads, n_out, n_src)``); ``first_out_pieces`` the output subwords of the first example;
+    ``word_unknown`` the word of the third prompt that the captions do not have; ``layer`` the number of the last
+    decoder layer, counted from 0.
+
+    Raises:
+        ValueError: ``word_unknown`` is not a word of the third prompt's source.
+    """
+    import difflib
+
+    lines = ["```{admonition} What chapter 9's model does with these prompts", ":class: dropdown"]
+
+    # 1. another colour: which words change, and where the new word's row looks
+    text, src, out, w = colour
+    n_heads = w.shape[0]
+    old_words, new_words = [x for x, _ in words_of(first_out_pieces)], [x for x, _ in words_of(out)]
+    changes = [(old_words[i1:i2], new_words[j1:j2]) for op, i1, i2, j1, j2 in
+               difflib.SequenceMatcher(a=old_words, b=new_words).get_opcodes() if op != "equal"]
+    said = f"**Blue instead of red.** *{text}*"
+    if len(changes) == 1 and changes[0][0] and changes[0][1]:
+        said += (f" Only *{' '.join(changes[0][0])}* changes, to *{' '.join(changes[0][1])}*.")
+    elif changes:
+        said += " The words that change: " + ", ".join(
+            f"*{' '.join(o) or '(nothing)'}* to *{' '.join(n) or '(nothing)'}*" for o, n in changes) + "."
+    else:
+        said += " No word changes."
+    if "▁blauen" in src and changes:
+        col = src.index("▁blauen")
+        rows = [i for x, rs in words_of(out) for i in rs if x in changes[0][1]][:1]
+        if rows:
+            on = [h for h in range(n_heads) if int(w[h, rows[0]].argmax()) == col]
+            said += (f" In layer {layer}, the row of `{out[rows[0]]}` puts its largest weight on `▁blauen` in "
+                     + (_heads(on, n_heads) if on else "none of the heads") + ".")
+    lines += ["", _wrap(said)]
+
+    # 2. the verb at the end: the dot of every row, per head
+    text, src, out, w = verb_last
+    lines += ["", _wrap(f"**The verb at the end.** *{text}* The darkest cell of each row in layer {layer}:"), "",
+              "| output subword | " + " | ".join(f"head {h}" for h in range(n_heads)) + " |",
+              "|---|" + "---|" * n_heads]
+    for r, piece in enumerate(out):
+        lines.append(f"| `{piece}` | " + " | ".join(f"`{src[int(w[h, r].argmax())]}`" for h in range(n_heads)) + " |")
+    n_rows = len(out) - (out[-1] == "<eos>")
+    back = backward_steps(w, n_rows)
+    jumping = [h for h in range(n_heads) if back[h]]
+    if jumping:
+        h = jumping[0]
+        best = w[h].argmax(-1)
+        r = max(back[h], key=lambda k: int(best[k - 1]) - int(best[k]))
+        said = (f"In {_heads(jumping, n_heads)} the dots go back in the German at least once (in head {h}, the row of "
+                f"`{out[r]}` goes back from `{src[int(best[r - 1])]}` to `{src[int(best[r])]}`): they follow the "
+                "English order, not the German one.")
+    else:
+        said = "In every head the dots only move forward through the German: they follow the German order."
+    lines += ["", _wrap(said)]
+
+    # 3. an unknown word: how many pieces, and which output words look at them
+    text, src, out, w = unknown
+    span = piece_span(src, word_unknown)
+    pieces = ", ".join(f"`{src[i]}`" for i in span)
+    said = (f"**{word_unknown}.** In *{PROMPT_UNKNOWN[0]}* the tokenizer cuts *{word_unknown}* into {len(span)} "
+            f"subwords ({pieces}), and the model writes *{text}* In layer {layer}, over its {n_heads} heads, ")
+    looking = []
+    for x, rows in words_of(out):
+        hit = sorted({int(w[h, r].argmax()) for h in range(n_heads) for r in rows} & set(span))
+        if hit:
+            looking.append((x, hit))
+    if looking:
+        said += "the dots of " + ", those of ".join(
+            f"*{x}*" + (" lie" if k == 0 else "") + f" on {_listed(f'`{src[i]}`' for i in hit)}"
+            for k, (x, hit) in enumerate(looking)) + ". "
+        full = [x for x, hit in looking if len(hit) == len(span)]
+        said += (f"*{full[0]}* looks at all {len(span)} pieces." if full else
+                 f"No output word has a dot on all {len(span)} pieces.")
+    else:
+        said += f"no row puts its dot on one of the {len(span)} pieces."
+    lines += ["", _wrap(said), "```"]
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -309,6 +475,15 @@ def main() -> int:
     layers = [w[0].numpy() for w in pair["capture"].weights["cross"]]  # each (n_heads, tgt_len, src_len)
     caption, reading = draw(layers, pair["src_pieces"], pair["produced_pieces"], FIGURE)
 
+    def last_layer(sentence):
+        got = translate_and_capture(model, tok, sentence)
+        return (got["translation"], got["src_pieces"], got["produced_pieces"],
+                got["capture"].weights["cross"][-1][0].numpy())
+
+    predict = "\n".join([PREDICT_START, predict_answers(
+        last_layer(PROMPT_COLOUR), last_layer(PROMPT_VERB_LAST), last_layer(PROMPT_UNKNOWN[0]),
+        pair["produced_pieces"], PROMPT_UNKNOWN[1], len(layers) - 1), PREDICT_END])
+
     minutes = f"{trained.elapsed_s / 60:.0f} minutes" if trained.elapsed_s else "chapter 9's time budget"
     machine = trained.machine or {}
     where = (f" on a computer with {machine['cpu_count']} CPUs ({machine['cpu_model']}) and no GPU"
@@ -327,14 +502,20 @@ def main() -> int:
                 kept += (f". The validation cross-entropy rose in all {len(later)} later measurements: the model, which "
                          f"{which}, had begun to memorise the training captions "
                          "({ref}`chapter 9 <nb09-training>`)")
-            elif not later:
-                kept += " (its last)"
+            elif not later:  # still falling at the end: the kept weights are the last
+                kept = (f". Its validation cross-entropy was still falling when the {minutes} ran out ({nll[k]:.3f} "
+                        f"nats per token at the last of its {len(passes)} measurements), so the weights it keeps are "
+                        f"the last ones, those of step {trained.best_step:,}")
     intro = f"Chapter 9's model trains for {minutes}. This one made {trained.step:,} steps{where}{kept}."
     choice = getattr(trained, "dropout_choice", None)
     if choice:  # what auto_dropout chose from the budget
         intro += (f" It trained with dropout {choice['p']:g}: the trainer chose it because a step timed before training "
-                  f"put its budget at about {choice['passes']:.0f} passes over the training data "
-                  "({ref}`chapter 9 <nb09-dropout>`).")
+                  f"put its budget at about {choice['passes']:.0f} epochs (passes over the training data; "
+                  "{ref}`chapter 9 <nb09-dropout>`)")
+        if trained.epoch < choice["passes"] - 1:  # the estimate leaves out dropout, validation and later load
+            intro += (f"; it completed {trained.epoch}, since the estimate leaves out dropout's slower steps, the "
+                      "validation passes and any later load on the machine")
+        intro += "."
     scores = chapter_9_scores(trained.step, trained.best_step)
     if scores is None:
         print(f"{CHAPTER_9.relative_to(ROOT)} shows no scores of this run: the gallery leaves them out "
@@ -377,16 +558,18 @@ def main() -> int:
         END,
     ])
     page = PAGE.read_text(encoding="utf-8")
-    for start, end in ((START, END), (MODEL_START, MODEL_END)):
+    for start, end in ((START, END), (MODEL_START, MODEL_END), (PREDICT_START, PREDICT_END)):
         if start not in page or end not in page:
             print(f"{PAGE} has no {start} ... {end} block", file=sys.stderr)
             return 2
     page = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, page, flags=re.S)
     page = re.sub(re.escape(MODEL_START) + ".*?" + re.escape(MODEL_END), lambda _: facts, page, flags=re.S)
+    page = re.sub(re.escape(PREDICT_START) + ".*?" + re.escape(PREDICT_END), lambda _: predict, page, flags=re.S)
     PAGE.write_text(page, encoding="utf-8")
     print(f"wrote {PAGE.relative_to(ROOT)} ({len(EXAMPLES)} examples) and {FIGURE.relative_to(ROOT)}")
     print(facts)
     print(block)
+    print(predict)
     return 0
 
 

@@ -411,8 +411,7 @@ def permutation_findings(perm, ablation, stats) -> Findings:
              f"switched off instead: {o0:.1%} to {o1:.1%}",
              f"of the {len(moved)} heads whose attention moved at least the median (TVD {median:.2f}),",
              f"  the one that changed the fewest predictions: {head_name(calm)}",
-             f"  attention moved by TVD {calm_row['attention_tvd']:.2f} "
-             f"(JSD {calm_row['attention_jsd']:.2f} of at most {np.sqrt(np.log(2)):.2f}),",
+             f"  attention moved by TVD {calm_row['attention_tvd']:.2f},",
              f"  the next-token distribution by TVD {calm_row['output_tvd']:.3f}, the prediction at "
              f"{calm_row['argmax_changed']:.1%} of the positions",
              f"the head whose shuffle changed the most: {numbers['loud'][0]} ({numbers['loud'][1]:.1%})"]

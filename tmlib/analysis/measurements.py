@@ -145,7 +145,8 @@ def verdict(ratios) -> Conclusion:
     more windows.
 
     Args:
-        ratios: one positive ratio per window (a sequence of floats, at least one).
+        ratios: one positive ratio per window (a sequence of floats, at least one): A's time divided by B's in the
+            same window, never the raw times (given times, the rule would report their geometric mean as a ratio).
 
     Returns:
         Conclusion: one sentence without a full stop (a ``str``): the number of windows, their spread ``max / min``,

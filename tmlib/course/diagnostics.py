@@ -234,22 +234,86 @@ def _matches(obj, targets: dict) -> str | None:
     return None
 
 
+def _module(name: str):
+    """The module ``name`` (dotted), imported if it is not loaded yet; None where it cannot be imported."""
+    import sys
+
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a module that does not import names nothing the check can match
+            return None
+    return module
+
+
+def _import_from(base, attr: str):
+    """What ``from base import attr`` binds: an attribute of the module ``base``, or its submodule ``attr``."""
+    if base is None:
+        return None
+    found = getattr(base, attr, None)
+    if found is None and isinstance(base, types.ModuleType):
+        found = _module(f"{base.__name__}.{attr}")
+    return found
+
+
 def _code_references(code, namespace: dict) -> list:
-    """The objects a code object (and the code nested in it) reaches by global names and attribute chains."""
+    """The objects a code object (and the code nested in it) reaches by global names and attribute chains, and by
+    the imports in its body (``from tmlib.ref import softmax`` inside the function: the module and the names it
+    imports, and the attribute chains of the local names they are bound to)."""
     found, chain = [], None
-    for ins in dis.get_instructions(code):
-        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+    stack, local = [], {}  # what the body's imports push, and the local names they bind
+    instructions = list(dis.get_instructions(code))
+    for k, ins in enumerate(instructions):
+        op = ins.opname
+        if op == "IMPORT_NAME":  # preceded by LOAD_CONST level, LOAD_CONST fromlist
+            before = [i.argval if i.opname == "LOAD_CONST" else "?" for i in instructions[max(k - 2, 0):k]]
+            level, fromlist = before if len(before) == 2 else (0, ())
+            module = _module(ins.argval) if level == 0 else None  # a relative import: no package to resolve
+            if module is not None:
+                found.append(module)
+            top = _module(ins.argval.split(".")[0]) if module is not None and fromlist is None else module
+            stack.append(top)  # ``import a.b`` binds ``a``; ``from a.b import c`` and ``import a.b as m`` use a.b
+            chain = None
+        elif op == "IMPORT_FROM":
+            obj = _import_from(stack[-1] if stack else None, ins.argval)
+            if obj is not None:
+                found.append(obj)
+            stack.append(obj)
+            chain = None
+        elif op in ("SWAP", "ROT_TWO") and stack and (op == "ROT_TWO" or ins.argval == 2) and len(stack) >= 2:
+            stack[-1], stack[-2] = stack[-2], stack[-1]
+        elif op == "POP_TOP" and stack:
+            stack.pop()
+        elif op in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
+            value = stack.pop() if stack else None
+            if value is None:
+                local.pop(ins.argval, None)  # rebound to something else
+            else:
+                local[ins.argval] = value
+            chain = None
+        elif op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE") or (op in ("LOAD_NAME", "LOAD_GLOBAL")
+                                                                     and ins.argval in local):
+            stack.clear()
+            chain = local.get(ins.argval)
+            if chain is not None:
+                found.append(chain)
+        elif op in ("LOAD_GLOBAL", "LOAD_NAME"):
+            stack.clear()
             name = ins.argval if isinstance(ins.argval, str) else str(ins.argval)
             obj = namespace.get(name, getattr(__builtins__, name, None) if not isinstance(__builtins__, dict)
                                 else __builtins__.get(name))
             chain = obj
             if obj is not None:
                 found.append(obj)
-        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain is not None:
+        elif op in ("LOAD_ATTR", "LOAD_METHOD") and chain is not None:
+            stack.clear()
             chain = getattr(chain, ins.argval, None)
             if chain is not None:
                 found.append(chain)
         else:
+            if op not in ("LOAD_CONST", "NOP", "CACHE", "EXTENDED_ARG"):
+                stack.clear()
             chain = None
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
@@ -260,7 +324,8 @@ def _code_references(code, namespace: dict) -> list:
 def forbidden_references(fn, forbid) -> list[str]:
     """Which of the dotted names ``forbid`` (``"tmlib.ref.softmax"``, or a module such as ``"tmlib"``) the function
     or class ``fn`` refers to, directly or through the functions and classes of the student's own namespace that
-    it calls (by global name, attribute chain, default argument or closure) or inherits from (a class's bases). A
+    it calls (by global name, attribute chain, default argument, closure, or an import inside its body such as
+    ``from tmlib.ref import softmax``) or inherits from (a class's bases). A
     static inspection: it cannot see a name built at run time (``getattr(R, "soft" + "max")``), which the grader's
     run stops instead."""
     targets = {}

@@ -42,7 +42,7 @@ def dropout_for_passes(passes: float, p: float) -> float:
 
 def describe_dropout(record: dict) -> str:
     """One line on the dropout ``auto_dropout`` chose, e.g. ``"dropout: 0.1 (auto_dropout: the budget buys about
-    13.1 passes at 0.29 s a step; 0.1 from 9 passes)"``."""
-    pace = f" at {record['step_s']:.2f} s a step" if record.get("step_s") else ""
-    return (f"dropout: {record['p']:g} (auto_dropout: the budget buys about {record['passes']:.1f} passes{pace}; "
-            f"{record['auto']:g} from {AUTO_DROPOUT_MIN_PASSES} passes)")
+    13.1 epochs at 0.29 s a step, timed without dropout or validation; 0.1 from 9 epochs)"``."""
+    pace = f" at {record['step_s']:.2f} s a step, timed without dropout or validation" if record.get("step_s") else ""
+    return (f"dropout: {record['p']:g} (auto_dropout: the budget buys about {record['passes']:.1f} epochs{pace}; "
+            f"{record['auto']:g} from {AUTO_DROPOUT_MIN_PASSES} epochs)")

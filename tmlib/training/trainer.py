@@ -418,7 +418,9 @@ class Trainer:
         counted = c.max_steps is not None or c.max_epochs is not None
         passes = passes_in_budget(per_epoch, c.max_steps, c.max_epochs) if counted else math.inf
         if c.max_minutes is not None and passes >= AUTO_DROPOUT_MIN_PASSES:  # the clock may allow fewer: time a step
-            step_s = distributed.broadcast_from_rank0(self._step_seconds() if self.rank == 0 else None)
+            reuse = c.model.dropout == 0  # amp="auto"'s timings were taken without dropout, as the rule counts
+            self._set_dropout(0.0)
+            step_s = distributed.broadcast_from_rank0(self._step_seconds(reuse) if self.rank == 0 else None)
             passes = min(passes, passes_in_budget(per_epoch, max_minutes=c.max_minutes, step_s=step_s))
         self.dropout_choice = {"auto": c.auto_dropout, "p": dropout_for_passes(passes, c.auto_dropout),
                                "passes": passes, "step_s": step_s}
@@ -431,10 +433,10 @@ class Trainer:
         set_dropout(self.model, p)
         self.config = dataclasses.replace(self.config, model=dataclasses.replace(self.config.model, dropout=p))
 
-    def _step_seconds(self) -> float:
+    def _step_seconds(self, reuse: bool = True) -> float:
         """Seconds per training step of this model, in the run's precision: the median of three timed steps after
-        one to warm up (the timings of ``amp="auto"`` when it took them); random draws discarded."""
-        timings = self.amp.record().get("timings")
+        one to warm up (with ``reuse``, the timings of ``amp="auto"`` when it took them); random draws discarded."""
+        timings = self.amp.record().get("timings") if reuse else None
         if timings:
             return timings["bf16_s" if self.amp.dtype == torch.bfloat16 else "float32_s"]
         batch = self.train_batches.collate_indices(self.train_batches.batches(0)[0]).to(self.device)
