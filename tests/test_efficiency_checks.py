@@ -39,14 +39,14 @@ def test_the_function_checks_call_it_on_the_big_model_before_the_numbers_are_rea
     assert (1024, 6, 4096, 37000, 25, 25) in seen
 
 
-def _causal(q, k, v, block_size):
+def _causal(q, k, v, block_size, off_by_one=False):
     n = q.shape[0]
     out, skipped = np.zeros((n, v.shape[1])), 0
     for q0 in range(0, n, block_size):
         rows = np.arange(q0, min(q0 + block_size, n))
         m, l, acc = np.full((len(rows), 1), -np.inf), np.zeros((len(rows), 1)), np.zeros((len(rows), v.shape[1]))
         for k0 in range(0, n, block_size):
-            if k0 > rows[-1]:
+            if k0 > rows[-1] or (off_by_one and k0 == rows[-1]):  # off by one: k0 >= rows[-1]
                 skipped += 1
                 continue
             s = q[rows] @ k[k0:k0 + block_size].T / np.sqrt(q.shape[1])
@@ -64,7 +64,8 @@ def test_causal_online_attention_check_prints_four_lines_and_names_the_slips():
     assert text.splitlines() == [
         "correct: the block pairs skipped (n = 23, blocks of 4)",
         "correct: _causal is causal: no output changes when a later input changes (tolerance 1e-09)",
-        "correct: every block of rows matches causal attention (to 1e-10)",
+        "correct: every block of rows matches causal attention (to 1e-10), also with n = 21 and blocks of 4, and "
+        "with blocks of 1",
         "correct: _causal reads its keys and values one block at a time (n = 23, blocks of 4)"]
 
     def skips_nothing(q, k, v, b):
@@ -74,6 +75,16 @@ def test_causal_online_attention_check_prints_four_lines_and_names_the_slips():
         check_causal_online_attention(skips_nothing)
     with pytest.raises(AssertionError, match="return a pair"):
         check_causal_online_attention(lambda q, k, v, b: _causal(q, k, v, b)[0])
+    # the skip test off by one (k0 >= the block's last query) passes n = 23 with blocks of 4, where no key block
+    # starts at a query block's last row (a reader of r64 found it); the cases n = 21 and blocks of 1 catch it
+    with pytest.raises(AssertionError, match=r"\(n = 21, blocks of 4\): too many"):
+        check_causal_online_attention(lambda q, k, v, b: _causal(q, k, v, b, off_by_one=True))
+
+    def counts_right_reads_wrong(q, k, v, b):  # the right count, but the off-by-one skip in the attention itself
+        return _causal(q, k, v, b, off_by_one=True)[0], _causal(q, k, v, b)[1]
+
+    with pytest.raises(AssertionError, match="must be read"):
+        check_causal_online_attention(counts_right_reads_wrong)
 
 
 def _fpt(d_model, n_layers, d_ff, vocab, src_len, tgt_len, per=None):

@@ -304,8 +304,10 @@ def draw(layers, src_pieces, out_pieces, path: Path) -> tuple[str, str]:
         text += (f"In layer {last_number}, the dots of {_heads(forward, n_heads)} move forward through the German "
                  "row by row, never back: a diagonal, because the English keeps the German word order here.")
         jumping = [h for h in range(n_heads) if back_first[h]]
-        if jumping:
-            text += (f" In layer 0 the dots of {_heads(jumping, n_heads)} jump back and forth.")
+        if jumping:  # how often each head's dot steps back to an earlier German subword
+            times = lambda k: "once" if k == 1 else "twice" if k == 2 else f"{k} times"
+            text += (" In layer 0 the dots step back in the German: "
+                     + ", ".join(f"head {h} {times(len(back_first[h]))}" for h in jumping) + ".")
     found = None
     for alignment in ALIGNMENTS:
         first = aligned_counts(layers[0], src_words, out_words, alignment)

@@ -218,12 +218,27 @@ def check_big_model_cache(fn, bytes_per_token, bytes_batch) -> str:
     return "correct: bytes_per_token and bytes_batch are your function applied to the big model"
 
 
+def _check_causal_blocks(out, q, k, v, b: int, where: str = "") -> None:
+    """``out`` ``(n, d_v)`` against causal attention of ``q``, ``k``, ``v``, block of ``b`` rows by block; a failure
+    names the first block that differs (NaN counts as different), never a value."""
+    from tmlib import ref
+
+    n = len(q)
+    want, _ = ref.scaled_dot_product_attention(q, k, v, mask=ref.causal_mask(n))
+    off = ~np.isclose(np.asarray(out, dtype=float), want, rtol=0, atol=1e-10).all(axis=1)  # rows that differ
+    if off.any():
+        block = int(np.argmax(off)) // b
+        raise AssertionError(f"the rows of query block {block} (positions {block * b} to "
+                             f"{min(block * b + b, n) - 1}) do not match causal attention{where}"
+                             + ("; the blocks before it match" if block else ", already in the first block"))
+
+
 def check_causal_online_attention(fn, *, seed: int = 17) -> str:
-    """Exercise 12.2: ``fn(q, k, v, block_size)`` on fresh random inputs (n = 23, blocks of 4): that it returns a
+    """Exercise 12.2: ``fn(q, k, v, block_size)`` on fresh random inputs (n = 23, blocks of 4; then n = 21 with
+    blocks of 4 and n = 9 with blocks of 1, whose edges catch a skip test off by one): that it returns a
     pair (output, pairs skipped), the pairs it skips, that no output changes when a later input changes, each block
     of rows against causal attention (a failure names the first block that differs, never a value), and that it
     reads its keys and values one block at a time. Returns the lines of the successes, one per check."""
-    from tmlib import ref
     from tmlib.course.checks import check_shape
     from tmlib.course.diagnostics import check_causal
 
@@ -241,14 +256,18 @@ def check_causal_online_attention(fn, *, seed: int = 17) -> str:
 
     name = getattr(fn, "__name__", "causal_online_attention")
     lines.append(check_causal(project_and_attend, x, name))
-    want, _ = ref.scaled_dot_product_attention(x @ w[0], x @ w[1], x @ w[2], mask=ref.causal_mask(n))
-    off = ~np.isclose(np.asarray(got[0], dtype=float), want, rtol=0, atol=1e-10).all(axis=1)  # rows that differ
-    if off.any():
-        block = int(np.argmax(off)) // b
-        raise AssertionError(f"the rows of query block {block} (positions {block * b} to "
-                             f"{min(block * b + b, n) - 1}) do not match causal attention"
-                             + ("; the blocks before it match" if block else ", already in the first block"))
-    lines.append("correct: every block of rows matches causal attention (to 1e-10)")
+    _check_causal_blocks(got[0], x @ w[0], x @ w[1], x @ w[2], b)
+    # block edges the first case lacks: a last block of one query (n = 21, blocks of 4) and blocks of one position,
+    # where a key block that starts at its query block's last row must still be read
+    for n_more, b_more in ((21, 4), (9, 1)):
+        q_more, k_more, v_more = (g.normal(size=(n_more, d_k)) for _ in range(3))
+        out, skipped = fn(q_more, k_more, v_more, b_more)
+        check_skipped_pairs(skipped, n_more, b_more)
+        _check_causal_blocks(out, q_more, k_more, v_more, b_more,
+                             f" (n = {n_more}, blocks of {b_more}; a key block that starts at a query block's last "
+                             "row must be read)")
+    lines.append("correct: every block of rows matches causal attention (to 1e-10), also with n = 21 and blocks of 4, "
+                 "and with blocks of 1")
     lines.append(check_tiled_reads(fn, name))  # one key block read at a time
     return "\n".join(lines)
 
