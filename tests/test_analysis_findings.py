@@ -308,3 +308,11 @@ def test_permutation_findings_leave_the_layer_costs_to_the_ablation():
                         argmax_changed=0.05, argmax_changed_off=0.05)
     f = I.permutation_findings(perm, ablation, stats)
     assert f["layer_ratio"][0].startswith("cross L") and "times the costliest" not in _flat(f)
+
+
+def test_ranks_in_cost_carry_their_direction():
+    from tmlib.analysis.findings import _costliest
+    got = [_costliest(r, 24) for r in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23)]
+    assert got == ["the costliest of 24", "2nd costliest of 24", "3rd costliest of 24", "4th costliest of 24",
+                   "11th costliest of 24", "12th costliest of 24", "13th costliest of 24", "21st costliest of 24",
+                   "22nd costliest of 24", "23rd costliest of 24"]

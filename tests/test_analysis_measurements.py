@@ -185,26 +185,24 @@ def test_your_run_names_the_training_date_and_not_the_speed():
     assert " on 20" not in your_run(HISTORY, M1, "bfloat16", REFS)  # no date recorded, none printed
 
 
-def test_verdict_and_pace_carry_their_outcome_as_a_field():
-    from tmlib.analysis.measurements import PACES, VERDICTS, Conclusion, pace
+def test_verdict_and_pace_return_plain_sentences_with_one_conclusion_each():
+    """Each sentence is a plain str and ends in exactly one of the rule's conclusions, the right one."""
+    from tmlib.analysis.measurements import pace
 
+    verdicts = ("not yet a measurement", "the ratio stands", "no difference shown")
     cases = {"the ratio stands": [3.07, 3.89, 2.92], "no difference shown": [0.78, 0.86, 1.14],
              "not yet a measurement": [0.5, 1.2]}
     for outcome, ratios in cases.items():
         result = verdict(ratios)
-        assert isinstance(result, str) and result.outcome == outcome and result.endswith(outcome)
-    assert verdict([1.2]).outcome == VERDICTS[0]
+        assert type(result) is str and result.endswith(outcome)
+        assert [v for v in verdicts if v in result] == [outcome], result
+    paces = ("at the record's pace", "slower than the record's pace", "faster than the record's pace",
+             "not the record's pace")
     lives = ([0.105, 0.031], [0.191, 0.0592], [0.05, 0.02], [0.05, 0.062])
-    assert [pace(live, [0.1, 0.031]).outcome for live in lives] == list(PACES)
-    assert "geometric mean" in f"{verdict([3.07, 3.89, 2.92])}"  # still printed and formatted as a sentence
-    import copy
-    import pickle
-
-    stands = verdict([3.07, 3.89, 2.92])
-    for again in (copy.deepcopy(stands), pickle.loads(pickle.dumps(stands))):
-        assert again == stands and again.outcome == "the ratio stands"
-    with pytest.raises(ValueError, match="must end in its outcome"):
-        Conclusion("the ratio stands, perhaps", "the ratio stands")
+    for live, outcome in zip(lives, paces):
+        result = pace(live, [0.1, 0.031])
+        assert type(result) is str and result.endswith(": " + outcome), result
+        assert [p for p in paces if result.endswith(p)] == [outcome], result
 
 
 def test_record_threads_reads_tables_keyed_by_thread_count():

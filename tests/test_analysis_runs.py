@@ -99,3 +99,44 @@ def test_rows_carry_their_machine_and_record(tmp_path, monkeypatch):
     assert table.loc[first + ", seed 1", "steps"] == record["steps"] + 1  # the second record, not the first again
     unknown = translation_runs(_trained(), 30.0, names=(), folder=tmp_path)  # a run that recorded no machine
     assert unknown.attrs["machine"] == {"this page's run": "?, ? cores"}
+
+
+def test_run_pace_is_seconds_a_step_over_windows_after_the_first():
+    from tmlib.analysis.runs import run_pace
+
+    steps = np.arange(1, 501)  # 500 steps: 0.3 s each, but steps 301 to 400 take 1 s (a validation pass among them)
+    elapsed = np.cumsum(np.where((steps > 300) & (steps <= 400), 1.0, 0.3))
+    pace = run_pace({"step": steps.tolist(), "elapsed_s": elapsed.tolist()}, window=100)
+    np.testing.assert_allclose(pace, [0.3, 0.3, 1.0, 0.3])  # windows ending at steps 200, 300, 400, 500
+    np.testing.assert_allclose(run_pace({"step": [1, 2, 3, 4], "elapsed_s": [1.0, 2.0, 4.0, 8.0]}, window=1),
+                               [1.0, 2.0, 4.0])
+    # a smoke run of 30 steps, or a history without elapsed times: no window to report
+    assert run_pace({"step": list(range(1, 31)), "elapsed_s": [0.1 * s for s in range(1, 31)]}).shape == (0,)
+    assert run_pace({"step": [1, 2], "val_nll": [3.0]}).shape == (0,)
+    with pytest.raises(ValueError, match="window"):
+        run_pace({"step": [1], "elapsed_s": [1.0]}, window=0)
+    with pytest.raises(ValueError, match="elapsed"):
+        run_pace({"step": [1, 2], "elapsed_s": [1.0]})
+
+
+def test_run_pace_of_the_stored_run_matches_its_history():
+    from tmlib.analysis.runs import run_pace
+
+    path = Path(__file__).resolve().parents[1] / "runs" / "multi30k" / "history.json"
+    if not path.is_file():
+        pytest.skip("no run in runs/multi30k")
+    h = json.loads(path.read_text())
+    pace = run_pace(h)
+    assert len(pace) == h["step"][-1] // 100 - 1
+    assert np.isclose(pace.sum() * 100, h["elapsed_s"][len(pace) * 100 + 99] - h["elapsed_s"][99])
+
+
+def test_expected_epochs_divide_by_the_slowdown_only_with_dropout():
+    from tmlib.analysis.runs import expected_epochs
+
+    assert expected_epochs(13.2, 1.1, 0.1) == pytest.approx(12.0)  # with dropout: its steps take longer
+    assert expected_epochs(13.2, 1.1, 0.0) == 13.2                  # without: the pace that was timed
+    assert expected_epochs(0.0, 1.1, 0.1) == 0.0
+    for bad in [(-1.0, 1.1, 0.1), (9.0, 0.9, 0.1), (9.0, 1.1, 1.0), (9.0, 1.1, -0.1)]:
+        with pytest.raises(ValueError):
+            expected_epochs(*bad)

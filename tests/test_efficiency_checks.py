@@ -29,6 +29,27 @@ def test_kv_cache_bytes_passes_the_reference_and_keeps_the_arguments_to_itself()
         check_kv_cache_function(lambda *a: _kv(*a) // 2)
 
 
+def test_kv_cache_check_names_the_element_size_when_a_fixed_size_is_off_by_a_ratio_of_sizes():
+    """A fixed 4 bytes a number is right in float32 and twice too large in bfloat16; a fixed 2 bytes is half too
+    small in float32 (a reader of r64 got "which term is missing or counted twice?" for the first)."""
+    for fixed, side in ((4, "too large"), (2, "too small")):
+        with pytest.raises(AssertionError) as err:
+            check_kv_cache_function(lambda *a, fixed=fixed: _kv(*a[:5], fixed))
+        text = str(err.value)
+        assert side in text and "count the bytes of one number of the cache's dtype" in text, text
+        assert "missing" not in text and "twice" not in text, text
+
+
+def test_kv_cache_check_keeps_the_missing_term_hint_for_a_count_off_by_two_that_scales_with_the_size():
+    """Keys only (no factor 2 for keys and values) is off by the same factor as 2 bytes for 4, but it scales with
+    bytes_per_element: the hint stays on the terms."""
+    with pytest.raises(AssertionError) as err:
+        check_kv_cache_function(lambda *a: _kv(*a) // 2)
+    text = str(err.value)
+    assert "too small" in text and "which term is missing or counted twice?" in text, text
+    assert "bytes of one number" not in text, text
+
+
 def test_the_function_checks_call_it_on_the_big_model_before_the_numbers_are_read():
     """The autograder records the calls that a check makes before it reads the student's numbers."""
     seen = []

@@ -277,6 +277,15 @@ def test_chapter_12_compares_the_cached_steps_from_its_table():
                where="notebooks/12_efficiency.ipynb (the cache on a GPU)")
 
 
+def test_chapter_12_claims_nothing_from_the_noisy_gpu_point():
+    """The cache on a GPU: the 200-token point of a run with two repeats per case "cannot be read"; and no claim
+    that the page does not show (which fused kernels the FLOP counter knows on a GPU)."""
+    page = _page("notebooks/12_efficiency.ipynb")
+    _assert_in(page, "That point cannot be read: each case ran only twice",
+               where="notebooks/12_efficiency.ipynb (the cache on a GPU)")
+    assert "the GPU's fused kernels are" not in page
+
+
 def test_chapter_12_states_the_compile_speed_up_as_printed():
     """"Compiled, the step ran 1.25 times as fast as the eager steps timed alternately with it in the same run": the
     ratio as the torch.compile line prints it (the side-by-side ratio, not the ratio of two table rows)."""
@@ -446,9 +455,9 @@ def test_measurements_page_results_at_a_glance():
     # the ratios of paired windows, as chapter 12 shows them (not the ratio of two medians)
     paired = {k: [w / e for w, e in zip(v[k]["windows_tokens_per_s"], small["windows_tokens_per_s"]["tmlib"])]
               for k in ("bf16", "compile")}
-    # the rounds that nothing slowed, 2 and 5 (the page prints every model's windows): bf16 faster in both
+    # the windows that nothing slowed, 2 and 5 (the page prints every model's windows): bf16 faster in both
     _assert_in(text, f"bf16 ran {paired['bf16'][1]:.2f} and {paired['bf16'][4]:.2f} times as fast as eager float32",
-               f"`torch.compile`:** slower in every round ({min(paired['compile']):.2f} to "
+               f"`torch.compile`:** slower in every window ({min(paired['compile']):.2f} to "
                f"{max(paired['compile']):.2f} times;",
                f"its first step took {v['compile']['first_step_s']:.0f} s, {v['compile']['compile_s']:.0f} s of them compiling",
                where="book/measurements.ipynb")
@@ -845,7 +854,7 @@ def test_measurements_page_runs_side_by_side():
     gpu_best = _record("gpu/gpu_train_cuda.json")["results"]["best"]["step"]  # the GPU run's kept weights, two records
     assert f"step {gpu_best}" in rows["gpu/translate_cuda.json"]["weights_scored"]
     # your run: the run chapter 9 trained where the page runs, named as such
-    _assert_in(section, "The cell after it shows your run", 'print(fill("your run: " + text', where="book/measurements.ipynb (your run)")
+    _assert_in(section, "The cell below shows your run", 'print(fill("your run: " + text', where="book/measurements.ipynb (your run)")
     fast, auto = rows["translate_cpu.json"], rows["translate_cpu_auto.json"]
     seed1 = rows["translate_cpu_seed1.json"]
     per_min = {n: r["steps"] / r["minutes_trained"] for n, r in rows.items()}
@@ -1194,3 +1203,31 @@ def test_chapter_9_stutter_flag_counts_letters_not_digits():
     assert flags("The #555 is on a boat .", ref) == ""
     assert flags("a man is 2000 on a boat ___ .", ref) == ""
     assert flags("a man is on a boat boat .", ref) == "repeats"
+
+
+def test_chapter_11_prose_leaves_the_runs_results_to_the_printouts():
+    """Chapter 11's outputs come from a training run: its prose names no head of the run (a head in backticks only
+    explains the numbering) and quotes no model translation; the printed ranks say which way they count, and the
+    permutation test prints how many heads lie above and below the band."""
+    cells = json.loads((ROOT / "notebooks" / "11_looking_inside.ipynb").read_text())["cells"]
+    prose = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert not re.search(r"(?<!`)\bL\d H\d\b", prose), "the prose names a head of one training run"
+    assert "*perform*" not in prose and "row *in*" not in prose  # words of the model's own translation
+    printed = _page("notebooks/11_looking_inside.ipynb")
+    assert not re.search(r"\brank \d+ of\b|\bnumber \d+ of \d+ in the cost\b", printed)
+    assert len(re.findall(r"(?:the|\d+(?:st|nd|rd|th)) costliest of 24\b", printed)) >= 2
+    assert "heads above the band (ratio over 1.25):" in printed and "rises at every step:" in printed
+
+
+def test_chapter_9_prose_names_the_stored_runs_as_its_table_labels_them():
+    """Chapter 9 ("Your run beside the stored runs", "When does dropout pay?") names the stored runs in plain prose,
+    by the labels its table prints ("dropout 0.1, first seed"), not by seeds' numbers in backticks."""
+    cells = json.loads((ROOT / "notebooks" / "09_training_translator.ipynb").read_text())["cells"]
+    prose = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    printed = _page("notebooks/09_training_translator.ipynb")
+    assert not re.search(r"`[^`\n]*\bseed \d[^`\n]*`", prose), "chapter 9 names a run by its seed in backticks"
+    quoted = set(re.findall(r'"((?:no dropout|dropout 0\.1), (?:first|second)\s+seed)"', prose))
+    assert {" ".join(q.split()) for q in quoted} == {"no dropout, first seed", "no dropout, second seed",
+                                                    "dropout 0.1, first seed"}, quoted
+    for label in quoted:  # each is a row of the printed table
+        assert re.search(rf"^{re.escape(' '.join(label.split()))}\s+0\.\d\s+2161\b", printed, re.M), label

@@ -19,6 +19,8 @@ PLACES = {
     "notebooks/04_positional_encoding.ipynb": ["nb04-order"],
     "notebooks/05_masks_and_decoder.ipynb": ["nb05-cross-mask"],
     "notebooks/06_training_recipe.ipynb": ["nb06-label-smoothing"],
+    "notebooks/11_looking_inside.ipynb": ["nb11-merge", "nb11-rows"],
+    "notebooks/12_efficiency.ipynb": ["nb12-slope", "nb12-online-state"],
     "book/paper.md": [f"paper-q{i}" for i in range(1, 6)],
 }
 

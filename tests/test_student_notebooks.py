@@ -164,6 +164,28 @@ def test_quiz_markdown_has_no_answer():
     assert sn.quiz_markdown("x = 1", "test") is None
 
 
+@pytest.mark.parametrize("src, names", [
+    ('choice("q", f"Which {n}?", [("Yes", True), ("No", False)], "why")',
+     'question of choice(...) is `f\'Which {n}?\'`'),
+    ('numeric("q", QUESTION, 2.0, 0.1, "why")', "question of numeric(...) is `QUESTION`"),
+    ('choice("q", "Which?", OPTIONS, "why")', "options of choice(...) are `OPTIONS`"),
+    ('choice("q", "Which?", [(label, True), ("No", False)], "why")', "text of an option of choice(...) is `label`"),
+    ('choice("q", "Which?", [("Yes", True), ("No", False)], "why", title=name.title())', "title"),
+    ('numeric("q", answer=2.0, tolerance=0.1, explanation="why")', "numeric(...) has no question"),
+])
+def test_quiz_markdown_names_the_cell_when_a_text_is_not_a_literal(src, names):
+    with pytest.raises(ValueError) as err:
+        sn.quiz_markdown(src, "01_x.ipynb, cell 7")
+    text = str(err.value)
+    assert text.startswith("01_x.ipynb, cell 7 (the cell that starts ") and repr(src[:60]) in text, text
+    assert names in text, text
+
+
+def test_quiz_markdown_reads_only_the_texts_so_the_answer_may_be_computed():
+    src = 'numeric("q", "How many?", 2 * d_model, 0.5, f"because {d_model}", title="Count")'
+    assert sn.quiz_markdown(src, "test").startswith("**Count.** How many?")
+
+
 def test_author_names_with_latex_accents():
     assert sn.latex_to_text("Doll{\\'a}r") == "Dollár" and sn.latex_to_text("{\\L}ukasz") == "Łukasz"
     with pytest.raises(ValueError):

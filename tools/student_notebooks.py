@@ -388,7 +388,15 @@ else:  # your own Jupyter: the course library must be installed in this kernel's
 
 # --------------------------------------------------------------------------------------------- quizzes
 def quiz_markdown(source: str, where: str) -> str | None:
-    """A quiz cell (``choice(...)`` or ``numeric(...)``) as Markdown without its answer; None for other cells."""
+    """A quiz cell (``choice(...)`` or ``numeric(...)``) as Markdown without its answer; None for other cells.
+
+    Only the title, the question and the options' texts are read, without running the cell, so they must be
+    literals (the answer and the feedback may be computed).
+
+    Raises:
+        ValueError: a quiz whose question, title or options are missing or not a literal (an f-string, a name,
+            a call); the message names ``where`` and the first characters of the cell.
+    """
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -397,19 +405,36 @@ def quiz_markdown(source: str, where: str) -> str | None:
              and n.func.id in ("choice", "numeric")]
     if not calls:
         return None
+    cell = f"{where} (the cell that starts {source.strip()[:60]!r})"
+
+    def node(call, position, keyword, required=True):  # the argument of the call, positional or by keyword
+        found = call.args[position] if len(call.args) > position else next(
+            (k.value for k in call.keywords if k.arg == keyword), None)
+        if found is None and required:
+            raise ValueError(f"{cell}: {call.func.id}(...) has no {keyword}")
+        return found
+
+    def literal(call, tree_node, what):
+        try:
+            return ast.literal_eval(tree_node)
+        except (ValueError, TypeError):
+            raise ValueError(f"{cell}: the {what} of {call.func.id}(...) is `{ast.unparse(tree_node)[:60]}`, not a "
+                             "literal: the student notebook shows it without running the cell, so write it out "
+                             "as a plain string") from None
+
     parts = []
     for call in calls:
-        args = [ast.literal_eval(a) for a in call.args]
-        kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-        title = kwargs.get("title", "Check yourself")
-        question = args[1] if len(args) > 1 else kwargs["question"]
-        text = f"**{title}.** {question}"
+        title_node = node(call, 4 if call.func.id == "choice" else 5, "title", required=False)
+        title = "Check yourself" if title_node is None else literal(call, title_node, "title")
+        text = f"**{title}.** {literal(call, node(call, 1, 'question'), 'question')}"
         if call.func.id == "choice":
-            options = args[2] if len(args) > 2 else kwargs["options"]
-            text += "\n\n" + "\n".join(f"- {opt[0]}" for opt in options)
+            options = node(call, 2, "options")
+            if not isinstance(options, (ast.List, ast.Tuple)) or not all(
+                    isinstance(o, (ast.List, ast.Tuple)) and o.elts for o in options.elts):
+                raise ValueError(f"{cell}: the options of choice(...) are `{ast.unparse(options)[:60]}`, not a "
+                                 "list of (text, correct) pairs written out in the cell")
+            text += "\n\n" + "\n".join(f"- {literal(call, o.elts[0], 'text of an option')}" for o in options.elts)
         parts.append(text)
-    if not parts:
-        raise ValueError(f"{where}: a quiz cell without a question")
     return "\n\n".join(parts) + "\n\n*Write your answer in the cell below; the same question on the chapter's web page tells you whether your choice is right.*"
 
 

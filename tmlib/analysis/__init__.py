@@ -50,7 +50,9 @@ from tmlib.analysis.records import (
 from tmlib.analysis.permutation import (
     js_distance, override_head_attention, permutation_effects, permute_rows, total_variation
 )
-from tmlib.analysis.runs import STORED_RUNS, device_name, dropout_pays_from, kept_by_pass, translation_runs
+from tmlib.analysis.runs import (
+    STORED_RUNS, device_name, dropout_pays_from, expected_epochs, kept_by_pass, run_pace, translation_runs
+)
 from tmlib.analysis.views import bertviz_inputs, bertviz_view
 
 __all__ = [
@@ -63,7 +65,8 @@ __all__ = [
     "greedy_bleu", "head_statistics", "js_distance", "kv_cache_bytes", "layer_flops", "load_result",
     "maximum_path_length", "merge_attention", "mfu", "mha_parameter_count", "model_flops",
     "nll_per_token", "override_head_attention", "pad_batch", "peak_flops", "peak_memory_bytes",
-    "STORED_RUNS", "device_name", "dropout_pays_from", "kept_by_pass", "translation_runs",
+    "STORED_RUNS", "device_name", "dropout_pays_from", "expected_epochs", "kept_by_pass", "run_pace",
+    "translation_runs",
     "permutation_effects", "permute_rows", "sequential_operations", "tensor_bytes", "time_call",
     "total_variation", "training_flops_from_hardware", "training_state_bytes", "transformer_flops",
     "translate_and_capture", "word_alignment", "word_labels", "word_spans",

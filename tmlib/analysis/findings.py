@@ -287,6 +287,15 @@ def layer_table(ablation) -> "pd.DataFrame":
     return table
 
 
+def _costliest(rank: int, n: int) -> str:
+    """A rank in cost with its direction: ``"the costliest of 24"``, ``"9th costliest of 24"`` (rank 1 costs the
+    most)."""
+    if rank == 1:
+        return f"the costliest of {n}"
+    suffix = "th" if rank % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(rank % 10, "th")
+    return f"{rank}{suffix} costliest of {n}"
+
+
 def _not_standout(kind: str) -> str:
     """What a head of ``kind`` that :func:`standout_heads` does not name is not: the most diagonal head for
     cross-attention, the most previous-token and most self-looking for self-attention."""
@@ -303,9 +312,9 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     Numbers: ``median`` (the median single head's cost, nats/token), ``cheap`` (heads costing less than
     ``cheap``), ``n_heads``, ``costliest`` (the two costliest single heads: ``(name, cost, which of the most
     diagonal, previous-token or self-looking heads they are)``), ``looker`` (the most self-looking head: name, its
-    share, cost, rank in cost), ``kept_alone`` (cost of each layer reduced to its best head, ``{name: cost}``),
-    ``prunable`` (the layers whose best head alone costs no more than the median single head: Michel et al.'s
-    one-head test, measured in cross-entropy instead of BLEU; not printed).
+    share, cost, rank in cost: 1 for the costliest head), ``kept_alone`` (cost of each layer reduced to its best
+    head, ``{name: cost}``), ``prunable`` (the layers whose best head alone costs no more than the median single
+    head: Michel et al.'s one-head test, measured in cross-entropy instead of BLEU; not printed).
 
     The printout gives these numbers and no verdict.
     """
@@ -327,8 +336,8 @@ def ablation_findings(stats, ablation, cheap: float = 0.02) -> Findings:
     for k, (n, c, why) in enumerate(costliest):
         lines += textwrap.wrap(f"  {'costliest:' if k == 0 else ' ' * 10} {n} +{c:.3f}, {why}", WIDTH,
                                subsequent_indent=" " * 15)
-    lines.append(f"  the most self-looking head, {looker[0]} ({looker[1]:.0%} on itself): +{looker[2]:.3f}, "
-                 f"rank {looker[3]} of {len(single)}")
+    lines += _wrap(f"most self-looking: {looker[0]} ({looker[1]:.0%} on itself), +{looker[2]:.3f}, "
+                   f"{_costliest(looker[3], len(single))}")
     if kept_alone:
         low, high = min(kept_alone, key=kept_alone.get), max(kept_alone, key=kept_alone.get)
         lines.append(f"one head kept per layer: +{kept_alone[low]:.3f} ({low}, {kept_alone[low] / median:.1f} × "
@@ -375,8 +384,8 @@ def permutation_findings(perm, ablation, stats) -> Findings:
     switched off), ``moved_median`` (the median over heads of the attention's move), ``calm`` (among the heads
     whose attention moved at least that median, the one whose shuffle changed the fewest predictions: a
     :class:`Head`), ``loud_head`` (the head whose shuffle changed the most, a :class:`Head`) and ``loud`` (its name,
-    share, rank in the cost of switching it off), ``layer_ratio`` (the costliest whole layer against the costliest
-    single head).
+    share, rank in the cost of switching it off: 1 for the costliest), ``layer_ratio`` (the costliest whole layer
+    against the costliest single head).
 
     The printout gives the ranges and the two example heads, not the ratio or a verdict: chapter 11 applies the
     two criteria in view. ``verdicts`` (not printed): shuffling a head's map does ``"about as much"`` as switching
@@ -417,7 +426,7 @@ def permutation_findings(perm, ablation, stats) -> Findings:
              f"the head whose shuffle changed the most: {numbers['loud'][0]} ({numbers['loud'][1]:.1%})"]
     if why:
         lines += _wrap(why)
-    lines.append(f"  number {rank} of {len(single)} in the cost of switching it off")
+    lines.append(f"  switched off alone: {_costliest(rank, len(single))} heads")
     r = numbers["ratio"]
     low, high = SAME_AS_OFF
     much = "about as much" if low <= r <= high else ("less" if r < low else "more")

@@ -112,28 +112,7 @@ def _positive(ratios) -> np.ndarray:
     return values
 
 
-class Conclusion(str):
-    """A test's conclusion: the sentence it prints (the string itself) and, in ``outcome``, its last words, one of a
-    few fixed phrases (:data:`VERDICTS`, :data:`PACES`). Code branches on ``outcome``, never on the wording."""
-
-    outcome: str
-
-    def __new__(cls, text: str, outcome: str) -> "Conclusion":
-        if not text.endswith(outcome):
-            raise ValueError(f"a conclusion's sentence must end in its outcome {outcome!r}, got {text!r}")
-        obj = super().__new__(cls, text)
-        obj.outcome = outcome
-        return obj
-
-    def __getnewargs__(self) -> tuple[str, str]:  # so that copy and pickle rebuild it with its outcome
-        return str(self), self.outcome
-
-
-VERDICTS = ("not yet a measurement", "the ratio stands", "no difference shown")
-"""The outcomes of :func:`verdict`, in the order of its tests."""
-
-
-def verdict(ratios) -> Conclusion:
+def verdict(ratios) -> str:
     """The acceptance rule for the window-by-window ratios of A's time to B's (or of their throughputs).
 
     One window is not a measurement. For two or more, two tests: the windows agree (the largest ratio is less than
@@ -146,31 +125,28 @@ def verdict(ratios) -> Conclusion:
 
     Args:
         ratios: one positive ratio per window (a sequence of floats, at least one): A's time divided by B's in the
-            same window, never the raw times (given times, the rule would report their geometric mean as a ratio).
+            same window, never the raw times (the geometric mean of times is not a ratio).
 
     Returns:
-        Conclusion: one sentence without a full stop (a ``str``): the number of windows, their spread ``max / min``,
-        the geometric mean and its interval, and the rule's conclusion; its ``outcome`` is that conclusion, one of
-        :data:`VERDICTS`.
+        str: one sentence without a full stop: the number of windows, their spread ``max / min``, the geometric
+        mean and its interval, and the rule's conclusion as its last words, "not yet a measurement", "the ratio
+        stands" or "no difference shown".
 
     Raises:
         ValueError: no ratios, or a ratio that is not positive and finite.
     """
-    not_yet, stands, none = VERDICTS
     values = _positive(ratios)
     if len(values) == 1:
-        return Conclusion(f"one window, ratio {values[0]:.3f}: one window cannot show its own spread, so {not_yet}",
-                          not_yet)
+        return f"one window, ratio {values[0]:.3f}: one window cannot show its own spread, so not yet a measurement"
     spread = values.max() / values.min()
     text = f"{len(values)} windows, spread by a factor of {spread:.2f}"
     if spread >= AGREE:
-        return Conclusion(text + f", {AGREE:g} or more: the load changed during the run, so {not_yet}", not_yet)
+        return text + f", {AGREE:g} or more: the load changed during the run, so not yet a measurement"
     mean, low, high = ratio_interval(values)
-    text += (f" (below {AGREE:g}); geometric mean {mean:.3f}, {LEVEL:.0%} interval {low:.3f} to {high:.3f}, "
-             "which ")
+    text += f" (below {AGREE:g}); geometric mean {mean:.3f}, {LEVEL:.0%} interval {low:.3f} to {high:.3f}, which "
     if low > 1 or high < 1:
-        return Conclusion(text + f"excludes 1: {stands}", stands)
-    return Conclusion(text + f"contains 1: {none}", none)
+        return text + "excludes 1: the ratio stands"
+    return text + "contains 1: no difference shown"
 
 
 PACE = 1.5
@@ -178,12 +154,7 @@ PACE = 1.5
 record's median of the same case, either way (from 1 / PACE to PACE times it)."""
 
 
-PACES = ("at the record's pace", "slower than the record's pace", "faster than the record's pace",
-         "not the record's pace")
-"""The outcomes of :func:`pace`."""
-
-
-def pace(live_medians, record_medians) -> Conclusion:
+def pace(live_medians, record_medians) -> str:
     """The reference test: a run's median times set beside a stored record's medians of the same cases.
 
     The windows of one run cannot see a load that slows every call alike; a reference can. Each factor is a live
@@ -196,8 +167,8 @@ def pace(live_medians, record_medians) -> Conclusion:
         record_medians: the record's median seconds per call of the same cases, in the same order.
 
     Returns:
-        Conclusion: the factors and the conclusion, one sentence without a full stop (a ``str``); its ``outcome`` is
-        the conclusion, one of :data:`PACES`.
+        str: one sentence without a full stop: the factors, then the conclusion as its last words, "at the record's
+        pace", "slower than the record's pace", "faster than the record's pace" or "not the record's pace".
 
     Raises:
         ValueError: the two sequences differ in length, are empty, or hold a value that is not positive and finite.
@@ -207,14 +178,13 @@ def pace(live_medians, record_medians) -> Conclusion:
         raise ValueError(f"pace needs equally many positive, finite medians on both sides, got {live} and {stored}")
     factors = [a / b for a, b in zip(live, stored)]
     text = "this run's medians are " + " and ".join(f"{f:.2f}" for f in factors) + " times the record's"
-    at, slower, faster, neither = PACES
     if all(1 / PACE <= f <= PACE for f in factors):
-        return Conclusion(text + f", within a factor of {PACE:g} either way: {at}", at)
+        return text + f", within a factor of {PACE:g} either way: at the record's pace"
     if min(factors) >= 1:
-        return Conclusion(text + f", slower by more than a factor of {PACE:g} for at least one: {slower}", slower)
+        return text + f", slower by more than a factor of {PACE:g} for at least one: slower than the record's pace"
     if max(factors) <= 1:
-        return Conclusion(text + f", faster by more than a factor of {PACE:g} for at least one: {faster}", faster)
-    return Conclusion(text + f", some above 1 and some below: {neither}", neither)
+        return text + f", faster by more than a factor of {PACE:g} for at least one: faster than the record's pace"
+    return text + ", some above 1 and some below: not the record's pace"
 
 
 # The course's CPU machines (the page "How the numbers in this course were measured", section "The machines"), by the

@@ -153,3 +153,46 @@ def dropout_pays_from(without: dict, with_dropout: dict, slowdown: float) -> int
         if done >= 1 and b[done] < a[min(passes, len(a))]:
             return passes
     return None
+
+
+def run_pace(history: dict, window: int = 100) -> np.ndarray:
+    """A run's pace: seconds a step over each window of ``window`` steps, from the run's history (one row a step,
+    ``step`` and ``elapsed_s``, as :class:`tmlib.training.Trainer` records it). The windows end at steps
+    ``2·window``, ``3·window``, …; the first window, which holds the start-up, is left out. The time of validation
+    passes and checkpoints inside a window counts.
+
+    Returns:
+        shape ``(n_windows,)``, seconds a step; empty when the history holds no ``elapsed_s`` or fewer than
+        ``2·window`` steps (a smoke run of a few steps).
+
+    Raises:
+        ValueError: ``window`` below 1, or ``step`` and ``elapsed_s`` of different lengths.
+    """
+    if window < 1:
+        raise ValueError(f"window must be at least 1 step, got {window}")
+    steps = np.asarray(history.get("step", []), dtype=np.int64)
+    elapsed = np.asarray(history.get("elapsed_s", []), dtype=np.float64)
+    if len(elapsed) == 0:
+        return np.zeros(0)
+    if len(steps) != len(elapsed):
+        raise ValueError(f"the history has {len(steps)} steps but {len(elapsed)} elapsed times")
+    ends = elapsed[steps % window == 0]  # the elapsed time at steps window, 2·window, ...
+    return np.diff(ends) / window
+
+
+def expected_epochs(estimate: float, slowdown: float, dropout: float) -> float:
+    """The epochs a run completes on a quiet machine, from ``auto_dropout``'s estimate (the epochs the budget buys at
+    the pace of steps timed without dropout, :func:`tmlib.training.budget.passes_in_budget`): the estimate divided by
+    ``slowdown`` (how many times as long a step with dropout takes) when ``dropout`` was chosen, the estimate itself
+    when it was not. Validation passes are left out of both.
+
+    Raises:
+        ValueError: a negative ``estimate``, ``slowdown`` below 1, or ``dropout`` outside [0, 1).
+    """
+    if estimate < 0:
+        raise ValueError(f"estimate must be at least 0 epochs, got {estimate}")
+    if slowdown < 1:
+        raise ValueError(f"slowdown is how many times as long a step with dropout takes (at least 1), got {slowdown}")
+    if not 0 <= dropout < 1:
+        raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+    return estimate / slowdown if dropout > 0 else float(estimate)

@@ -167,7 +167,10 @@ _BIG_CACHE = {  # n_tokens, src_len, batch of Exercise 12.1's two numbers, and w
 def check_kv_cache_function(fn, *, seed: int = 31) -> str:
     """Exercise 12.1: ``fn(n_layers, d_model, n_tokens, src_len, batch, bytes_per_element)`` against the bytes of
     the keys and values that freshly built models of random sizes hold after decoding through their cache (twice
-    float32, once bfloat16), without a source and with one. A failure says too small or too large, never the value.
+    float32, once bfloat16), without a source and with one. A failure says too small or too large, never the value;
+    a count that ignores ``bytes_per_element`` and is off by a ratio of element sizes (a fixed 4 bytes a number
+    in bfloat16, say) is told to count the bytes of one number instead of looking for a missing term. Each case
+    also calls ``fn`` with the other dtype's element size, to see whether the count scales with it.
     It also applies ``fn`` to the big model's two cases (what :func:`check_big_model_cache` compares with), so that
     the autograder, which replays the results of the calls made before the check reads the student's numbers, has
     them. Returns the lines of the successes, one per check."""
@@ -191,19 +194,38 @@ def check_kv_cache_function(fn, *, seed: int = 31) -> str:
             for _ in range(n_tokens):  # decode through the cache, one token per step
                 token = model.decode(token, memory, src, cache=cache)[:, -1:].argmax(-1)
         held = decoder_cache_bytes(cache)  # bytes of the keys and values: self_attn, cross_attn, total
+        size = dtype.itemsize
         case = (f"{n_layers} layer{'s' * (n_layers > 1)}, d_model {d_model}, "
-                f"{n_tokens} generated token{'s' * (n_tokens > 1)}, "
-                f"batch {batch}, {dtype.itemsize} bytes per number")
-        lines.append(check_against_measured(  # without a source: the self-attention part of the cache
-            fn(n_layers, d_model, n_tokens, 0, batch, dtype.itemsize),
-            held["self_attn"], f"the cache without a source (src_len 0), {case}",
-            measured_as="the self-attention keys and values hold"))
-        lines.append(check_against_measured(
-            fn(n_layers, d_model, n_tokens, src_len, batch, dtype.itemsize),
-            held["total"], f"the cache with {src_len} source tokens, {case}", measured_as="the cache holds"))
+                f"{n_tokens} generated token{'s' * (n_tokens > 1)}, batch {batch}, {size} bytes per number")
+        for n_source, measured, what, measured_as in (  # without a source: the self-attention part of the cache
+                (0, held["self_attn"], f"the cache without a source (src_len 0), {case}",
+                 "the self-attention keys and values hold"),
+                (src_len, held["total"], f"the cache with {src_len} source tokens, {case}", "the cache holds")):
+            args = (n_layers, d_model, n_tokens, n_source, batch)
+            # every call before the comparison, right answer or wrong, so that the autograder has its result
+            answer, other = fn(*args, size), fn(*args, 6 - size)  # 6 - size: the other dtype's size (4 or 2)
+            lines.append(check_against_measured(answer, measured, what, measured_as=measured_as,
+                                                slips=_element_size_slips(answer, other, size, measured)))
     for args, _ in _BIG_CACHE.values():
         fn(6, 1024, *args, 2)
     return "\n".join(lines)
+
+
+_ELEMENT_SIZE_HINT = ("count the bytes of one number of the cache's dtype: it is the argument bytes_per_element, "
+                      "not a fixed size")
+
+
+def _element_size_slips(answer, other, size: int, measured) -> list:
+    """Exercise 12.1's slip of a fixed element size: when ``fn`` does not scale with its ``bytes_per_element``
+    (``answer`` for ``size`` bytes, ``other`` for ``6 - size``), the counts that a fixed size of 1, 2, 4 or 8 bytes
+    gives, as :func:`check_against_measured`'s ``slips``; none when it scales (then a count off by a factor of 2
+    is a missing or doubled term, and the usual hint stays)."""
+    try:
+        if float(answer) * (6 - size) == float(other) * size:
+            return []
+    except (TypeError, ValueError):  # not a number: check_against_measured says so
+        return []
+    return [(float(measured) * fixed / size, _ELEMENT_SIZE_HINT) for fixed in (1, 2, 4, 8) if fixed != size]
 
 
 def check_big_model_cache(fn, bytes_per_token, bytes_batch) -> str:
