@@ -88,6 +88,8 @@ MISTAKES: dict[str, list[Mistake]] = {
                          ("scores = np.where(mask, scores, -np.inf)", "scores = scores"),
                          ("weights = R.softmax(scores)", "weights = np.where(mask, R.softmax(scores), 0.0)"))),
                      Mistake("k.T reverses the batch axes too", replace=(("np.swapaxes(k, -1, -2)", "k.T"),)),
+                     Mistake("a transpose for exactly one batch axis: fails on one sequence", replace=(
+                         ("np.swapaxes(k, -1, -2)", "k.transpose(0, 2, 1)"),)),
                      Mistake("the mask's polarity inverted", replace=(
                          ("np.where(mask, scores, -np.inf)", "np.where(mask, -np.inf, scores)"),)),
                      Mistake("scores divided by the square root of the values' width d_v", replace=(

@@ -173,15 +173,29 @@ def test_permutation_findings_of_a_hand_made_table():
     f = I.permutation_findings(perm, ablation, stats)
     assert f["tvd"] == (0.3, 0.9) and f["changed"] == (0.01, 0.2) and f["changed_off"] == (0.01, 0.1)
     assert f["ratio"] == pytest.approx(1.0)  # ratios 1, 0.5, 1, 2, 1, 0.5, 1, 2: median 1
-    assert f["calm"] == I.Head("cross", 0, 0)  # moved at least the median (0.65) and changed the fewest
     assert f["moved_median"] == pytest.approx(0.65)
-    assert "of the 4 heads whose attention moved at least the median (TVD 0.65)" in str(f)
-    assert "the one that changed the fewest predictions: cross L0 H0" in str(f)
+    assert f["below_one"] == 2 and f["above_one"] == 2  # two heads at 0.5, two at 2, four at 1
+    assert f["lowest"] == I.Head(*stats.iloc[1][["kind", "layer", "head"]])  # the first head of ratio 0.5
+    assert f["highest"] == I.Head(*stats.iloc[3][["kind", "layer", "head"]])  # the first head of ratio 2
+    assert f"shuffled / switched off, lowest: {I.head_name(f['lowest'])} 0.50 (5.0% / 10.0%)" in str(f)
+    assert f"  highest: {I.head_name(f['highest'])} 2.00 (8.0% / 4.0%)" in str(f)
     assert f["loud"] == ("cross L0 H1", 0.2, 1)  # the costliest single head too
     assert f["loud_head"] == I.Head("cross", 0, 1)  # the same head, for chapter 11 to run it again
     assert f["layer_ratio"] == ("cross L0", 2.0, 0.5, 4.0)
     assert all(len(line) <= WIDTH for line in f.lines)
     assert "the most diagonal cross head" in str(f)
+
+
+def test_permutation_findings_ratios_where_switching_off_changes_nothing():
+    stats, ablation = _stats(), _ablation()
+    perm = stats[["kind", "layer", "head"]].assign(attention_tvd=0.5, attention_jsd=0.4, output_tvd=0.05,
+                                                  argmax_changed=[0.0, 0.02, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04],
+                                                  argmax_changed_off=[0.0, 0.0, 0.02, 0.08, 0.04, 0.04, 0.04, 0.04])
+    f = I.permutation_findings(perm, ablation, stats)
+    assert f["ratios"].tolist() == [1.0, np.inf, 2.0, 0.5, 1.0, 1.0, 1.0, 1.0]  # 0 / 0 counts 1, 0.02 / 0 infinity
+    assert f["below_one"] == 1 and f["above_one"] == 2 and f["ratio"] == 1.0
+    assert f["highest"] == I.Head(*stats.iloc[1][["kind", "layer", "head"]])
+    assert f["lowest"] == I.Head(*stats.iloc[3][["kind", "layer", "head"]])
 
 
 def test_argmax_changed_off_against_weights_zeroed_by_hand():

@@ -344,3 +344,36 @@ def test_embedding_factor():
         B.check_embedding_factor(embed(lambda d: 8.0), (16, 64, 256))  # right for d_model = 64 only
     with pytest.raises(AssertionError, match="at d_model = 256$"):
         B.check_embedding_factor(embed(lambda d: math.sqrt(d) * (1 + 1e-3)), (256,))
+
+
+def test_check_without_batch():
+    x = np.random.default_rng(0).normal(size=(2, 5, 8))
+
+    def norm(axis):
+        return lambda x: (x - x.mean(axis=axis, keepdims=True)) / x.std(axis=axis, keepdims=True)
+
+    assert B.check_without_batch(norm(-1), x, "norm").startswith("correct")
+    with pytest.raises(AssertionError, match="fails on one sentence of shape \\(5, 8\\), without a batch axis"):
+        B.check_without_batch(norm(2), x, "norm")  # right for (batch, n, d) only: axis 2 does not exist in 2-D
+    with pytest.raises(AssertionError, match="another output than inside a batch"):
+        B.check_without_batch(norm(1), x, "norm")  # axis 1: the positions in a batch, the features alone
+    with pytest.raises(ValueError, match="shape \\(batch, n, d\\)"):
+        B.check_without_batch(norm(-1), x[0])
+
+
+def test_call_with_mask():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(2, 4, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    allowed = torch.ones(4, 4).tril().bool()
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64).eval()
+
+    def attend(x, mask):
+        with torch.no_grad():
+            return mha(x, x, x, attn_mask=mask)[0]
+
+    assert B.call_with_mask(attend, x, ~allowed).shape == (2, 4, 8)
+    with pytest.raises(AssertionError, match="added to the scores, so it must hold 0 .* and -inf"):
+        B.call_with_mask(attend, x, allowed.float(), "attend")  # float32 ones and zeros on float64 scores
+    with pytest.raises(ZeroDivisionError):
+        B.call_with_mask(lambda x, m: 1 / 0, x, allowed)  # other errors pass through

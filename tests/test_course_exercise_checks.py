@@ -1901,3 +1901,59 @@ def test_chapter_11_alignment_reads_check_names_the_entry_never_the_word():
         check_alignment_reads(right[:6] + ["vor einem"] + right[7:], german, queries)
     with pytest.raises(ValueError, match="no reference"):
         check_alignment_reads(right, german[::-1], queries)
+
+
+def _masked_attention(q, k, v, mask, *, invert=False, transpose=None):
+    scores = q @ (np.swapaxes(k, -1, -2) if transpose is None else transpose(k)) / np.sqrt(q.shape[-1])
+    scores = np.where(mask, -np.inf, scores) if invert else np.where(mask, scores, -np.inf)
+    weights = R.softmax(scores)
+    return weights @ v, weights
+
+
+def test_masked_attention_runs_one_sequence_too_and_names_an_inverted_mask():
+    from tmlib.course import check_masked_attention
+
+    assert check_masked_attention(_masked_attention).count("correct") == 5
+    with pytest.raises(AssertionError, match="True where the query may attend"):
+        check_masked_attention(lambda q, k, v, m: _masked_attention(q, k, v, m, invert=True))
+    with pytest.raises(AssertionError, match="fails on one sequence .* swap only the last two axes"):
+        check_masked_attention(lambda q, k, v, m: _masked_attention(q, k, v, m, transpose=lambda k: k.transpose(0, 2, 1)))
+    with pytest.raises(AssertionError, match="k.T reverses every axis"):
+        check_masked_attention(lambda q, k, v, m: _masked_attention(q, k, v, m, transpose=lambda k: k.T))
+
+    def own_softmax_inverted(q, k, v, mask):  # a softmax of the student's own: NaN rows instead of an error
+        s = np.where(mask, -np.inf, q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]))
+        with np.errstate(invalid="ignore"):
+            e = np.exp(s - s.max(-1, keepdims=True))
+            w = e / e.sum(-1, keepdims=True)
+        return w @ v, w
+
+    with pytest.raises(AssertionError, match="all NaN.*did you invert it"):
+        check_masked_attention(own_softmax_inverted)
+
+
+def test_split_merge_names_the_plain_reshape_and_a_wrong_axis_order_never_the_heads():
+    from tmlib.course import check_split_merge
+
+    def split(x, h):
+        *lead, n, d = x.shape
+        return np.swapaxes(x.reshape(*lead, n, h, d // h), -2, -3)
+
+    def merge(x):
+        x = np.swapaxes(x, -2, -3)
+        return x.reshape(*x.shape[:-2], -1)
+
+    assert check_split_merge(split, merge).count("correct") == 4
+    plain = lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], x.shape[-1] // h)  # noqa: E731
+    with pytest.raises(AssertionError, match="plain reshape") as err:
+        check_split_merge(plain, merge)
+    assert "swapaxes" in str(err.value) and not re.search(r"\d\.\d", str(err.value))  # no entry of the heads
+    with pytest.raises(AssertionError, match="expected \\(h, n, d_k\\).*swapaxes.*a reshape alone") as err:
+        check_split_merge(lambda x, h: x.reshape(x.shape[0], h, -1).transpose(), merge)  # (d_k, h, n)
+    assert "np.reshape(answer" not in str(err.value)
+    with pytest.raises(AssertionError, match="columns of head i of every token.*a reshape alone"):
+        check_split_merge(lambda x, h: np.swapaxes(split(x, h), -1, -3), merge)  # (d_k, n, h): 2, 3, 2
+    with pytest.raises(AssertionError, match="plain reshape heads.reshape"):
+        check_split_merge(split, lambda x: x.reshape(*x.shape[:-3], x.shape[-2], -1))
+    with pytest.raises(AssertionError, match="fails on a batch"):
+        check_split_merge(lambda x, h: np.swapaxes(x.reshape(x.shape[-2], h, x.shape[-1] // h), 0, 1), merge)

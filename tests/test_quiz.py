@@ -64,12 +64,27 @@ def test_numeric_hints_are_rendered_and_checked():
     assert not any("4" in note for _, note in q5.hints)  # no hint gives the answer
 
 
+def test_paper_q4_brevity_penalty_accepts_three_decimals_and_hints_the_slips():
+    """Q4: BP = e^(1 - r/c) for c = 90, r = 100 is e^(-1/9) = 0.8948...; 0.895 and 0.894 are right, while c/r = 0.9,
+    e^(-0.1) = 0.905 (r/c rounded to 1.1) and a two-decimal 0.89 each get a hint that does not give the answer."""
+    import math
+
+    q4 = next(q for q in Q.PAPER_QUIZ if q.name == "paper-q4")
+    assert q4.kind == "numeric" and math.isclose(q4.answer, math.exp(-1 / 9)) and "c = 90" in q4.question
+    accepted = [v for v in (0.8948, 0.895, 0.894, 0.89, 0.9, 0.905) if abs(v - q4.answer) <= q4.tolerance]
+    assert accepted == [0.8948, 0.895, 0.894]
+    hinted = {v for v, _ in q4.hints}
+    assert {0.9, 0.905, 0.89, 1.0} <= hinted and round(math.exp(-0.1), 3) == 0.905 and 90 / 100 == 0.9
+    assert not any("0.89" in note or "0.895" in note for _, note in q4.hints)  # no hint gives the answer
+    assert [q.title for q in Q.PAPER_QUIZ] == [f"Question {i}" for i in range(1, 6)]  # no "Check yourself" five times
+
+
 def test_paper_page_holds_exactly_the_generated_block():
     text = (ROOT / "book/paper.md").read_text()
     assert Q.paper_quiz_block() in text, "regenerate with: python -m tmlib.course.quiz paper"
     names = [q.name for q in Q.PAPER_QUIZ]
     assert len(set(names)) == len(names) == 5
-    path = [q for q in Q.PAPER_QUIZ if q.kind == "numeric"][0]
+    path = next(q for q in Q.PAPER_QUIZ if q.name == "paper-q5")
     # 50 tokens, kernel width 3: 3**3 = 27 < 50 <= 81 = 3**4, so 4 dilated layers (recurrence: 49 steps)
     assert path.answer == 4 and path.tolerance == 0 and 3 ** 3 < 50 <= 3 ** 4
     first_correct = [[ok for _, ok, _ in q.options].index(True) for q in Q.PAPER_QUIZ if q.kind == "choice"]

@@ -145,12 +145,9 @@ def transformer() -> str:
     return c.svg()
 
 
-def multi_head_attention() -> str:
-    """Multi-head attention of §3.2.2 (right) built from scaled dot-product attention of §3.2.1 (left)."""
-    c = Canvas(790, 430, "Scaled dot-product attention (left) and multi-head attention (right)")
-    # left: equation 1, bottom to top
-    x, w = 85, 200
-    c.text(x + w / 2, 18, "Scaled dot-product attention · chapter 1", size=13, bold=True)
+def _scaled_dot_product(c: Canvas, x: int, title: str, w: int = 200) -> None:
+    """Equation 1 of the paper, bottom to top, in the column from ``x`` to ``x + w`` (and V's lane right of it)."""
+    c.text(x + w / 2, 18, title, size=13, bold=True)
     c.box(x, 340, w, 34, "MatMul  Q K<tspan baseline-shift='super' font-size='11'>T</tspan>", None, "attn")
     c.box(x, 286, w, 34, f"Scale  ÷ √{sub('d', 'k')}", None, "plain")
     c.box(x, 232, w, 34, "Mask (optional) · ch. 1, 5", None, "plain")
@@ -165,26 +162,47 @@ def multi_head_attention() -> str:
     c.arrow((x + w + 30, 394), (x + w + 30, 107), (x + w, 107))
     c.arrow((x + w / 2, 90), (x + w / 2, 50))
     c.text(x + w / 2 + 8, 48, "output", size=12, anchor="start")
-    # right: multi-head
+
+
+def scaled_dot_product_attention() -> str:
+    """Scaled dot-product attention of §3.2.1 alone (chapter 1): the left half of :func:`multi_head_attention`."""
+    c = Canvas(330, 430, "Scaled dot-product attention")
+    _scaled_dot_product(c, 45, "Scaled dot-product attention")
+    return c.svg()
+
+
+def multi_head_attention() -> str:
+    """Multi-head attention of §3.2.2 (right) built from scaled dot-product attention of §3.2.1 (left)."""
+    c = Canvas(790, 430, "Scaled dot-product attention (left) and multi-head attention (right)")
+    _scaled_dot_product(c, 85, "Scaled dot-product attention · chapter 1")  # left: equation 1, bottom to top
+    # right: multi-head; one head's column (its projections and its attention) drawn in front of two shadowed
+    # copies, as the paper's Figure 2 stacks its h layers
     rx = 450
     c.text(rx + 140, 18, "Multi-head attention · chapters 2, 7", size=13, bold=True)
+    for off in (16, 8):  # the copies behind: heads 2 to h
+        c.items.append(f"<rect x='{rx - 10 + off}' y='{198 - off}' width='300' height='182' rx='10' fill='#e4e4e4' "
+                       "stroke='#888' stroke-dasharray='5 3'/>")
+    c.items.append(f"<rect x='{rx - 10}' y='198' width='300' height='182' rx='10' fill='#f4f4f4' stroke='#888' "
+                   "stroke-dasharray='5 3'/>")
+    c.text(rx + 306, 176, "× h heads", size=12, anchor="end", italic=True)
     # the unprojected inputs X_q, X_k, X_v (the paper's Q, K, V); the course keeps Q, K, V for the projections
     for i, name in enumerate(("Q", "K", "V")):
         bx = rx + i * 100
         c.text(bx + 40, 408, f"X<tspan baseline-shift='sub' font-size='11'>{name.lower()}</tspan>", size=14,
                bold=True)
-        c.box(bx, 330, 80, 40, f"Linear W<tspan baseline-shift='super' font-size='11'>{name}</tspan>", None,
-              "plain")
+        c.box(bx, 330, 80, 40, f"Linear W<tspan baseline-shift='super' font-size='11'>{name}</tspan>"
+              "<tspan baseline-shift='sub' font-size='11' font-style='italic'>i</tspan>", None, "plain")
         c.arrow((bx + 40, 394), (bx + 40, 370))
         c.arrow((bx + 40, 330), (bx + 40, 262))
-    c.frame(rx - 10, 200, 300, 60, "")
-    c.box(rx, 208, 280, 44, "Scaled dot-product attention",
-          f"h heads of size {sub('d', 'k', 10)} (paper: {sub('d', 'model', 10)} / h)", "attn")  # the label is italic
-    c.box(rx + 60, 140, 160, 34, "Concat heads", None, "plain")
-    c.box(rx + 60, 80, 160, 34, "Linear W<tspan baseline-shift='super' font-size='11'>O</tspan>", None, "plain")
-    c.arrow((rx + 140, 208), (rx + 140, 174))
-    c.arrow((rx + 140, 140), (rx + 140, 114))
-    c.arrow((rx + 140, 80), (rx + 140, 50))
+    c.box(rx, 208, 280, 54, "Scaled dot-product attention",
+          f"head<tspan baseline-shift='sub' font-size='10' font-style='italic'>i</tspan>, of width {sub('d', 'k', 10)}"
+          f" (paper: {sub('d', 'model', 10)} / h)", "attn")  # the label is italic
+    c.box(rx + 40, 132, 200, 34, "Concat(head<tspan baseline-shift='sub' font-size='11'>1</tspan>, …, "
+          "head<tspan baseline-shift='sub' font-size='11' font-style='italic'>h</tspan>)", None, "plain")
+    c.box(rx + 60, 76, 160, 34, "Linear W<tspan baseline-shift='super' font-size='11'>O</tspan>", None, "plain")
+    c.arrow((rx + 140, 198), (rx + 140, 166))
+    c.arrow((rx + 140, 132), (rx + 140, 110))
+    c.arrow((rx + 140, 76), (rx + 140, 50))
     c.text(rx + 148, 48, "output", size=12, anchor="start")
     return c.svg()
 
@@ -300,7 +318,8 @@ def head_layout() -> str:
     return c.svg()
 
 
-FIGURES = {"transformer": transformer, "multi_head_attention": multi_head_attention, "head_layout": head_layout}
+FIGURES = {"transformer": transformer, "scaled_dot_product_attention": scaled_dot_product_attention,
+           "multi_head_attention": multi_head_attention, "head_layout": head_layout}
 
 
 def main(names: list[str]) -> None:

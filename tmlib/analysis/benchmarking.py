@@ -176,9 +176,12 @@ def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, min_s
 def peak_memory_bytes(fn: Callable[[], object], device="cpu") -> int:
     """Peak bytes allocated while ``fn()`` runs, above what was allocated before, measured: on the CPU from the
     profiler's allocation events (``torch.profiler``, ``profile_memory=True``), on CUDA from
-    ``max_memory_allocated()``. Run ``fn`` once first if it builds caches. On the CPU it sets the environment variable
-    ``KINETO_LOG_LEVEL`` to 6 if unset, so that the profiler does not log each start and stop. ValueError: a device
-    other than cpu or cuda."""
+    ``max_memory_allocated()``. Run ``fn`` once first if it builds caches. On the CPU it reads the profiler's raw
+    memory events (``prof.profiler.kineto_results``), an internal PyTorch API that may change between versions: it is
+    checked against the version pinned in ``requirements/torch.txt``. The public ``prof.key_averages()`` sums each
+    operator's allocations and loses their order in time, so it cannot give a peak. On the CPU it sets the
+    environment variable ``KINETO_LOG_LEVEL`` to 6 if unset, so that the profiler does not log each start and stop.
+    ValueError: a device other than cpu or cuda."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 

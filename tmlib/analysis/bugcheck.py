@@ -14,6 +14,8 @@ The tests a Transformer must pass, as functions. Checks return a line that start
   multiplied by √d_model exactly (§3.4);
 * :func:`check_queries_independent`: each query's softmax is its own (not taken across the queries);
 * :func:`check_independent`: each position (or each head) computed from its own inputs only;
+* :func:`check_without_batch`: one sentence without its batch axis gives the output it gets inside a batch;
+* :func:`call_with_mask`: calls an attention with a mask, naming what a float mask must hold;
 * :func:`check_loss_ignores_padding`: a loss over real tokens that more padding does not change;
 * :func:`check_finite`, :func:`check_confident_loss`: log 0 in a loss; a label-smoothed loss of a confident model;
 * :func:`check_repeatable`: dropout left on at evaluation;
@@ -32,8 +34,8 @@ from tmlib.course.checks import as_float_array
 
 __all__ = ["BUGS", "attention_with_bug", "dependency_matrix", "check_no_leak", "score_spread", "check_score_scale",
            "token_scale", "check_token_signal", "token_factor", "check_embedding_factor", "check_confident_loss",
-           "check_queries_independent", "check_independent", "check_loss_ignores_padding", "check_finite",
-           "check_repeatable", "check_first_loss", "overfit_batch"]
+           "check_without_batch", "call_with_mask", "check_queries_independent", "check_independent",
+           "check_loss_ignores_padding", "check_finite", "check_repeatable", "check_first_loss", "overfit_batch"]
 
 #: The bugs :func:`attention_with_bug` can plant (``None``: the paper's attention).
 BUGS = ("mask flipped", "mask one key late", "mask polarity inverted", "softmax over the queries",
@@ -194,9 +196,11 @@ def _embeddings_of_two_sentences(embed_fn, d_model, vocab_size, n, seed):
 
 
 def token_scale(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, seed: int = 0) -> float:
-    """How far ``embed_fn(ids, table)`` moves, per entry (root mean square over √2), when every token changes, for a
-    table ``(vocab_size, d_model)`` with entries of standard deviation 1/√d_model: about 1 for embeddings scaled by
-    √d_model, whatever d_model (a positional encoding's entries have a root mean square of 1/√2)."""
+    """How far ``embed_fn(ids, table)`` moves per entry when every token changes: the root mean square of the change,
+    divided by √2, for a table ``(vocab_size, d_model)`` with entries of standard deviation 1/√d_model. Two
+    independent draws of an entry differ by √2 times its spread, so the division gives the spread of one entry:
+    about 1 for embeddings scaled by √d_model, whatever d_model (a positional encoding's entries have a root mean
+    square of 1/√2 ≈ 0.71)."""
     _, _, _, ea, eb = _embeddings_of_two_sentences(embed_fn, d_model, vocab_size, n, seed)
     return float(np.sqrt(((ea - eb) ** 2).mean() / 2))
 
@@ -228,8 +232,9 @@ def check_token_signal(embed_fn, widths=(16, 256), what: str = "your embedding",
     if high:
         problems.append(f"the words weigh more than twice their positions {where(high, max(high, key=scales.get))}")
     if problems:
-        raise AssertionError(f"{what}: changing the tokens moves the output by {shown} per entry, while the positional "
-                             f"encodings' entries are about 0.71: {'; '.join(problems)}")
+        raise AssertionError(f"{what}: changing the tokens moves the output by {shown} per entry (the root mean "
+                             "square of the change divided by √2), while the positional encodings' entries are about "
+                             f"0.71: {'; '.join(problems)}")
     return f"correct: {what} keeps both the tokens and their positions readable ({shown} per entry)"
 
 
@@ -283,6 +288,47 @@ def check_confident_loss(loss_fn, vocab_size: int = 7, label_smoothing: float = 
                              f"{losses[1]:.4g}: with label smoothing it should double (each ruled-out token costs "
                              "ε/|V| times its logit gap)")
     return f"correct: {what} stays finite and grows with the model's confidence"
+
+
+def check_without_batch(fn, x, what: str = "your function", atol: float = 1e-9) -> str:
+    """Assert that ``fn`` gives one sentence ``x[0]`` ``(n, d)``, without the batch axis, the same output as it gives
+    that sentence inside the batch ``x`` ``(batch, n, d)``: ``fn(x[0]) == fn(x)[0]``, as a layer that counts its
+    axes from the end does (``axis=-1`` is the features whatever leads).
+
+    Raises:
+        ValueError: ``x`` that is not 3-D.
+        AssertionError: an error on the 2-D input (an axis counted from the front?), or another output.
+    """
+    xs = np.asarray(as_float_array(x, "input", "x"))
+    if xs.ndim != 3:
+        raise ValueError(f"x should have shape (batch, n, d), got {xs.shape}")
+    batched = as_float_array(fn(x), "answer", what)[0]
+    try:
+        alone = as_float_array(fn(x[0]), "answer", what)
+    except (IndexError, ValueError) as err:  # NumPy's AxisError is both
+        raise AssertionError(f"{what} fails on one sentence of shape {xs.shape[1:]}, without a batch axis ({err}): "
+                             "is an axis counted from the front?") from err
+    if alone.shape != batched.shape or not np.allclose(alone, batched, atol=atol, rtol=0):
+        raise AssertionError(f"{what} gives one sentence of shape {xs.shape[1:]}, without a batch axis, another "
+                             "output than inside a batch: is an axis counted from the front?")
+    return f"correct: {what} gives a sentence the same output with or without a batch axis"
+
+
+def call_with_mask(fn, x, mask, what: str = "your attention"):
+    """``fn(x, mask)``, with PyTorch's error about a mask's dtype turned into what it means: a float ``attn_mask`` is
+    *added* to the scores, so it must hold 0 (may attend) and -inf (blocked), in the scores' dtype.
+
+    Raises:
+        AssertionError: ``fn`` raised a ``RuntimeError`` that names a dtype (other errors pass through).
+    """
+    try:
+        return fn(x, mask)
+    except RuntimeError as err:
+        if "dtype" not in str(err):
+            raise
+        raise AssertionError(f"{what}: PyTorch refuses the mask ({str(err).splitlines()[0]}). A float attn_mask is "
+                             "added to the scores, so it must hold 0 where a query may attend and -inf where it may "
+                             "not, in the scores' dtype") from err
 
 
 def check_queries_independent(weights_fn, q, k, what: str = "your attention") -> str:

@@ -380,25 +380,30 @@ def permutation_findings(perm, ablation, stats) -> Findings:
     with the column ``argmax_changed_off`` of :func:`argmax_changed_off`), against the costs of ``ablation``.
 
     Numbers: ``tvd`` and ``changed`` (ranges over the heads of the attention's move and of the share of changed
-    predictions), ``changed_off`` (the same heads switched off), ``ratio`` (median over heads of shuffled against
-    switched off), ``moved_median`` (the median over heads of the attention's move), ``calm`` (among the heads
-    whose attention moved at least that median, the one whose shuffle changed the fewest predictions: a
-    :class:`Head`), ``loud_head`` (the head whose shuffle changed the most, a :class:`Head`) and ``loud`` (its name,
-    share, rank in the cost of switching it off: 1 for the costliest), ``layer_ratio`` (the costliest whole layer
-    against the costliest single head).
+    predictions), ``changed_off`` (the same heads switched off), ``ratios`` (per head, in the order of ``perm``,
+    the share changed shuffled over the share changed switched off; 1 where both are 0, infinity where only the
+    shuffle changes some), ``ratio`` (their median), ``below_one`` / ``above_one`` (how many heads change fewer /
+    more predictions shuffled than switched off), ``lowest`` and ``highest`` (the heads of the lowest and of the
+    highest ratio, as :class:`Head`: the head for which where it looks matters least against being there, and
+    the head whose shuffled map misleads the model most against no head), ``moved_median`` (the median over heads
+    of the attention's move), ``loud_head`` (the head whose shuffle changed the most, a :class:`Head`) and
+    ``loud`` (its name, share, rank in the cost of switching it off: 1 for the costliest), ``layer_ratio`` (the
+    costliest whole layer against the costliest single head).
 
-    The printout gives the ranges and the two example heads, not the ratio or a verdict: chapter 11 applies the
-    two criteria in view. ``verdicts`` (not printed): shuffling a head's map does ``"about as much"`` as switching
-    the head off where the median ratio lies within :data:`SAME_AS_OFF` (0.8 to 1.25), ``"less"`` or ``"more"``
-    outside it; and ``"few changed"`` where no head's shuffle changes :data:`FEW_CHANGED` (a fifth) of the
-    predictions or more, else ``"many changed"``.
+    The printout gives the ranges and the two example heads with their ratios, not the median ratio or a verdict:
+    chapter 11 draws the conclusion in view. ``verdicts`` (not printed): shuffling a head's map does
+    ``"about as much"`` as switching the head off where the median ratio lies within :data:`SAME_AS_OFF` (0.8 to
+    1.25), ``"less"`` or ``"more"`` outside it; and ``"few changed"`` where no head's shuffle changes
+    :data:`FEW_CHANGED` (a fifth) of the predictions or more, else ``"many changed"``.
     """
     single = ablation[ablation["experiment"] == "one head"].sort_values("delta_nll", ascending=False)
     whole = ablation[ablation["experiment"] == "whole layer"]
     median = float(perm["attention_tvd"].median())
-    moved = perm[perm["attention_tvd"] >= median]
-    calm_row = moved.sort_values("argmax_changed").iloc[0]
-    calm = Head(calm_row["kind"], int(calm_row["layer"]), int(calm_row["head"]))
+    on, off = perm["argmax_changed"].to_numpy(float), perm["argmax_changed_off"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(off > 0, on / off, np.where(on > 0, np.inf, 1.0))  # shuffled / switched off, per head
+    low_row, high_row = perm.iloc[int(np.argmin(ratios))], perm.iloc[int(np.argmax(ratios))]
+    lowest, highest = (Head(r["kind"], int(r["layer"]), int(r["head"])) for r in (low_row, high_row))
     loud_row = perm.sort_values("argmax_changed").iloc[-1]
     loud = Head(loud_row["kind"], int(loud_row["layer"]), int(loud_row["head"]))
     rank = [head_name(r) for _, r in single.iterrows()].index(head_name(loud_row)) + 1
@@ -407,8 +412,9 @@ def permutation_findings(perm, ablation, stats) -> Findings:
         "tvd": (float(perm["attention_tvd"].min()), float(perm["attention_tvd"].max())),
         "changed": (float(perm["argmax_changed"].min()), float(perm["argmax_changed"].max())),
         "changed_off": (float(perm["argmax_changed_off"].min()), float(perm["argmax_changed_off"].max())),
-        "ratio": float((perm["argmax_changed"] / perm["argmax_changed_off"]).median()),
-        "moved_median": median, "calm": calm, "loud_head": loud,
+        "ratio": float(np.median(ratios)), "ratios": ratios, "below_one": int((ratios < 1).sum()),
+        "above_one": int((ratios > 1).sum()), "lowest": lowest, "highest": highest,
+        "moved_median": median, "loud_head": loud,
         "loud": (head_name(loud_row), float(loud_row["argmax_changed"]), rank),
         "layer_ratio": (head_name(top), float(top["delta_nll"]), float(single["delta_nll"].iloc[0]),
                         float(top["delta_nll"] / single["delta_nll"].iloc[0]))}
@@ -418,11 +424,10 @@ def permutation_findings(perm, ablation, stats) -> Findings:
     lines = [f"shuffled, one head at a time: attention moved by TVD {t0:.2f} to {t1:.2f}",
              f"  the predicted next token changed at {c0:.1%} to {c1:.1%} of the positions",
              f"switched off instead: {o0:.1%} to {o1:.1%}",
-             f"of the {len(moved)} heads whose attention moved at least the median (TVD {median:.2f}),",
-             f"  the one that changed the fewest predictions: {head_name(calm)}",
-             f"  attention moved by TVD {calm_row['attention_tvd']:.2f},",
-             f"  the next-token distribution by TVD {calm_row['output_tvd']:.3f}, the prediction at "
-             f"{calm_row['argmax_changed']:.1%} of the positions",
+             f"shuffled / switched off, lowest: {head_name(lowest)} {ratios.min():.2f} "
+             f"({low_row['argmax_changed']:.1%} / {low_row['argmax_changed_off']:.1%})",
+             f"  highest: {head_name(highest)} {ratios.max():.2f} "
+             f"({high_row['argmax_changed']:.1%} / {high_row['argmax_changed_off']:.1%})",
              f"the head whose shuffle changed the most: {numbers['loud'][0]} ({numbers['loud'][1]:.1%})"]
     if why:
         lines += _wrap(why)

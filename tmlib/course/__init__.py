@@ -54,6 +54,7 @@ from tmlib.course.modern_checks import check_alibi_slopes, check_tokens_in_memor
 from tmlib.course.count_checks import check_ffn_parameters
 from tmlib.course.exercise_checks import check_rope_scores, check_wavelength_pair
 from tmlib.course.exercise_checks import check_key_shifts, check_ln_of_affine, check_one_head, check_relu_bias
+from tmlib.course.exercise_checks import check_masked_attention, check_split_merge
 from tmlib.course.scaling_checks import check_accumulate, check_all_reduce_bytes, check_first_unclipped_step
 
 __all__ = [
@@ -85,5 +86,6 @@ __all__ = [
     "check_alibi_slopes", "check_ffn_parameters", "check_tokens_in_memory",
     "check_rope_scores", "check_wavelength_pair",
     "check_key_shifts", "check_ln_of_affine", "check_one_head", "check_relu_bias",
+    "check_masked_attention", "check_split_merge",
     "check_accumulate", "check_all_reduce_bytes", "check_first_unclipped_step"
 ]

@@ -20,7 +20,7 @@ __all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forwa
            "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer",
            "check_score_spread", "check_encoding_row", "check_positional_encoding", "check_decoder_layer",
            "check_rope_scores", "check_wavelength_pair", "check_key_shifts", "check_one_head", "check_relu_bias",
-           "check_ln_of_affine"]
+           "check_ln_of_affine", "check_masked_attention", "check_split_merge"]
 
 
 def _atol_of(tolerance: dict) -> float:
@@ -659,3 +659,125 @@ def check_ln_of_affine(fn, what: str = "ln_of_affine", *, seed: int = 0) -> str:
                              "normalising again: what do a and b do to a row that is already normalised?")
     return (f"correct: {what} gives LN(a x + b) from LN(x) for a > 0 and a < 0 and several b, on a random x "
             "(tolerance 1e-09)")
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Build-it checks of chapters 1 and 2 that name the mistake each exercise is about.
+
+_INVERTED_MASK = ("the mask is True where the query may attend (and False where it is blocked): did you invert it? "
+                  "np.where(mask, scores, -np.inf) keeps the scores where the mask is True")
+
+
+def check_masked_attention(fn, what: str = "masked_attention") -> str:
+    """Exercise 1.2: call ``fn(q, k, v, mask) -> (output, weights)`` on example 1
+    (:data:`tmlib.course.examples.ATTENTION_EXAMPLE_1`) with the causal mask and values 3 wide, as a batch of two
+    sequences (the example and its queries reversed) and then as one sequence without a batch axis, and compare
+    with weights and outputs computed here. A failure names the slip: ``k.T`` on a batch, an inverted mask (a row
+    whose every key is blocked), blocked weights set to 0 after the softmax, a transpose that assumes exactly one
+    batch axis; never the weights due.
+
+    Raises:
+        AssertionError: a wrong result, with its likely cause.
+    """
+    from tmlib.course.diagnostics import check_rows_sum_to_one
+    from tmlib.course.examples import ATTENTION_EXAMPLE_1 as ex
+
+    q, k = (np.asarray(a, dtype=float) for a in (ex.q, ex.k))
+    v = np.asarray(ex.v, dtype=float) @ np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])  # (3, 3): d_v = 3
+    mask = np.tril(np.ones((3, 3), dtype=bool))  # (3, 3): True = may attend
+
+    def run(qs, ks, vs, shape):
+        try:
+            result = fn(qs, ks, vs, mask)
+        except ValueError as err:
+            if "entirely -inf" in str(err):
+                raise AssertionError(f"{what} blocks every key of a row of the causal mask ({err}): "
+                                     f"{_INVERTED_MASK}") from None
+            if "mismatch" in str(err) and ks.ndim == 3:
+                raise AssertionError(f"{what} fails on a batch of two sequences: k.T reverses every axis, the "
+                                     "batch axis too; transpose only the last two") from None
+            if ks.ndim == 2:
+                raise AssertionError(f"{what} works on a batch but fails on one sequence {tuple(qs.shape)} "
+                                     f"without a batch axis ({type(err).__name__}: {err}): the leading batch "
+                                     "dimensions may be none, so swap only the last two axes, counted from the "
+                                     "end") from None
+            raise
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise AssertionError(f"{what} must return the pair (output, weights), got {type(result).__name__}")
+        out, w = (as_float_array(r, "answer", what) for r in result)
+        if np.isnan(w).all(axis=-1).any():
+            raise AssertionError(f"{what} gives a row of weights that is all NaN, a row whose every key is "
+                                 f"blocked: {_INVERTED_MASK}")
+        check_shape(w, shape, f"weights of {what} on {'a batch of two' if len(shape) == 3 else 'one sequence'}")
+        return out, w
+
+    qb, kb, vb = np.stack([q, q[::-1]]), np.stack([k, k]), np.stack([v, v])
+    out, w = run(qb, kb, vb, (2, 3, 3))
+    out_ref, w_ref = _attention_masked(qb, kb, vb, mask)
+    late = ref.softmax(qb @ np.swapaxes(kb, -1, -2) / np.sqrt(2)) * mask
+    if np.allclose(w, late, rtol=0, atol=1e-9):
+        raise AssertionError("the rows do not sum to 1: did you set blocked weights to 0 after the softmax? Set "
+                             "blocked scores to -inf before it")
+    lines = [check_rows_sum_to_one(w, "weights of a batch of two with the causal mask")]
+    lines.append(check_close(w, w_ref, "weights of a batch of two with the causal mask", atol=1e-12))
+    lines.append(check_close(out, out_ref, "output of a batch of two with the causal mask", atol=1e-12))
+    out1, w1 = run(q, k, v, (3, 3))
+    lines.append(check_close(w1, w_ref[0], "weights of one sequence (3, 2), without a batch axis", atol=1e-12))
+    lines.append(check_close(out1, out_ref[0], "output of one sequence (3, 2), without a batch axis", atol=1e-12))
+    return "\n".join(lines)
+
+
+def _attention_masked(q, k, v, mask):
+    scores = np.where(mask, q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]), -np.inf)
+    weights = ref.softmax(scores)
+    return weights @ v, weights
+
+
+_MOVE_HEADS = ("cut the last axis into (h, d_k), then move the head axis in front of the positions with swapaxes "
+               "(or transpose) of those two axes; a reshape alone deals the entries out in the wrong order")
+
+
+def check_split_merge(split, merge, what: tuple[str, str] = ("my_split_heads", "my_merge_heads")) -> str:
+    """Exercise 2.2: ``split(x, n_heads)`` of shape ``(..., n, h d_k) -> (..., h, n, d_k)`` and ``merge``, its
+    inverse, on the projected queries of chapter 2's two-head example
+    (:data:`tmlib.course.examples.MHA_EXAMPLE_2`), then on a seeded random batch ``(2, 5, 6)`` split into 3 heads.
+    A failure names a wrong axis order, the plain reshape (right shape, wrong content) in either direction, and a
+    batch axis that is not passed through; never the heads due.
+
+    Raises:
+        AssertionError: a wrong shape or content, with its likely cause.
+    """
+    from tmlib.course.examples import MHA_EXAMPLE_2 as m
+
+    name_s, name_m = what
+    x = np.asarray(m.q, dtype=float) @ np.concatenate(list(np.asarray(m.w_q, dtype=float)), axis=1)  # (3, 4)
+    heads = ref.split_heads(x, 2)  # (2, 3, 2)
+    s = as_float_array(split(x.copy(), 2), "answer", f"{name_s}(q_big, 2)")
+    if s.shape != heads.shape:
+        raise AssertionError(f"{name_s}(q_big, 2) has shape {s.shape}, expected (h, n, d_k) = {heads.shape}: "
+                             f"{_MOVE_HEADS}")
+    if np.array_equal(s, x.reshape(heads.shape)):
+        raise AssertionError(f"{name_s}(q_big, 2) is the plain reshape x.reshape(h, n, d_k): the right shape, but "
+                             "it reads the entries row after row, so head 1 gets token 1's columns of both heads. "
+                             f"To give head i its own columns of every token: {_MOVE_HEADS}")
+    lines = [_compare(s, heads, f"{name_s}(q_big, 2)", atol=1e-12,
+                      otherwise=lambda a: f"Head i must hold columns of head i of every token: {_MOVE_HEADS}.")]
+    back = as_float_array(merge(heads.copy()), "answer", f"{name_m}(heads)")
+    if back.shape != x.shape:
+        raise AssertionError(f"{name_m}(heads) of heads (h, n, d_k) = {heads.shape} has shape {back.shape}, "
+                             f"expected (n, h d_k) = {x.shape}: move the head axis back behind the positions with "
+                             "swapaxes, then join the last two axes with a reshape")
+    if np.array_equal(back, heads.reshape(x.shape)):
+        raise AssertionError(f"{name_m}(heads) is the plain reshape heads.reshape(n, h d_k): the right shape, but "
+                             "it puts head 1's rows first instead of the heads side by side. Move the head axis back "
+                             "behind the positions with swapaxes first, then reshape")
+    lines.append(check_close(back, x, f"{name_m}({name_s}(q_big, 2))", atol=1e-12))
+    xb = np.random.default_rng(5).normal(size=(2, 5, 6))  # (batch, n, d_model)
+    hint = "keep the leading axes as they are (`*lead, n, d_model = x.shape`) and act on the last ones"
+    sb = as_float_array(call_on_batch(lambda a: split(a, 3), xb, name_s, hint), "answer", name_s)
+    check_shape(sb, (2, 3, 5, 2), f"{name_s} of a (2, 5, 6) batch into 3 heads")
+    lines.append(check_close(sb, ref.split_heads(xb, 3), f"{name_s} of a (2, 5, 6) batch into 3 heads", atol=0))
+    hb = ref.split_heads(xb, 3)
+    mb = as_float_array(call_on_batch(merge, hb, name_m, hint), "answer", name_m)
+    lines.append(check_close(mb, xb, f"{name_m} of a (2, 3, 5, 2) batch", atol=0))
+    return "\n".join(lines)

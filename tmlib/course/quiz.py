@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tmlib.validation import check_float
 
@@ -223,9 +224,11 @@ def numeric(name: str, question: str, answer: float, tolerance: float, explanati
 # paper (Vaswani et al., 2017, arXiv:1706.03762); see the errata for the tutorial's claims that do not hold.
 #: Q5's answer: the fewest layers L of a width-3 dilated stack with 3^L >= 50 positions in view.
 _DILATED_LAYERS = next(n for n in range(1, 64) if 3 ** n >= 50)
+#: Q4's answer: BLEU's brevity penalty e^(1 - r/c) for c = 90 translated words against r = 100 reference words.
+_BREVITY_PENALTY = math.exp(1 - 100 / 90)
 
-PAPER_QUIZ = (
-    choice("paper-q1", "Q1. What was the key claim of 'Attention Is All You Need'?", [
+_PAPER_QUESTIONS = (
+    choice("paper-q1", "What was the key claim of 'Attention Is All You Need'?", [
         ("Attention was invented in this paper, as a replacement for the recurrent networks of earlier translators.", False,
          "Attention on top of recurrent encoder-decoders dates from Bahdanau et al. (2015)."),
         ("Adding self-attention to a recurrent encoder-decoder makes it train faster and translate better.", False,
@@ -237,7 +240,7 @@ PAPER_QUIZ = (
     ], "The title is the claim: a model built only from attention and position-wise feed-forward layers, with no "
        "recurrence and no convolution, set a new state of the art on WMT 2014 English-German (28.4 BLEU) and "
        "English-French (41.8 BLEU) at a fraction of the training cost."),
-    choice("paper-q2", "Q2. What is the main advantage of the Transformer over a recurrent encoder-decoder?", [
+    choice("paper-q2", "What is the main advantage of the Transformer over a recurrent encoder-decoder?", [
         ("Its cost grows only linearly with the sentence length, where a recurrent layer's grows quadratically.", False,
          "Self-attention costs O(n²·d) per layer: quadratic in the length n."),
         ("In training, all positions are processed in parallel, and any two positions are one attention step apart.",
@@ -249,11 +252,10 @@ PAPER_QUIZ = (
     ], "A recurrent layer needs n sequential steps for n tokens; self-attention needs O(1) sequential operations "
        "and connects every pair of positions directly (the paper's Table 1). That made training much faster on "
        "GPUs: the base model trained in 12 hours on 8 P100s."),
-    choice("paper-q3", "Q3. Which components make up one encoder layer of the Transformer?", [
-        ("An LSTM over the positions, then a multi-head attention layer, then a softmax over the vocabulary.", False,
-         "Figure P.1 shows no LSTM in the encoder. And a softmax over the vocabulary appears once in the whole "
-         "model, after the decoder's last layer, where it turns scores into next-token probabilities: an encoder "
-         "layer hands one vector per position to the next layer, not probabilities."),
+    choice("paper-q3", "Which components make up one encoder layer of the Transformer?", [
+        ("Self-attention and a feed-forward network, with one residual connection around the pair and one layer "
+         "normalisation at the end of the layer.", False,
+         "Count the residual arrows in Figure P.1: each sub-layer has its own, and its own normalisation after it."),
         ("Masked self-attention, cross-attention over the encoder's output and a feed-forward network.", False,
          "That is a decoder layer. An encoder layer cannot attend to the encoder's output: that output is what the "
          "encoder is computing. Nor does it need a causal mask: the whole source sentence is given, so every "
@@ -269,28 +271,28 @@ PAPER_QUIZ = (
     ], "An encoder layer computes LayerNorm(x + SelfAttention(x)), then LayerNorm(x + FFN(x)): the post-LN order "
        "of the paper (Figure P.1). A decoder layer has a third sub-layer, cross-attention over the encoder's "
        "output, and masks its self-attention. Chapters 2, 3 and 5 build each piece."),
-    choice("paper-q4", "Q4. Why did the Transformer change NLP so quickly?", [
-        ("It won the NIPS 2017 best-paper award, which drew the whole field's attention to it at once.", False,
-         "It won no such award: NIPS 2017's three best paper awards went to other papers, named on the "
-         "errata page."),
-        ("It trained in parallel and scaled, so far larger models could be pre-trained on text (BERT, GPT).", True),
-        ("It was the first neural machine translation system, replacing the phrase-based systems of the time.", False,
-         "Neural translation came before it: recurrent encoder-decoders from 2014 on, and the recurrent and "
-         "convolutional systems (GNMT, ConvS2S) that the paper's Table 2 compares with."),
-        ("It made translation fast at inference too: its decoder writes all the words of a translation at once.",
-         False, "Only training runs over all target positions at once, because there the whole target sentence is "
-         "known and the causal mask hides each position's future. A translation is still written one token at a "
-         "time, each step reading the tokens before it."),
-    ], "Parallel training over positions and a simple, uniform architecture made it practical to scale models and "
-       "data; encoder-only (BERT) and decoder-only (GPT) pre-trained models followed within two years. Its success "
-       "came from results and scalability, not from an award."),
-    numeric("paper-q5", "Q5. A stack of causal dilated convolutions with kernel width 3 (dilations 1, 3, 9, ...), "
+    numeric("paper-q4", "The translations of a test set hold c = 90 words in all, their reference translations "
+            "r = 100. By what factor does BLEU's brevity penalty multiply the score? Give three decimals.",
+            _BREVITY_PENALTY, 0.0015,
+            "The translations are shorter than the references (c = 90 ≤ r = 100), so BP = e^(1 − r/c) = "
+            "e^(1 − 100/90) = e^(−1/9) ≈ 0.895: the score drops by about a tenth, though the precisions p_n "
+            "alone would not notice the 10 missing words. BP is not the ratio c/r = 0.9 itself; with c ≥ r it "
+            "would be 1.",
+            hints=[(0.9, "That is the length ratio c/r itself. Look again at the formula for BP: what is the "
+                         "exponent, and what is raised to it?"),
+                   (0.905, "Is r/c = 100/90 exactly 1.1? Keep more digits in the exponent."),
+                   (1.105, "A penalty above 1 would reward short translations. Which length goes on top of the "
+                           "fraction in the exponent?"),
+                   (1.0, "BP is 1 only when the translations are longer than the references. Is c > r here?"),
+                   (0.89, "Close, but give three decimals."),
+                   (-0.111, "That is the exponent. What is BP, given the exponent?")]),
+    numeric("paper-q5", "A stack of causal dilated convolutions with kernel width 3 (dilations 1, 3, 9, ...), "
             "each position reading only itself and earlier positions, reads a sentence of 50 tokens. How many "
             "layers must information from the first token pass through to reach the last one? (A recurrent layer needs 49 steps; self-attention needs one.)",
             _DILATED_LAYERS, 0, "Each layer of kernel width w multiplies the span a position sees by w: after L "
             "layers it covers w to the power L positions, and 3³ = 27 < 50 ≤ 81 = 3⁴, so 4 layers. This is the "
             "O(log_w n) path of the paper's Table 1, against O(n) for recurrence and O(1) for self-attention; "
-            "undilated causal kernels of width 3 would need 25 layers (chapter 12 evaluates the table). Short paths make "
+            "undilated causal kernels of width 3 would need 25 layers. Short paths make "
             "long-range dependencies easier to learn (§4).",
             hints=[(25, "That is the count for kernels without dilation, each layer reaching 2 positions further "
                         "back. With dilations 1, 3, 9, ..., how far back does each layer reach?"),
@@ -301,6 +303,8 @@ PAPER_QUIZ = (
                    (3.6, "Layers come in whole numbers: how many do you need so that the positions they cover "
                          "reach 50?")]),
 )
+#: The five questions, each titled with its number (the page's section heading already says "Check yourself").
+PAPER_QUIZ = tuple(replace(q, title=f"Question {i}") for i, q in enumerate(_PAPER_QUESTIONS, 1))
 
 
 def paper_quiz_block() -> str:
