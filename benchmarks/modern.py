@@ -4,9 +4,10 @@ Multi30k, trained once per variant with the same steps, batches and schedule.
 Variants (``VARIANTS``): the 2017 baseline (post-LN, LayerNorm, ReLU FFN, sinusoids, multi-head attention,
 biases), then pre-LN, then *one* change each on top of pre-LN (RMSNorm; SwiGLU with d_ff × 2/3 so that the
 weights stay the same; RoPE; ALiBi; no positions; GQA with 2 key/value heads; MQA with 1), and the Llama-style
-block with all of them (pre-RMSNorm, SwiGLU, RoPE, GQA, no biases). Four more runs (``LAYOUT_RUNS``) train the
-post-LN and the pre-LN model without the learning-rate warm-up, and with twice the learning rate: the
-pre-LN/post-LN finding of the chapter.
+block with all of them (pre-RMSNorm, SwiGLU, RoPE, GQA, no biases). Six more runs (``LAYOUT_RUNS``) train the
+post-LN and the pre-LN model without the learning-rate warm-up, at the recipe's peak (``lr_factor`` divided by
+sqrt(warm-up)) and at ten times it (the recipe's ``lr_factor``), and with twice the learning rate: the pre-LN/post-LN
+finding of the chapter.
 
 What each run reports (JSON ``runs[]``):
 
@@ -71,10 +72,14 @@ VARIANTS = {
                     {**PRE, "norm": "rms", "ffn": "swiglu", "d_ff": swiglu_hidden_size(BASE.d_ff), "positions": "rope",
                      "n_kv_heads": 2, "bias": False}),
 }
-#: The layout experiment: name -> (overrides, warm-up: True = the recipe's / False = none (1 step), lr multiplier).
+#: The layout experiment: name -> (overrides, warm-up: True = the recipe's / False = none (1 step), lr multiplier;
+#: SAME_PEAK: warm-up^-0.5, so that warm-up 1 peaks where the recipe does: factor · d_model^-0.5 · warmup^-0.5).
 #: The rows "baseline" (post-LN) and "pre-LN" are the same layouts with the recipe's warm-up and learning rate.
+SAME_PEAK = None
 LAYOUT_RUNS = {"post-LN, no warm-up": ({}, False, 1.0), "pre-LN, no warm-up": (PRE, False, 1.0),
-               "post-LN, 2x lr": ({}, True, 2.0), "pre-LN, 2x lr": (PRE, True, 2.0)}
+               "post-LN, 2x lr": ({}, True, 2.0), "pre-LN, 2x lr": (PRE, True, 2.0),
+               "post-LN, no warm-up, same peak": ({}, False, SAME_PEAK),
+               "pre-LN, no warm-up, same peak": (PRE, False, SAME_PEAK)}
 
 
 def kv_cache_bytes_per_token(model: DecoderOnly, batch: int = 2, positions: int = 8) -> float:
@@ -158,7 +163,8 @@ def main(argv=None) -> dict:
     base = dataclasses.replace(BASE, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
     runs = []
     plan = [(name, overrides, args.warmup, 1.0) for name, (_, overrides) in VARIANTS.items()]
-    plan += [(name, overrides, args.warmup if warm else 1, lr) for name, (overrides, warm, lr) in LAYOUT_RUNS.items()]
+    plan += [(name, overrides, args.warmup if warm else 1, args.warmup ** -0.5 if lr is SAME_PEAK else lr)
+             for name, (overrides, warm, lr) in LAYOUT_RUNS.items()]
     for name, overrides, warmup, lr in plan:
         if args.only and name not in args.only:
             continue

@@ -108,6 +108,8 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the batch axes dropped (one sequence only)", replace=(
             ("*lead, n, d_model = x.shape", "lead, (n, d_model) = [], x.shape[-2:]"),))],
     "ex-02-memory": [Mistake("the layers left out", code="attention_bytes = 8 * 32 * 4096**2 * 2")],
+    "ex-02-permute": [Mistake("the columns of W^O swapped instead of its rows", code=(
+        "swap = [1, 0]\nw_o_swapped = m.w_o[:, [2, 3, 0, 1]]"))],
     "ex-02-one-head": [Mistake("the two-head output", code="out_one = output.copy()")],
     "ex-03-ffn": [Mistake("the ReLU left out", replace=(
         ("np.maximum(0.0, np.asarray(x, dtype=float) @ w1 + b1)", "np.asarray(x, dtype=float) @ w1 + b1"),)),

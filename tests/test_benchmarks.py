@@ -188,3 +188,25 @@ def test_run_all_never_writes_into_the_course_records_by_default():
     out = Path(tp[tp.index("--out") + 1])
     assert out.parent == run_all.DEFAULT_OUT_DIR and out.parent.name == "my_results"
     assert out.parent != Path(run_all.__file__).resolve().parent / "results"
+
+
+def test_modern_runs_without_warm_up_at_the_recipes_peak():
+    """The "no warm-up, same peak" runs of the modern comparison (chapter 13) start at the recipe's peak learning
+    rate (peak = factor · d_model^-0.5 · warmup^-0.5: factor / 10 with warm-up 1 equals factor with warm-up 100), and
+    the stored record holds them with the recipe's steps, at the baseline's peak, next to the runs at ten times it."""
+    import modern
+    from tmlib.analysis import load_result
+
+    record = load_result("modern")
+    runs, recipe = {r["name"]: r for r in record["runs"]}, record["recipe"]
+    for layout in ("post-LN", "pre-LN"):
+        overrides, warm, lr = modern.LAYOUT_RUNS[f"{layout}, no warm-up, same peak"]
+        assert not warm and lr is modern.SAME_PEAK
+        assert overrides.get("norm_first", False) == (layout == "pre-LN")
+        same, tenfold = runs[f"{layout}, no warm-up, same peak"], runs[f"{layout}, no warm-up"]
+        assert same["warmup_steps"] == tenfold["warmup_steps"] == 1 and same["diverged"] is None
+        assert same["steps"] == recipe["steps"] and same["tokens"] == runs["baseline"]["tokens"]
+        assert same["config"] == tenfold["config"]
+        assert same["peak_lr"] == pytest.approx(runs["baseline"]["peak_lr"], rel=1e-9)
+        assert tenfold["peak_lr"] == pytest.approx(10 * runs["baseline"]["peak_lr"], rel=1e-9)
+    assert {r["name"] for r in record["runs"]} >= set(modern.VARIANTS) | set(modern.LAYOUT_RUNS)

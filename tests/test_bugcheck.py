@@ -54,7 +54,9 @@ def test_causality_check_catches_mask_bugs(bug):
     x = np.random.default_rng(1).normal(size=(6, 4))
     fine = lambda z: B.attention_with_bug(z, z, z, R.causal_mask(6))[0]  # noqa: E731
     assert check_causal(fine, x).startswith("correct")
-    with pytest.raises(AssertionError, match="can see the future"):
+    # the hint names every mask bug the check is shown catching, the inverted convention included
+    with pytest.raises(AssertionError, match=r"can see the future \(is the causal mask missing, flipped, off by one, "
+                                             r"or of the opposite convention, True = blocked\?\)"):
         check_causal(lambda z: B.attention_with_bug(z, z, z, R.causal_mask(6), bug)[0], x)
 
 
@@ -131,21 +133,27 @@ def test_token_signal():
     assert abs(right - 1) < 0.15
     assert B.token_scale(embed(lambda d: 1.0), 64) == pytest.approx(right / 8, rel=1e-9)  # unscaled: 1/sqrt(64)
     assert B.check_token_signal(embed(math.sqrt)).startswith("correct")
-    with pytest.raises(AssertionError, match="words weigh less than their positions"):
+    with pytest.raises(AssertionError, match="words weigh less than 1.2 times their positions"):
         B.check_token_signal(embed(lambda d: 1.0))
     with pytest.raises(AssertionError, match="words weigh more than twice their positions"):
         B.check_token_signal(embed(lambda d: d))
-    with pytest.raises(AssertionError, match="words weigh less than their positions at d_model = 256; the words "
-                                             "weigh more than twice their positions at d_model = 16$"):
+    with pytest.raises(AssertionError, match="words weigh less than 1.2 times their positions at d_model = 256; "
+                                             "the words weigh more than twice their positions at d_model = 16$"):
         B.check_token_signal(embed(lambda d: 8.0))  # right for d_model = 64 only
-    with pytest.raises(AssertionError, match="words weigh less than their positions at every d_model checked, "
-                                             "worst at d_model = 256$"):
+    with pytest.raises(AssertionError, match="words weigh less than 1.2 times their positions at every d_model "
+                                             "checked, worst at d_model = 256$"):
         B.check_token_signal(embed(lambda d: 1.0), (16, 64, 256))  # the worse, the wider the model
-    with pytest.raises(AssertionError, match="words weigh less than their positions at d_model = 64 and 256, "
+    with pytest.raises(AssertionError, match="words weigh less than 1.2 times their positions at d_model = 64 and 256, "
                                              "worst at d_model = 256$"):
         B.check_token_signal(embed(lambda d: 4.0), (16, 64, 256))  # right for d_model = 16 only
     with pytest.raises(AssertionError, match="words weigh less"):
         B.check_token_signal(embed(lambda d: 1.0, scale_pe=0.1))  # the positions shrunk instead
+    # √(d_model/2) gives the positions' own 0.71, which the old lower edge 0.7 let through at two widths of three
+    assert all(abs(B.token_scale(embed(lambda d: math.sqrt(d / 2)), d) - 0.71) < 0.05 for d in (16, 64, 256))
+    with pytest.raises(AssertionError, match="less than 1.2 times their positions at every d_model checked"):
+        B.check_token_signal(embed(lambda d: math.sqrt(d / 2)), (16, 64, 256))
+    # the right factor stays clear of the lower edge at every width the chapter's exercise tries
+    assert min(B.token_scale(embed(math.sqrt), d) for d in (16, 64, 256)) > 0.85 + 0.1
 
 
 def _smoothed(logits, targets, eps, log_p=None):

@@ -1702,9 +1702,11 @@ def _run_check_cell(notebook: str, exercise: str, **names) -> str:
     from tmlib.analysis import flops as FL
     from tmlib.course import check_close, check_rows_sum_to_one, check_shape
     from tmlib.course.checks import require_answered
+    from tmlib.course.exercise_checks import check_swapped_heads, check_temperature
 
     namespace = dict(np=np, R=R, FL=FL, check_close=check_close, check_shape=check_shape,
-                     check_rows_sum_to_one=check_rows_sum_to_one, require_answered=require_answered, **names)
+                     check_rows_sum_to_one=check_rows_sum_to_one, require_answered=require_answered,
+                     check_temperature=check_temperature, check_swapped_heads=check_swapped_heads, **names)
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
@@ -1716,9 +1718,11 @@ def _run_check_cell(notebook: str, exercise: str, **names) -> str:
 
 def test_temperature_check_cell_names_the_scores_multiplied_by_tau():
     """Exercise 1.6 (a reader of r54): w_q3 from scores * τ is named, as the scores divided twice already were; the
-    right answer still passes with its three lines."""
-    scores = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [2.0, 1.0, 1.0]])  # the cell reads query 3's row only
+    right answer still passes with its three lines. The cell calls the library check (a reader of r66: the check
+    written out in the cell showed the expression due)."""
+    scores = E.ATTENTION_EXAMPLE_1.q @ E.ATTENTION_EXAMPLE_1.k.T  # (3, 3): example 1's scores
     taus = np.geomspace(0.05, 20, 60)
+    assert "scores[2]" not in _check_cell("01_attention_by_hand", "ex-01-temperature")
     right = _run_check_cell("01_attention_by_hand", "ex-01-temperature", scores=scores,
                             w_q3=np.array([R.softmax(scores[2] / t) for t in taus]))
     assert "AssertionError" not in right and right.count("correct:") == 3, right
@@ -1735,6 +1739,7 @@ def test_permute_check_cell_names_the_columns_of_w_o_swapped():
     the right W^O still passes both tests."""
     m = E.MHA_EXAMPLE_2
     output = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)[0]
+    assert "w_o[:, [2, 3, 0, 1]]" not in _check_cell("02_multi_head_attention", "ex-02-permute")
     right = _run_check_cell("02_multi_head_attention", "ex-02-permute", m=m, output=output,
                             w_o_swapped=np.concatenate([m.w_o[2:], m.w_o[:2]]))
     assert "AssertionError" not in right and right.count("correct:") == 2, right
@@ -1957,3 +1962,40 @@ def test_split_merge_names_the_plain_reshape_and_a_wrong_axis_order_never_the_he
         check_split_merge(split, lambda x: x.reshape(*x.shape[:-3], x.shape[-2], -1))
     with pytest.raises(AssertionError, match="fails on a batch"):
         check_split_merge(lambda x, h: np.swapaxes(x.reshape(x.shape[-2], h, x.shape[-1] // h), 0, 1), merge)
+
+
+def test_check_temperature_accepts_the_curve_and_names_each_slip():
+    """Exercise 1.6 (a reader of r66): the check takes only w_q3; no message shows the weights due or the expression
+    that gives them."""
+    from tmlib.course.exercise_checks import check_temperature
+
+    s = (E.ATTENTION_EXAMPLE_1.q @ E.ATTENTION_EXAMPLE_1.k.T)[2]  # (3,): query 3's scores
+    taus = np.geomspace(0.05, 20, 60)
+    right = np.array([R.softmax(s / t) for t in taus])
+    assert check_temperature(right).count("correct:") == 3
+    wrong = {"multiplied by τ": np.array([R.softmax(s * t) for t in taus]),
+             "already-scaled": np.array([R.softmax(s / np.sqrt(2) / t) for t in taus]),
+             "is not right yet": np.array([R.softmax(s / np.sqrt(t)) for t in taus]),
+             "key 3": np.array([R.softmax(np.array([2.0, 1.0, 0.0]) / t) for t in taus]),
+             "has a weight of 0": np.tile([1.0, 0.0, 0.0], (60, 1))}
+    for hint, answer in wrong.items():
+        message = _raises(check_temperature, answer)
+        assert hint in message, (hint, message)
+        assert "scores[2] / t" not in message and "/ τ)" not in message, message
+    with pytest.raises(ValueError, match="shape"):
+        check_temperature(right[:, :2])
+
+
+def test_check_swapped_heads_accepts_the_row_blocks_and_names_the_columns():
+    """Exercise 2.3 (a reader of r66): the check takes only w_o_swapped; a wrong answer never learns which rows."""
+    from tmlib.course.exercise_checks import check_swapped_heads
+
+    w_o = E.MHA_EXAMPLE_2.w_o
+    assert check_swapped_heads(np.concatenate([w_o[2:], w_o[:2]])).count("correct:") == 2
+    columns = _raises(check_swapped_heads, w_o[:, [2, 3, 0, 1]])
+    assert "columns swapped" in columns and "rows 3 and 4" not in columns
+    for answer in (w_o, w_o.T, np.concatenate([w_o[1:], w_o[:1]])):
+        message = _raises(check_swapped_heads, answer)
+        assert "is not right yet" in message and "columns" not in message, message
+    with pytest.raises(ValueError, match="shape"):
+        check_swapped_heads(w_o[:2])

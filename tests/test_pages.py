@@ -184,12 +184,14 @@ def test_chapter_10_states_what_token_scale_measures_and_the_band_of_its_check()
                where="notebooks/10_finding_bugs.ipynb (embeddings not scaled)")
 
 
-def test_chapter_13_says_the_warm_up_runs_also_raise_the_peak():
-    """The learning objective and the Summary name both changes of the runs without warm-up (reader r65)."""
+def test_chapter_13_separates_no_warm_up_from_a_tenfold_peak():
+    """The learning objective and the Summary separate the runs without warm-up at the recipe's peak from those at
+    ten times it (readers r65, r66), and the layout table prints both pairs' peaks."""
     page = _page("notebooks/13_modern_transformer.ipynb")
-    _assert_in(page, "when the learning-rate warm-up is removed (which here also raises the peak learning rate "
-               "tenfold)", "Removing the warm-up (which here also raises the peak learning rate tenfold",
-               where="notebooks/13_modern_transformer.ipynb (objective and Summary)")
+    _assert_in(page, "without the learning-rate warm-up, at the same peak learning rate and at a tenfold one",
+               "Without warm-up at the same peak learning rate", "At a tenfold peak without warm-up",
+               "post-LN, no warm-up, same peak", "post-LN, no warm-up, 10x peak",
+               where="notebooks/13_modern_transformer.ipynb (objective, layout table and Summary)")
 
 
 def test_errata_cross_attention_padding_entry_quotes_chapter_5():
@@ -242,7 +244,8 @@ def test_chapter_13_positions_verdict_matches_the_stored_runs():
 
 def test_chapter_13_verdicts_match_the_stored_runs_and_the_printed_threshold():
     """The statements of chapter 13's prose about the stored runs (the layout table, the unigram floor, the
-    comparison), and its tie/direction verdicts against the tie threshold that its seed cell printed."""
+    comparison), and its verdicts ("within seed noise" / "beyond seed noise") against the threshold that its seed cell
+    printed."""
     record = _record("modern_cpu.json")
     runs = {r["name"]: r for r in record["runs"]}
     loss = {n: r["val_loss"] for n, r in runs.items()}
@@ -253,6 +256,18 @@ def test_chapter_13_verdicts_match_the_stored_runs_and_the_printed_threshold():
     assert abs(loss["post-LN, no warm-up"] - float(unigram[1])) < 0.0015  # "within about 0.001 of the unigram"
     assert loss["pre-LN, no warm-up"] < float(unigram[1]) - 1.0  # "more than a nat lower"
     assert loss["pre-LN, 2x lr"] < loss["pre-LN"] < loss["baseline"] < loss["post-LN, 2x lr"]
+    # without warm-up at the recipe's peak: both layouts far above their runs with warm-up, post-LN a little more;
+    # at ten times the peak pre-LN ends lower than at the same peak, post-LN higher
+    same = {"post-LN": loss["post-LN, no warm-up, same peak"] - loss["baseline"],
+            "pre-LN": loss["pre-LN, no warm-up, same peak"] - loss["pre-LN"]}
+    assert same["post-LN"] > same["pre-LN"] > 0.5, same
+    assert loss["pre-LN, no warm-up"] < loss["pre-LN, no warm-up, same peak"]
+    assert loss["post-LN, no warm-up"] > loss["post-LN, no warm-up, same peak"]
+    printed = re.search(r"same peak, minus with warm-up: post-LN \+(\d\.\d+), pre-LN \+(\d\.\d+)", page)
+    assert printed and printed[1] == f"{same['post-LN']:.3f}" and printed[2] == f"{same['pre-LN']:.3f}"
+    _assert_in(page, f"post-LN by {printed[1]} nats, pre-LN by {printed[2]}",
+               f"({loss['pre-LN, no warm-up']:.3f} against {loss['pre-LN, no warm-up, same peak']:.3f})",
+               where="notebooks/13_modern_transformer.ipynb (the layout runs)")
     # the comparison
     assert runs["pre-LN"]["parameters"] - runs["baseline"]["parameters"] == 2 * 128  # the final LayerNorm
     kv = {n: r["kv_cache_bytes_per_token"] for n, r in runs.items()}
@@ -274,9 +289,8 @@ def test_chapter_13_verdicts_match_the_stored_runs_and_the_printed_threshold():
     assert max(positions) - min(positions) < threshold < min(gap[n] for n in ("+RoPE", "+ALiBi", "+no positions"))
     assert max(abs(gap[n]) for n in ("+RMSNorm", "+GQA (2 KV heads)", "+MQA (1 KV head)")) < threshold
     assert abs(loss["Llama-style"] - loss["+RoPE"]) < threshold
-    # SwiGLU and pre-LN at twice the rate: "gaps near the threshold", the least certain verdicts
-    for g in (gap["+SwiGLU"], loss["pre-LN"] - loss["pre-LN, 2x lr"]):
-        assert abs(g - threshold) < 0.05, (g, threshold)
+    # SwiGLU: "within seed noise but near its edge"
+    assert 0 < threshold - gap["+SwiGLU"] < 0.05, (gap["+SwiGLU"], threshold)
     # "Longer than trained": every scheme's loss falls beyond position 16, "by at most 0.08" apart, over the
     # stored count of tokens at positions >= 16
     assert max(fall.values()) < 0
@@ -301,6 +315,23 @@ def test_chapter_12_compares_the_cached_steps_from_its_table():
                "cached decoding: every GPU repeat slower than every CPU repeat at 50 output tokens",
                "only at 50 tokens was every GPU repeat slower than every CPU repeat",
                where="notebooks/12_efficiency.ipynb (the cache on a GPU)")
+
+
+def test_chapter_12_kv_cache_gpu_leads_with_the_printed_operator_counts():
+    """The cache on a GPU opens with its claim and the operator count: "143 of them in a cached step and 162 in an
+    uncached one, about 11 µs per call", and the largest product's share, each as the cells print it; the profile
+    section opens with the products' share of the step as its printout gives it."""
+    page = _page("notebooks/12_efficiency.ipynb")
+    calls = re.search(r"operator calls of decoding step 50: (\d+) cached, (\d+) uncached", page)
+    per_call = re.search(r"the GPU's cached step at 50 tokens: [\d.]+ ms, (\d+) µs per call", page)
+    share = re.search(r"GPU: the output projection, the largest product, took (\d+\.\d)% of a cached step", page)
+    products = re.search(r"matrix products \(mm, addmm\) +[\d.]+ +(\d+)%", page)
+    assert calls and per_call and share and products, "chapter 12's operator count, GPU share or profile is missing"
+    _assert_in(page, f"counts {calls[1]} of them in a cached step and {calls[2]} in an uncached one, about "
+               f"{per_call[1]} µs per call", f"the largest product took {share[1]}% of a cached GPU step",
+               f"The matrix products take {products[1]}% of the step's time",
+               "the most bytes allocated during the call, above what was held before it (the inputs)",
+               where="notebooks/12_efficiency.ipynb (the cache on a GPU; the profile; the measurements)")
 
 
 def test_instructors_chapter_12_question_quotes_the_chapters_speed_ups():
@@ -465,6 +496,35 @@ def test_measurements_page_times_the_first_case_again():
     assert "start-up cost of the process" not in page and "ns per score entry" not in page
 
 
+def test_measurements_page_spread_test_tightens_with_windows():
+    """The spread test (AGREE) rejects more runs as windows are added at a fixed noise; the interval test does not:
+    the page prints a seeded simulation and states its shares, names the paired t-test, and explains the fit start."""
+    from scipy import stats
+
+    from tmlib.analysis.measurements import AGREE, LEVEL
+
+    page = _page("book/measurements.ipynb")
+    rng = np.random.default_rng(0)  # as the page's simulation cell
+    rejects, errs = {}, {}
+    for w in (3, 5, 7, 31):
+        logs = rng.normal(0, 0.2, size=(10_000, w))
+        rejects[w] = np.mean(np.exp(logs.max(axis=1) - logs.min(axis=1)) >= AGREE)
+        half = stats.t.ppf((1 + LEVEL) / 2, w - 1) * logs.std(axis=1, ddof=1) / np.sqrt(w)
+        errs[w] = np.mean(np.abs(logs.mean(axis=1)) > half)
+    assert rejects[3] < rejects[5] < rejects[7] < rejects[31] and all(abs(e - 0.05) < 0.01 for e in errs.values())
+    _assert_in(page, f"test 1 rejects {rejects[3]:.0%} of runs with 3 windows and {rejects[31]:.0%} with 31",
+               f"test 2 errs in {errs[3]:.0%} of runs", "paired $t$-test on the log-times, at the 5% level",
+               "rerun it on a quieter machine", "The remedy is a new record on a quieter machine",
+               where="book/measurements.ipynb (the acceptance rule)")
+    assert "more windows to test" not in page and "new record with more windows" not in " ".join(page.split())
+    fu = {r["n"]: r["median_s"] for r in _record("attention_cost_cpu.json")["results"]["rows"]
+          if r["method"] == "sdpa" and r["pass"] == "forward"}
+    _assert_in(page, f"{1e3 * fu[128]:.2f} ms at $n = 128$ to {1e3 * fu[256]:.2f} ms at $n = 256$, "
+                     f"{fu[256] / fu[128]:.0f} times for a doubling", "n = 64, 128:\\nnot in the fit",
+               where="book/measurements.ipynb (Where a fit starts)")
+    assert page.count("| the modern Transformer | on a busy machine") == 1  # the lessons table, once
+
+
 def test_measurements_page_results_at_a_glance():
     text = _measurements()  # (translate_cpu*.json: test_measurements_page_runs_side_by_side)
 
@@ -518,8 +578,8 @@ def test_measurements_page_results_at_a_glance():
     modern = {r["name"]: r for r in _record("modern_cpu.json")["runs"]}
     _assert_in(text, f"{len(modern)} runs of {modern['baseline']['steps']} steps",
                f"({modern['baseline']['tokens']:,} training tokens)",
-               *(f"{k:20s} validation loss {modern[k]['val_loss']:.3f}"
-                 for k in ("baseline", "pre-LN", "Llama-style", "post-LN, no warm-up")),
+               *(f"{k + (', 10x peak' if k.endswith('no warm-up') else ''):31s} validation loss "
+                 f"{modern[k]['val_loss']:.3f}" for k in ("baseline", "pre-LN", "Llama-style", "post-LN, no warm-up")),
                where="book/measurements.ipynb (modern_cpu.json)")
     # "pre-LN and the Llama-style block end below the 2017 baseline, and post-LN without warm-up far above it"
     assert modern["Llama-style"]["val_loss"] < modern["pre-LN"]["val_loss"] < modern["baseline"]["val_loss"]
@@ -699,9 +759,9 @@ def test_measurements_page_precision_probe_section():
                    native["training_median_target_tokens_per_s"]["bfloat16"]
                    / native["training_median_target_tokens_per_s"]["float32"]),
                where="book/measurements.ipynb (probe)")
-    w = native["training_target_tokens_per_s"]
-    windows = {k: ", ".join(f"{x:,}" for x in v[:-1]) + f" and {v[-1]:,}" for k, v in w.items()}
-    _assert_in(text, f"float32 {windows['float32']}, bf16 {windows['bfloat16']}", where="book/measurements.ipynb (probe)")
+    w = native["training_target_tokens_per_s"]  # printed window by window; the prose interprets, not retypes
+    _assert_in(text, "native, training windows: " + "; ".join(f"{k} {', '.join(f'{x:,}' for x in v)}" for k, v in w.items()),
+               where="book/measurements_record.ipynb (probe)")
     auto = _record("translate_cpu_auto.json")
     assert auto["precision"] == "float32" and "float32 0.48 s, bf16 0.51 s" in auto["note"]
     _assert_in(text, "its own probe: float32 0.48 s, bf16 0.51 s; kept float32", where="book/measurements.ipynb (probe)")
@@ -807,7 +867,7 @@ def test_clone_command_uses_the_repository_address():
     assert "git clone" not in _page("book/intro.md") and "{doc}`installation`" in _page("book/intro.md")
     assert _page("book/intro.md").count(f"<{url}>") == 2  # the address itself, in the site's and the PDF's text
     for rel in ("book/installation.md",):
-        _assert_in(_page(rel), f"git clone {url}\ncd {url.rsplit('/', 1)[1]}\nmake lab", where=rel)
+        _assert_in(_page(rel), f"git clone {url}\ncd {url.rsplit('/', 1)[1]}\ncp -r student mywork\nmake lab", where=rel)
     # the instructors' page links the repository's CONTRIBUTING.md and LICENSE at the same address
     links = re.findall(r"\]\((\S+?)/blob/main/(CONTRIBUTING\.md|LICENSE)\b", _page("book/instructors.md"))
     assert {f for _, f in links} == {"CONTRIBUTING.md", "LICENSE"} and {a for a, _ in links} == {url}, links
@@ -912,8 +972,9 @@ def test_measurements_page_runs_side_by_side():
     # your run: the run chapter 9 trained where the page runs, named as such
     _assert_in(section, "The cell below reads chapter 9's run from the `runs/` folder",
                "On this website it shows the run of the machine that built the page",
-               'print(fill(f"chapter 9\'s run in {run_dir.parent.name}/{run_dir.name}: " + text', "show_source(your_run)",
+               'print(fill(f"chapter 9\'s run in {run_dir.parent.name}/{run_dir.name}: " + text',
                where="book/measurements.ipynb (your run)")
+    assert "show_source(your_run)" not in section  # its printout is the point, not its formatting code
     fast, auto = rows["translate_cpu.json"], rows["translate_cpu_auto.json"]
     seed1 = rows["translate_cpu_seed1.json"]
     per_min = {n: r["steps"] / r["minutes_trained"] for n, r in rows.items()}
@@ -951,7 +1012,10 @@ def test_measurements_page_runs_side_by_side():
                f"lie {m12:.4f} apart, {m12 / max(seed_nll):.1f} times the larger seed gap",
                f"{m12:.4f} apart: {m12 / max(seed_nll):.1f} times the larger of the seeds' gaps",
                where="book/measurements_record.ipynb (validation cross-entropy)")
-    assert f"{max(gaps) / min(seed_nll):.0f} times" not in section  # a single pair quoted as a precise yardstick
+    # dividing by the larger gap (after the last step) is the conservative choice; the like-for-like ratios printed too
+    _assert_in(section, f"against the like-for-like gap, in lowest validation cross-entropy ({min(seed_nll):.4f}): "
+                        f"{gaps[0] / min(seed_nll):.0f} and {gaps[1] / min(seed_nll):.0f} times",
+               "dividing by it is conservative", where="book/measurements_record.ipynb (validation cross-entropy)")
     # the yardstick was measured in bf16 near step 1,430; M3's lowest is its last step: the seed-1 run near that step
     curve = {step: nll for _, step, nll in seed1["val_nll_per_epoch"]}
     near = min(curve, key=lambda step: abs(step - m3r["steps"]))
@@ -1234,13 +1298,13 @@ def test_dropout_full_run_claims():
     assert [int(p // 1.103) for p in (8, 9)] == [7, 8]  # in the time of P passes dropout 0.1 makes P - 1
     ahead = {k: f"{kept[1][k - 1] - kept[0][k - 1]:.3f}" for k in (4, 6, 7, 8, 9)}
     assert ahead == {4: "0.181", 6: "0.093", 7: "0.014", 8: "-0.040", 9: "-0.079"}, ahead
+    assert all(kept[1][k] > kept[0][k] for k in range(7)) and all(kept[1][k] < kept[0][k] for k in (7, 8))
     m1, m3 = seed0["epochs_completed"], _record("translate_cpu_avx2.json")
     assert m1 == 9 and m3["epochs_completed"] == 3 and m3["steps"] < d[3][1]  # "fewer than four" passes
     _assert_in(_page(MEASUREMENTS[1]),
                f"lowest validation cross-entropy {drop['best_val_nll']:.3f} against {seed0['best_val_nll']:.3f}, "
                f"test BLEU {drop['beam4']['bleu']:.2f} against {seed0['beam4']['bleu']:.2f}",
-               "Dropout 0 is ahead after 4 passes by 0.181, after 6 by 0.093 and after 7 by 0.014; it is behind after "
-               "8 by 0.040 and after 9 by 0.079", "So dropout 0.1 pays from nine passes (printed above)",
+               "Dropout 0 is ahead for seven passes and behind after eight and nine (the last row)", "So dropout 0.1 pays from nine passes (printed above)",
                f"{kept[1][6] - kept[0][6]:+.3f} for $P = 8$ (dropout 0 still lower), "
                f"{kept[1][7] - kept[0][7]:+.3f} for $P = 9$ (dropout 0.1 lower)".replace("-", "\u2212"),
                "the time that nine passes take without dropout",
@@ -1314,3 +1378,13 @@ def test_chapter_9_states_its_runs_results_in_sentences():
     assert "How the budget's estimate compares with this run" in prose and "validation passes = epochs" not in prose
     pace = next(c for c in cells if c["cell_type"] == "code" and "run_pace(" in "".join(c["source"]))
     assert "hide-cell" in pace["metadata"].get("tags", [])
+    # the machine and the precision in a folded cell of their own, not in the training cell's printout
+    machine = next(c for c in cells if c["cell_type"] == "code" and "describe_machine(trained" in "".join(c["source"]))
+    assert "hide-cell" in machine["metadata"].get("tags", []) and "load_or_train(" not in "".join(machine["source"])
+    # the failure table marks its causes as guesses where nothing tests them, and names middling scores for what
+    # they are; Figure 9.4 compares this page's run with the stored one of the same seed
+    table = next(s for s in said if s.startswith("| failure | example from this run |"))
+    assert table.count("A guess, not tested here") == 2 and "middling scores: errors or paraphrases?" in table
+    page = _page("notebooks/09_training_translator.ipynb")
+    assert "reference bias" not in table and "8,000 tokens" not in page and "vocabulary of 8,000" in page
+    assert re.search(r"common validation steps \([\d,]+ to [\d,]+\): largest \|difference\| \d\.\d{4} nats", page)

@@ -389,7 +389,7 @@ def test_chapter_1_saturation_numbers_quoted_in_the_text():
         q, k = rng.standard_normal((4000, d)), rng.standard_normal((4000, d))
         ratios.append(np.einsum("nd,nd->n", q, k).var() / d)
     assert all(0.95 < r < 1.05 for r in ratios)
-    top, jac, top_s = [], [], []
+    top, jac, top_s, jac_s = [], [], [], []
     for d in d_ks:
         q, k = rng.standard_normal((500, 1, d)), rng.standard_normal((500, 16, d))
         s = (q @ k.transpose(0, 2, 1))[:, 0, :]
@@ -401,6 +401,22 @@ def test_chapter_1_saturation_numbers_quoted_in_the_text():
                 jac.append(np.linalg.norm(j, axis=(1, 2)).mean())
             else:
                 top_s.append(p.max(-1).mean())
+                jac_s.append(np.linalg.norm(j, axis=(1, 2)).mean())
     assert round(top[0], 2) == 0.41 and round(top[2], 2) == 0.84 and round(top[-1], 2) == 0.97
     assert 7.0 < jac[0] / jac[-1] < 8.0
     assert all(0.22 < t < 0.26 for t in top_s)
+    # "at d_k = 64 ... 0.1773 against 0.3052 ..., at d_k = 1024 ... 0.0437 against 0.3054, seven times smaller"
+    assert [round(x, 4) for x in (jac[2], jac_s[2], jac[-1], jac_s[-1])] == [0.1773, 0.3052, 0.0437, 0.3054]
+    assert round(jac_s[-1] / jac[-1]) == 7
+
+
+def test_chapter_1_jacobian_norm_of_uniform_and_two_key_softmax():
+    """The crossing dropdown: ||diag(p) - p pᵀ||_F is √(n-1)/n for a uniform p (≈ 0.24 for 16 keys) and 0.5, the
+    largest value, for p split equally between two keys."""
+    def norm(p):
+        return np.linalg.norm(np.diag(p) - np.outer(p, p))
+
+    assert np.isclose(norm(np.full(16, 1 / 16)), np.sqrt(15) / 16) and round(np.sqrt(15) / 16, 2) == 0.24
+    assert np.isclose(norm(np.r_[0.5, 0.5, np.zeros(14)]), 0.5)
+    rng = np.random.default_rng(0)
+    assert all(norm(R.softmax(rng.normal(scale=3.0, size=16))) <= 0.5 + 1e-12 for _ in range(2000))

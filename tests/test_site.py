@@ -180,3 +180,18 @@ def test_no_tracked_file_over_5_mb():
            and (ROOT / f.decode()).stat().st_size > 5 * 2**20]
     assert not big, f"tracked files over 5 MB: {big}"
     assert (VENDOR / "onnxruntime-web/ort-wasm-simd-threaded.wasm.gz").is_file()
+
+
+@pytest.mark.skipif(not BUILDS, reason="no built site (run `make book`)")
+@pytest.mark.parametrize("html_dir", BUILDS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_page_shows_a_raw_markdown_table(html_dir):
+    # A table that a chapter builds from its run (IPython's Markdown output) is a table only if myst-nb renders
+    # Markdown outputs with tables (nb_render_markdown_format: gfm); CommonMark shows its "|---|" row as text
+    # (typeset as "|—|").
+    pages = [p for p in html_dir.rglob("*.html") if "_static" not in p.parts]
+    raw = []
+    for page in pages:
+        text = re.sub(r"<pre\b.*?</pre>", "", page.read_text(errors="replace"), flags=re.S)
+        if re.search(r"\|\s*(:?-{3,}:?|—)\s*\|", text):  # "---" becomes "—" in a paragraph
+            raw.append(page.relative_to(html_dir).as_posix())
+    assert not raw, f"a raw Markdown table shown on {raw}"

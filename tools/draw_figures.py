@@ -46,7 +46,7 @@ class Canvas:
         ty = y + h / 2 + (0 if chapter is None else -5)
         self.text(x + w / 2, ty + 5, text, size=13)
         if chapter is not None:
-            self.text(x + w / 2, y + h - 6, chapter, size=10, colour="#555", italic=True)
+            self.text(x + w / 2, y + h - 6, chapter, size=13, colour="#555", italic=True)  # ~11 px on the page
 
     def text(self, x, y, s, size=12, colour="#111", anchor="middle", italic=False, bold=False, mono=False):
         size = LEGIBLE.get(size, size)
@@ -99,7 +99,7 @@ def transformer() -> str:
         c.text(cx, 633, "+", size=16)
         px = cx + side * 30 if side > 0 else cx - 30 - 150
         c.box(px, 610, 150, 36, "positional encoding", None, "embed")
-        c.text(px + 75, 660, "chapter 4", size=10, colour="#555", italic=True)
+        c.text(px + 75, 660, "chapter 4", size=13, colour="#555", italic=True)
         c.arrow((px if side > 0 else px + 150, 628), (cx + side * 10, 628))
         c.arrow((cx, 618), (cx, 594))
     # encoder layer
@@ -150,7 +150,7 @@ def _scaled_dot_product(c: Canvas, x: int, title: str, w: int = 200) -> None:
     c.text(x + w / 2, 18, title, size=13, bold=True)
     c.box(x, 340, w, 34, "MatMul  Q K<tspan baseline-shift='super' font-size='11'>T</tspan>", None, "attn")
     c.box(x, 286, w, 34, f"Scale  ÷ √{sub('d', 'k')}", None, "plain")
-    c.box(x, 232, w, 34, "Mask (optional) · ch. 1, 5", None, "plain")
+    c.box(x, 232, w, 34, "Mask (optional)", None, "plain")
     c.box(x, 178, w, 34, "Softmax over keys", None, "attn")
     c.box(x, 90, w, 34, "MatMul  with V", None, "attn")
     c.arrows_up(x + w / 2, ((340, 320), (286, 266), (232, 212), (178, 124)))

@@ -50,6 +50,8 @@ _LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
 # and describes them, "...; installing the course; running it as an instructor.": the entry and its description go
 _LIST_ENTRY = re.compile(r"[,;]\s*\{doc\}`(?:[./]*book/)?instructors`")
 _DESCRIPTION = re.compile(r";\s*running it as an instructor(?=\.)")
+# or gives the page a row of its own, "* - For instructors\n  - {doc}`instructors`\n  - Running ...": the row goes
+_TABLE_ROW = re.compile(r"^\* - [^\n]*\n(?:  [^\n]*\n)*", re.M)
 
 
 def _is_instructors(role: str, target: str) -> bool:
@@ -63,9 +65,11 @@ def _is_instructors(role: str, target: str) -> bool:
 
 def unlink_instructors(text: str) -> str:
     """`text` (Markdown) without links to the instructors' page: a list entry of the welcome page's course map is
-    dropped with its description, any other link becomes its text."""
+    dropped with its description, a row of a list table that links the page is dropped, any other link becomes its
+    text."""
     text = _DESCRIPTION.sub("", text) if _LIST_ENTRY.search(text) else text
     text = _LIST_ENTRY.sub("", text)
+    text = _TABLE_ROW.sub(lambda m: "" if _links_in(m.group(0)) else m.group(0), text)
 
     def role(m: re.Match) -> str:
         kind, title, target = m.group(1), m.group(2), m.group(3) or m.group(4)
@@ -77,6 +81,10 @@ def unlink_instructors(text: str) -> str:
         return m.group(1) if _is_instructors("link", m.group(2)) else m.group(0)
 
     return _LINK.sub(link, _ROLE.sub(role, text))
+
+
+def _links_in(text: str) -> bool:
+    return any(_is_instructors(m.group(1), (m.group(3) or m.group(4)).strip()) for m in _ROLE.finditer(text))
 
 
 def links_to_instructors(text: str) -> list[str]:

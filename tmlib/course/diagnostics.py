@@ -101,7 +101,8 @@ def check_causal(fn, x, what: str = "your function", *, axis: int = -2, atol: fl
         if (moved & past).any():
             first = int(np.argwhere(moved & past)[0][axis])
             raise AssertionError(f"{what}: position {first} changes when the inputs after position {t} change: it "
-                                 "can see the future (is the causal mask missing, flipped or off by one?)")
+                                 "can see the future (is the causal mask missing, flipped, off by one, or of the "
+                                 "opposite convention, True = blocked?)")
     return f"correct: {what} is causal: no output changes when a later input changes (tolerance {atol:g})"
 
 

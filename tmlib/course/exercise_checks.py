@@ -20,7 +20,8 @@ __all__ = ["check_attention_result", "check_merged_alignment", "check_feed_forwa
            "check_multi_head_result", "check_multi_head_attention", "check_feed_forward", "check_encoder_layer",
            "check_score_spread", "check_encoding_row", "check_positional_encoding", "check_decoder_layer",
            "check_rope_scores", "check_wavelength_pair", "check_key_shifts", "check_one_head", "check_relu_bias",
-           "check_ln_of_affine", "check_masked_attention", "check_split_merge"]
+           "check_ln_of_affine", "check_masked_attention", "check_split_merge", "check_temperature",
+           "check_swapped_heads"]
 
 
 def _atol_of(tolerance: dict) -> float:
@@ -579,6 +580,65 @@ def check_key_shifts(w_shifted, w_other, *, names: tuple[str, str] = ("w_shifted
         raise AssertionError(f"{name_o} is what a shift shared by all keys gives (the weights of example 1 "
                              "unchanged): add u to the first key only")
     lines.append(check_close(w, _attention(q, k + shift, v)[1], "weights after shifting key 1 only", atol=1e-9))
+    return "\n".join(lines)
+
+
+def check_temperature(answer, what: str = "w_q3") -> str:
+    """Exercise 1.6 on example 1 (:data:`tmlib.course.examples.ATTENTION_EXAMPLE_1`): ``answer``, of shape (60, 3),
+    holds in row t the weights of query 3 when √d_k is replaced by the temperature τ = ``np.geomspace(0.05, 20,
+    60)[t]``. Checks that each row is a distribution with positive weights, that keys 2 and 3 (equal scores) get
+    equal weights, and that log(weight of key 1 / weight of key 2) · τ is the same score gap at every τ. A failure
+    names two slips (the already-scaled scores divided by τ, the scores multiplied by τ) and never the weights due
+    nor the expression that gives them. Raises AssertionError on a wrong answer."""
+    from tmlib.course.diagnostics import check_rows_sum_to_one
+    from tmlib.course.examples import ATTENTION_EXAMPLE_1 as ex
+
+    require_answered(answer, what)
+    w = as_float_array(answer, "answer", what)
+    check_shape(w, (60, 3), what)
+    lines = [check_rows_sum_to_one(w, what),
+             check_close(w[:, 2], w[:, 1], "each weight of key 3 (whose score equals key 2's)", atol=1e-9)]
+    if not (w > 0).all():
+        raise AssertionError(f"{what} has a weight of 0: at these temperatures every weight of a softmax is positive")
+    q, k = np.asarray(ex.q, dtype=float), np.asarray(ex.k, dtype=float)
+    s = (q @ k.T)[2]  # (3,): query 3's unscaled scores
+    taus = np.geomspace(0.05, 20, 60)
+    slips = [(s[None, :] / np.sqrt(q.shape[-1]) / taus[:, None],
+              "τ replaces √d_k, it does not come on top of it: did you divide the already-scaled scores?"),
+             (s[None, :] * taus[:, None], "is what the scores multiplied by τ give: τ takes the place of √d_k in "
+              "softmax(scores / √d_k), it does not multiply the scores")]
+    for z, hint in slips:
+        if np.allclose(w, ref.softmax(z), rtol=1e-5, atol=1e-8):
+            raise AssertionError(f"{what}: {hint}" if hint.startswith("τ") else f"{what} {hint}")
+    lines.append(check_close(np.log(w[:, 0] / w[:, 1]) * taus, np.full(60, s[0] - s[1]),
+                             "log(weight of key 1 / weight of key 2) · τ, at each temperature", atol=1e-6))
+    return "\n".join(lines)
+
+
+def check_swapped_heads(w_o_swapped, what: str = "w_o_swapped", *, seed: int = 7) -> str:
+    """Exercise 2.3 on chapter 2's two-head example (:data:`tmlib.course.examples.MHA_EXAMPLE_2`): ``w_o_swapped``
+    of shape (4, 4) is the W^O that keeps the output unchanged when heads 1 and 2 exchange their W^Q, W^K, W^V.
+    The output with the heads swapped is compared with the example's output, on its three tokens and on 6 other
+    tokens drawn with ``seed`` (a W^O fitted to three tokens fails there). A failure names W^O with its columns
+    swapped, never which part of W^O to swap. Raises AssertionError on a wrong answer."""
+    from tmlib.course.examples import MHA_EXAMPLE_2 as m
+
+    require_answered(w_o_swapped, what)
+    w = as_float_array(w_o_swapped, "answer", what)
+    check_shape(w, (4, 4), what)
+    w_o = np.asarray(m.w_o, dtype=float)
+    if np.allclose(w, w_o[:, [2, 3, 0, 1]]):
+        raise AssertionError(f"{what} is W^O with its columns swapped: a column of W^O makes one feature of the "
+                             "output from both heads. Which part of W^O does each head's block of "
+                             "Concat(head_1, head_2) multiply?")
+    swap = [1, 0]
+    lines = []
+    x = np.random.default_rng(seed).normal(size=(6, 4))  # (6, d_model): other tokens
+    for (x_q, x_k, x_v), name in [((m.q, m.k, m.v), "output with swapped heads and your w_o_swapped"),
+                                  ((x, x, x), "output on 6 other tokens with your w_o_swapped")]:
+        same = ref.multi_head_attention(x_q, x_k, x_v, m.w_q, m.w_k, m.w_v, w_o)[0]
+        swapped = ref.multi_head_attention(x_q, x_k, x_v, m.w_q[swap], m.w_k[swap], m.w_v[swap], w)[0]
+        lines.append(check_close(swapped, same, name.replace("your w_o_swapped", f"your {what}"), atol=1e-9))
     return "\n".join(lines)
 
 

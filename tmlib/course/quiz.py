@@ -228,27 +228,37 @@ _DILATED_LAYERS = next(n for n in range(1, 64) if 3 ** n >= 50)
 _BREVITY_PENALTY = math.exp(1 - 100 / 90)
 
 _PAPER_QUESTIONS = (
-    choice("paper-q1", "What was the key claim of 'Attention Is All You Need'?", [
-        ("Attention was invented in this paper, as a replacement for the recurrent networks of earlier translators.", False,
-         "Attention on top of recurrent encoder-decoders dates from Bahdanau et al. (2015)."),
-        ("Adding self-attention to a recurrent encoder-decoder makes it train faster and translate better.", False,
-         "The paper removes recurrence altogether: a model that still has recurrent layers still runs over the "
-         "positions one after another."),
-        ("Attention alone, without recurrence or convolution, is enough for state-of-the-art translation.", True),
-        ("More attention heads translate better: the more heads a layer has, the higher the BLEU score.", False,
-         "The paper's Table 3 shows otherwise: 32 heads score lower than 8 or 16."),
-    ], "The title is the claim: a model built only from attention and position-wise feed-forward layers, with no "
-       "recurrence and no convolution, set a new state of the art on WMT 2014 English-German (28.4 BLEU) and "
-       "English-French (41.8 BLEU) at a fraction of the training cost."),
+    choice("paper-q1", "The paper splits d_model = 512 into h = 8 heads of d_k = d_v = 64 and says that the total "
+           "cost is about that of one attention over all 512 dimensions. Why?", [
+        ("The 8 heads share one set of projection matrices, so the layer learns and applies the weights of one "
+         "head only.", False,
+         "Each head has its own W_i^Q, W_i^K and W_i^V. Each is only 64 columns wide, so the 8 of them together "
+         "hold as many weights as one 512-wide projection."),
+        ("Each head attends to an eighth of the positions, so each one computes an eighth of the matrix of "
+         "scores.", False,
+         "Every head compares every query with every key: each head's matrix of scores is n × n. What is smaller "
+         "in a head is the width of the vectors it compares."),
+        ("Each head works in 64 dimensions, so the 8 heads' projections and dot products add up to those of one "
+         "512-wide head.", True),
+        ("The softmax is computed once for all the heads together, and the softmax is what dominates the cost "
+         "of attention.", False,
+         "Each head has its own softmax over its own n × n scores. The cost that stays the same is that of the "
+         "projections and dot products, which grow with the width of the vectors."),
+    ], "Each head projects to d_k = d_v = 512 / 8 = 64 dimensions. The 8 heads' projections together are as large "
+       "as one 512 × 512 projection, and their dot products cost 8 · n² · 64 = n² · 512 multiply-adds, as those of "
+       "one head of width 512 do (the paper's §3.2.2). Chapter 2 builds the heads."),
     choice("paper-q2", "What is the main advantage of the Transformer over a recurrent encoder-decoder?", [
-        ("Its cost grows only linearly with the sentence length, where a recurrent layer's grows quadratically.", False,
+        ("Its cost per layer grows only linearly with the sentence length, where a recurrent layer's cost grows "
+         "quadratically.", False,
          "Self-attention costs O(n²·d) per layer: quadratic in the length n."),
-        ("In training, all positions are processed in parallel, and any two positions are one attention step apart.",
-         True),
-        ("It has far fewer parameters than a recurrent encoder-decoder of the same quality.", False,
+        ("In training, all positions are processed in parallel, and any two positions are one attention step "
+         "apart.", True),
+        ("It reaches the same BLEU with far fewer parameters, since attention layers need smaller weight "
+         "matrices than LSTMs.", False,
          "The paper makes no such claim: it never compares its parameter counts with those of recurrent models, "
          "and its models are not small (65 million parameters for the base model, 213 million for the big one)."),
-        ("It needs no positional information, since attention sees every position at once.", False, "It needs positional encodings, because attention ignores order."),
+        ("It needs no positional information, since attention sees every position of the sentence at once, in "
+         "any order.", False, "It needs positional encodings, because attention ignores order."),
     ], "A recurrent layer needs n sequential steps for n tokens; self-attention needs O(1) sequential operations "
        "and connects every pair of positions directly (the paper's Table 1). That made training much faster on "
        "GPUs: the base model trained in 12 hours on 8 P100s."),
@@ -283,6 +293,7 @@ _PAPER_QUESTIONS = (
                    (0.905, "Is r/c = 100/90 exactly 1.1? Keep more digits in the exponent."),
                    (1.105, "A penalty above 1 would reward short translations. Which length goes on top of the "
                            "fraction in the exponent?"),
+                   (1.111, "That is r/c itself. BP raises e to a power: which power?"),
                    (1.0, "BP is 1 only when the translations are longer than the references. Is c > r here?"),
                    (0.89, "Close, but give three decimals."),
                    (-0.111, "That is the exponent. What is BP, given the exponent?")]),
@@ -296,6 +307,8 @@ _PAPER_QUESTIONS = (
             "long-range dependencies easier to learn (§4).",
             hints=[(25, "That is the count for kernels without dilation, each layer reaching 2 positions further "
                         "back. With dilations 1, 3, 9, ..., how far back does each layer reach?"),
+                   (24, "Close to the count for kernels without dilation, but the dilations change it. With "
+                        "dilations 1, 3, 9, ..., how far back does each layer reach?"),
                    (3, "How many positions do 3 layers cover, the position itself included? Is that enough for a "
                        "sentence of 50 tokens?"),
                    (3.56, "Layers come in whole numbers: how many do you need so that the positions they cover "
