@@ -1734,8 +1734,9 @@ def test_temperature_check_cell_names_the_scores_multiplied_by_tau():
     assert "did you divide the already-scaled scores?" in twice and "multiplied" not in twice, twice
 
 
-def test_permute_check_cell_names_the_columns_of_w_o_swapped():
-    """Exercise 2.3 (a reader of r54): W^O's columns swapped instead of its rows is named, without saying which rows;
+def test_permute_check_cell_names_the_blocks_in_the_wrong_order():
+    """Exercise 2.3 (readers of r54 and r67): W^O's column blocks exchanged (the same matrix as its rows 1 and 2
+    exchanged) is named as the heads' W^O blocks in the wrong order, never as a column swap or with which rows;
     the right W^O still passes both tests."""
     m = E.MHA_EXAMPLE_2
     output = R.multi_head_attention(m.q, m.k, m.v, m.w_q, m.w_k, m.w_v, m.w_o)[0]
@@ -1745,7 +1746,8 @@ def test_permute_check_cell_names_the_columns_of_w_o_swapped():
     assert "AssertionError" not in right and right.count("correct:") == 2, right
     columns = _run_check_cell("02_multi_head_attention", "ex-02-permute", m=m, output=output,
                               w_o_swapped=np.concatenate([m.w_o[:, 2:], m.w_o[:, :2]], axis=1))
-    assert "AssertionError: w_o_swapped is W^O with its columns swapped" in columns, columns
+    assert "AssertionError: w_o_swapped is not right yet: this W^O gives the output of the heads' W^O blocks in the " \
+           "wrong order" in columns and "columns" not in columns, columns
     assert "rows 3 and 4" not in columns and "m.w_o[2:]" not in columns, columns
     unchanged = _run_check_cell("02_multi_head_attention", "ex-02-permute", m=m, output=output, w_o_swapped=m.w_o)
     assert "AssertionError" in unchanged and "columns" not in unchanged, unchanged
@@ -1986,14 +1988,18 @@ def test_check_temperature_accepts_the_curve_and_names_each_slip():
         check_temperature(right[:, :2])
 
 
-def test_check_swapped_heads_accepts_the_row_blocks_and_names_the_columns():
-    """Exercise 2.3 (a reader of r66): the check takes only w_o_swapped; a wrong answer never learns which rows."""
+def test_check_swapped_heads_accepts_the_row_blocks_and_names_the_wrong_order():
+    """Exercise 2.3 (readers of r66 and r67): the check takes only w_o_swapped; a wrong answer never learns which
+    rows. W^O's column blocks exchanged equals W^O's rows 1 and 2 exchanged here, so its message claims no column
+    swap."""
     from tmlib.course.exercise_checks import check_swapped_heads
 
     w_o = E.MHA_EXAMPLE_2.w_o
     assert check_swapped_heads(np.concatenate([w_o[2:], w_o[:2]])).count("correct:") == 2
-    columns = _raises(check_swapped_heads, w_o[:, [2, 3, 0, 1]])
-    assert "columns swapped" in columns and "rows 3 and 4" not in columns
+    for answer in (w_o[:, [2, 3, 0, 1]], w_o[[1, 0, 2, 3]]):
+        order = _raises(check_swapped_heads, answer)
+        assert "W^O blocks in the wrong order" in order and "column" not in order, order
+        assert "rows 3 and 4" not in order and "rows 1 and 2" not in order, order
     for answer in (w_o, w_o.T, np.concatenate([w_o[1:], w_o[:1]])):
         message = _raises(check_swapped_heads, answer)
         assert "is not right yet" in message and "columns" not in message, message

@@ -224,3 +224,53 @@ def test_a_hint_on_the_second_try_comes_before_the_explanation(tmp_path):
     (_, hidden1, _), (_, hidden2, text2), (_, hidden3, _) = seen
     assert hidden1 and hidden2 and not hidden3
     assert "No dilation?" in text2 and "Try again with this hint." in text2
+
+
+def _gives_away(right: str, question: str, feedback: str) -> str | None:
+    """Why a wrong option's feedback would give the right option away, or None: it holds the right option's text,
+    four of its words in a row, or a number of it that the question does not state (indices such as "key 2"
+    aside)."""
+    words = lambda t: re.findall(r"[\w'.^-]+", t.lower())  # noqa: E731
+    numbers = lambda t: {float(x) for x in re.findall(r"\d+(?:\.\d+)?", re.sub(r"\bkeys? \d+", "", t))}  # noqa: E731
+    if right.lower() in feedback.lower():
+        return "the right option's text"
+    r, f = words(right), " ".join(words(feedback))
+    for i in range(len(r) - 3):
+        if " ".join(r[i:i + 4]) in f:
+            return f"the right option's words {' '.join(r[i:i + 4])!r}"
+    if numbers(right) - numbers(question) & numbers(feedback):
+        return f"the right option's number(s) {numbers(right) - numbers(question) & numbers(feedback)}"
+    return None
+
+
+def _stored_choices(path: Path, name: str) -> tuple[str, list[tuple[str, bool, str]]]:
+    """The question and (text, correct, feedback) options of a quiz as stored in a notebook's output."""
+    import html as H
+
+    for cell in nbformat.read(path, as_version=4).cells:
+        for out in cell.get("outputs", []):
+            page = "".join(out.get("data", {}).get("text/html", ""))
+            if f'id="tm-quiz-{name}"' in page:
+                question = H.unescape(re.search(r'<p class="tm-quiz-question">(.*?)</p>', page).group(1))
+                options = re.findall(r'data-correct="(true|false)" data-picked="false" data-feedback="(.*?)">(.*?)'
+                                     r'</button>', page)
+                return question, [(H.unescape(t), c == "true", H.unescape(f)) for c, f, t in options]
+    raise AssertionError(f"{name} not found in {path}")
+
+
+def test_a_wrong_options_feedback_does_not_give_the_right_option_away():
+    """The explanation waits for a second try, so the note on a wrong pick must say why it is wrong without stating
+    the right option (paper Q1 and Q3 and chapter 12's second question once did)."""
+    quizzes = [(q.name, q.question, list(q.options)) for q in Q.PAPER_QUIZ if q.kind == "choice"]
+    quizzes.append(("nb12-online-state",
+                    *_stored_choices(ROOT / "notebooks/12_efficiency.ipynb", "nb12-online-state")))
+    assert len(quizzes) == 4 and all(len(options) == 4 for _, _, options in quizzes)
+    for name, question, options in quizzes:
+        right = [text for text, ok, _ in options if ok]
+        for text, ok, note in options:
+            if not ok:
+                for r in right:
+                    assert _gives_away(r, question, note) is None, (name, text, _gives_away(r, question, note))
+    # the check catches a stated number (chapter 12's old note) and a copied phrase
+    assert _gives_away("2.0000, and the output would be wrong", "l = 1.4931", "so l = 1 + 1 = 2.")
+    assert _gives_away("each followed by a residual addition", "q", "Each is followed by a residual addition.")

@@ -619,8 +619,10 @@ def check_swapped_heads(w_o_swapped, what: str = "w_o_swapped", *, seed: int = 7
     """Exercise 2.3 on chapter 2's two-head example (:data:`tmlib.course.examples.MHA_EXAMPLE_2`): ``w_o_swapped``
     of shape (4, 4) is the W^O that keeps the output unchanged when heads 1 and 2 exchange their W^Q, W^K, W^V.
     The output with the heads swapped is compared with the example's output, on its three tokens and on 6 other
-    tokens drawn with ``seed`` (a W^O fitted to three tokens fails there). A failure names W^O with its columns
-    swapped, never which part of W^O to swap. Raises AssertionError on a wrong answer."""
+    tokens drawn with ``seed`` (a W^O fitted to three tokens fails there). W^O with its column blocks exchanged
+    (the same matrix as W^O with its rows 1 and 2 exchanged, for this example) is named as W^O blocks in the wrong
+    order, never as a column swap, and never with which part of W^O to swap. Raises AssertionError on a wrong
+    answer."""
     from tmlib.course.examples import MHA_EXAMPLE_2 as m
 
     require_answered(w_o_swapped, what)
@@ -628,9 +630,9 @@ def check_swapped_heads(w_o_swapped, what: str = "w_o_swapped", *, seed: int = 7
     check_shape(w, (4, 4), what)
     w_o = np.asarray(m.w_o, dtype=float)
     if np.allclose(w, w_o[:, [2, 3, 0, 1]]):
-        raise AssertionError(f"{what} is W^O with its columns swapped: a column of W^O makes one feature of the "
-                             "output from both heads. Which part of W^O does each head's block of "
-                             "Concat(head_1, head_2) multiply?")
+        raise AssertionError(f"{what} is not right yet: this W^O gives the output of the heads' W^O blocks in "
+                             "the wrong order (for this W^O, more than one swap of its entries gives this matrix). "
+                             "Which part of W^O does each head's block of Concat(head_1, head_2) multiply?")
     swap = [1, 0]
     lines = []
     x = np.random.default_rng(seed).normal(size=(6, 4))  # (6, d_model): other tokens

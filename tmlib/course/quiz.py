@@ -232,18 +232,17 @@ _PAPER_QUESTIONS = (
            "cost is about that of one attention over all 512 dimensions. Why?", [
         ("The 8 heads share one set of projection matrices, so the layer learns and applies the weights of one "
          "head only.", False,
-         "Each head has its own W_i^Q, W_i^K and W_i^V. Each is only 64 columns wide, so the 8 of them together "
-         "hold as many weights as one 512-wide projection."),
+         "The heads share no projections: each head i has its own W_i^Q, W_i^K and W_i^V (the paper's §3.2.2), so "
+         "the layer applies 8 sets of them, not one."),
         ("Each head attends to an eighth of the positions, so each one computes an eighth of the matrix of "
          "scores.", False,
-         "Every head compares every query with every key: each head's matrix of scores is n × n. What is smaller "
-         "in a head is the width of the vectors it compares."),
+         "Every head compares every query with every key: each head's matrix of scores is n × n, not an eighth of "
+         "it."),
         ("Each head works in 64 dimensions, so the 8 heads' projections and dot products add up to those of one "
          "512-wide head.", True),
         ("The softmax is computed once for all the heads together, and the softmax is what dominates the cost "
          "of attention.", False,
-         "Each head has its own softmax over its own n × n scores. The cost that stays the same is that of the "
-         "projections and dot products, which grow with the width of the vectors."),
+         "Each head computes its own softmax over its own n × n scores: 8 softmaxes, not one."),
     ], "Each head projects to d_k = d_v = 512 / 8 = 64 dimensions. The 8 heads' projections together are as large "
        "as one 512 × 512 projection, and their dot products cost 8 · n² · 64 = n² · 512 multiply-adds, as those of "
        "one head of width 512 do (the paper's §3.2.2). Chapter 2 builds the heads."),
@@ -262,10 +261,11 @@ _PAPER_QUESTIONS = (
     ], "A recurrent layer needs n sequential steps for n tokens; self-attention needs O(1) sequential operations "
        "and connects every pair of positions directly (the paper's Table 1). That made training much faster on "
        "GPUs: the base model trained in 12 hours on 8 P100s."),
-    choice("paper-q3", "Which components make up one encoder layer of the Transformer?", [
+    choice("paper-q3", "Which components make up one encoder layer of the paper's Transformer?", [
         ("Self-attention and a feed-forward network, with one residual connection around the pair and one layer "
          "normalisation at the end of the layer.", False,
-         "Count the residual arrows in Figure P.1: each sub-layer has its own, and its own normalisation after it."),
+         "Count the residual arrows and the layer normalisations in Figure P.1's encoder layer: is there only one "
+         "of each?"),
         ("Masked self-attention, cross-attention over the encoder's output and a feed-forward network.", False,
          "That is a decoder layer. An encoder layer cannot attend to the encoder's output: that output is what the "
          "encoder is computing. Nor does it need a causal mask: the whole source sentence is given, so every "
