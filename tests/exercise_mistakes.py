@@ -492,6 +492,18 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the right slopes sorted, not in head order",
                 code="slopes_6 = [2.0 ** -1, 2.0 ** -2, 2.0 ** -3, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8]"),
     ],
+    "ex-13-gqa": [
+        Mistake("the key/value heads shared in the order 0, 1, 0, 1 (repeat, not repeat_interleave)", replace=(
+            ("k = k.repeat_interleave(group, dim=1)", "k = k.repeat(1, group, 1, 1)"),
+            ("v = v.repeat_interleave(group, dim=1)", "v = v.repeat(1, group, 1, 1)"))),
+        Mistake("no causal mask", replace=(
+            ('weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)', "weights = scores.softmax(dim=-1)"),)),
+        Mistake("the scores divided by d_k, not its square root", replace=(
+            ("/ math.sqrt(q.shape[-1])", "/ q.shape[-1]"),)),
+        Mistake("the keys shared, the values not", replace=(("    v = v.repeat_interleave(group, dim=1)\n", ""),)),
+        Mistake("each key/value head repeated n_heads times, not n_heads // n_kv_heads", replace=(
+            ("group = q.shape[1] // k.shape[1]", "group = q.shape[1]"),)),
+    ],
     "ex-14-names": [
         Mistake("the encoder's second LayerNorm named as the decoder's", replace=(
             ('"encoder": {"norm1": "self_attn_layer_norm", "norm2": "final_layer_norm"}',

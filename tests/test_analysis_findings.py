@@ -330,3 +330,55 @@ def test_ranks_in_cost_carry_their_direction():
     assert got == ["the costliest of 24", "2nd costliest of 24", "3rd costliest of 24", "4th costliest of 24",
                    "11th costliest of 24", "12th costliest of 24", "13th costliest of 24", "21st costliest of 24",
                    "22nd costliest of 24", "23rd costliest of 24"]
+
+
+def _perm(changed, changed_off, tvd=0.5) -> pd.DataFrame:
+    """A permutation table of the heads of _stats, as permutation_effects returns it with argmax_changed_off."""
+    return _stats()[["kind", "layer", "head"]].assign(attention_tvd=tvd, attention_jsd=0.4, output_tvd=0.05,
+                                                     argmax_changed=changed, argmax_changed_off=changed_off)
+
+
+def test_ratio_sharpness_merges_the_ratios_with_the_head_statistics():
+    stats, ablation = _stats(), _ablation()
+    breadth = (stats["entropy"] / stats["max_entropy"]).to_numpy()  # 0.9 0.8 0.2 0.4 0.2 0.5 0.5 0.6
+    order = np.argsort(breadth, kind="stable")  # the sharpest first: give it the highest ratio
+    changed = np.empty(8)
+    changed[order] = np.linspace(0.16, 0.02, 8)
+    f = I.permutation_findings(_perm(changed, 0.04, tvd=np.linspace(0.3, 0.9, 8)), ablation, stats)
+    s = f["sharpness"]
+    assert isinstance(s, I.Findings) and list(s["table"]["ratio"]) == sorted(f["ratios"], reverse=True)
+    assert list(s["table"]["name"][:2]) == ["enc-self L1 H0", "dec-self L0 H0"]  # the two sharpest (0.2)
+    row = s["table"].set_index("name").loc["cross L0 H1"]
+    assert row["entropy / max"] == pytest.approx(0.6) and row["attention_tvd"] == pytest.approx(0.9)
+    assert s["rho"]["entropy / max"] < -0.9 and s["verdict"] == "sharper higher"
+    assert s["self_looking"]["name"] == "dec-self L0 H0" and s["highest"]["name"] == "enc-self L1 H0"
+    text = " ".join(str(s).split())
+    assert "finding: the ratio follows how sharp a head is (rank correlation with entropy / max -0.4 or lower)" in text
+    assert "the lowest ratio, enc-self L0 H0's, is a broad head's (entropy / max 0.90, the median head's 0.50)" in text
+    assert all(len(line) <= WIDTH for line in s.lines)
+
+
+def test_ratio_sharpness_states_each_verdict_by_its_threshold():
+    stats = _stats()
+    breadth = (stats["entropy"] / stats["max_entropy"]).to_numpy()
+    f = I.findings.ratio_sharpness(_perm(0.04, 0.04), stats, breadth * 2)  # the broader, the higher
+    assert f["verdict"] == "broader higher" and f["rho"]["entropy / max"] == pytest.approx(1.0)
+    assert "finding: the broader heads tend to have the higher ratios" in " ".join(str(f).split())
+    unrelated = np.array([1.0, 1.2, 1.1, 0.9, 0.8, 1.3, 0.7, 1.05])
+    rho = pd.Series(unrelated).rank().corr(pd.Series(breadth).rank())
+    g = I.findings.ratio_sharpness(_perm(0.04, 0.04), stats, unrelated)
+    assert abs(rho) < 0.4 and g["rho"]["entropy / max"] == pytest.approx(rho) and g["verdict"] == "independent"
+    assert "finding: the ratio does not follow how sharp a head is" in " ".join(str(g).split())
+    h = I.findings.ratio_sharpness(_perm(0.04, 0.04), stats, unrelated, threshold=abs(rho) / 2)  # a lower bar: it follows
+    assert h["verdict"] == ("sharper higher" if rho < 0 else "broader higher")
+    same = I.findings.ratio_sharpness(_perm(0.04, 0.04), stats, np.ones(8))  # one ratio: no ranks to correlate
+    assert np.isnan(same["rho"]["entropy / max"]) and same["verdict"] == "independent"
+    assert "every head has the same ratio or breadth" in " ".join(str(same).split())
+
+
+def test_ratio_sharpness_checks_its_inputs():
+    stats = _stats()
+    with pytest.raises(ValueError, match="one value per row of perm"):
+        I.findings.ratio_sharpness(_perm(0.04, 0.04), stats, [1.0, 2.0])
+    with pytest.raises(ValueError, match="missing from stats: cross L0 H1"):
+        I.findings.ratio_sharpness(_perm(0.04, 0.04), stats.iloc[:-1], np.ones(8))

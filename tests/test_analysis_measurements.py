@@ -216,3 +216,32 @@ def test_record_threads_reads_tables_keyed_by_thread_count():
     assert record_threads({"machine": {"torch_threads": 2}, "note_by_threads": "2 and 4"}) == [2]  # not a table
     assert record_threads({}) == []
     assert record_threads(load_result("kv_cache")) == [1, 2]  # the KV-cache record times one step with 1 and 2 threads
+
+
+def test_rejection_rates_apply_the_rule_of_verdict():
+    """The simulation's two shares are verdict's spread test and ratio_interval's test, run by run, on the same draws."""
+    from tmlib.analysis.measurements import ratio_interval, rejection_rates
+
+    rates = rejection_rates((3, 8), 0.3, runs=300, seed=1)
+    rng = np.random.default_rng(1)  # the same draws, in the same order
+    for w in (3, 8):
+        runs = np.exp(rng.normal(0, 0.3, size=(300, w)))
+        rejected = np.mean([verdict(r).endswith("so not yet a measurement") for r in runs])
+        found = np.mean([not (ratio_interval(r)[1] <= 1 <= ratio_interval(r)[2]) for r in runs])
+        assert rates[w] == {"spread": pytest.approx(rejected), "interval": pytest.approx(found)}
+    assert 0 < rates[3]["spread"] < rates[8]["spread"] < 1
+    assert list(rejection_rates(5, 0.2, runs=10)) == [5]  # one int: one number of windows
+
+
+def test_rejection_rates_known_shares_and_limits():
+    from tmlib.analysis.measurements import rejection_rates
+
+    rates = rejection_rates((3, 31), 0.2)  # the page's seeded simulation (seed 0, 10,000 runs)
+    assert rates[3] == {"spread": 0.0361, "interval": 0.0489}  # drawn before 31's runs, from one generator
+    assert rates[31]["spread"] == pytest.approx(0.8299) and abs(rates[31]["interval"] - 0.05) < 0.01
+    assert rejection_rates(7, 1e-3, runs=500)[7]["spread"] == 0  # tiny noise: the windows always agree
+    assert rejection_rates(7, 3.0, runs=500)[7]["spread"] == 1  # huge noise: they never do
+    for bad in ({"windows": 1}, {"windows": (3, 1)}, {"windows": ()}, {"windows": 2.5}, {"sigma": 0},
+                {"sigma": -0.1}, {"sigma": float("nan")}, {"runs": 0}):
+        with pytest.raises(ValueError):
+            rejection_rates(**{"windows": 3, "sigma": 0.2, "runs": 10, **bad})

@@ -88,3 +88,26 @@ def test_stored_mfu_record_step_profile(stored):
     assert "22.97 ms = 20.39 ms of smaller kernels + 2.58 ms without a kernel" in str(profile)  # the fourth GPU run
     for name, ms in profile["bars"].items():  # the printout names every bar of the figure, with its time
         assert any(line.strip().startswith(name) and f"{ms:.1f}" in line for line in profile.lines), name
+
+
+# ---------------------------------------------------------------- repeated timings
+def test_repeats_apart_only_when_the_repeats_do_not_overlap():
+    assert RC.repeats_apart([1.0, 2.0], [3.0, 2.5]) == "faster"
+    assert RC.repeats_apart((3.0, 2.5), (1.0, 2.0)) == "slower"
+    assert RC.repeats_apart([1.0, 3.0], [2.0, 4.0]) is None  # medians differ, repeats overlap
+    assert RC.repeats_apart([1.0, 2.0], [2.0, 3.0]) is None  # a shared edge is an overlap
+    assert RC.repeats_apart([5.0], [5.0, 6.0]) is None
+    assert RC.repeats_apart(iter([1.0]), iter([2.0])) == "faster"  # any sequence, read once
+    for a, b in (([], [1.0]), ([1.0], []), ([], [])):
+        with pytest.raises(ValueError):
+            RC.repeats_apart(a, b)
+
+
+def test_repeats_apart_in_the_stored_table1_record():
+    """Figure 12.3's asterisks: attention against the LSTM, 3 repeats each, at the 35 points of the CPU grid."""
+    cases = {}
+    for r in B.load_result("table1", "cpu")["results"]["grid"]:
+        cases.setdefault((r["d"], r["n"]), {})[r["layer"]] = r["times_s"]
+    sides = {k: RC.repeats_apart(v["self_attention"], v["recurrent"]) for k, v in cases.items()}
+    assert len(sides) == 35 and sum(s is not None for s in sides.values()) == 17
+    assert sorted(k for k, s in sides.items() if s == "slower") == [(128, 1024), (256, 1024)]

@@ -140,3 +140,97 @@ def test_expected_epochs_divide_by_the_slowdown_only_with_dropout():
     for bad in [(-1.0, 1.1, 0.1), (9.0, 0.9, 0.1), (9.0, 1.1, 1.0), (9.0, 1.1, -0.1)]:
         with pytest.raises(ValueError):
             expected_epochs(*bad)
+
+
+def _history(val_nll, val_loss, n_steps=100, loss=2.0):
+    """A made-up history: ``n_steps`` steps of constant training loss, a validation pass every 25 steps."""
+    val_step = [25 * (i + 1) for i in range(len(val_nll))]
+    return {"step": list(range(1, n_steps + 1)), "loss": [loss] * n_steps, "val_step": val_step,
+            "val_loss": val_loss, "val_nll": val_nll}
+
+
+def test_progress_sentence_says_whether_the_run_still_improved():
+    from tmlib.analysis.runs import progress_sentence
+
+    falling = progress_sentence(_history([3.0, 2.5, 2.0, 1.5], [3.2, 2.7, 1.9, 1.8]), best_step=100)
+    assert falling == ("This run was still improving at its last validation pass: its lowest cross-entropy, 1.500 "
+                       "nats (perplexity 4.5), at step 100, validation pass 4 of 4. The model holds the weights of "
+                       "step 100. Of its 4 label-smoothed validation losses, 2 lie below the smoothed training loss, "
+                       "at steps 75, 100.")
+    rising = progress_sentence(_history([3.0, 1.5, 1.6, 1.7], [3.2, 1.9, 2.1, 2.2]))
+    assert rising.startswith("This run's validation cross-entropy was lowest at 1.500 nats (perplexity 4.5), at step "
+                             "50, validation pass 2 of 4, and rose in the 2 passes after it: the last, at step 100, "
+                             "gave 1.700 (label-smoothed 2.200).")
+    assert "holds the weights" not in rising and rising.endswith("1 lies below the smoothed training loss, at step 50.")
+    one = progress_sentence(_history([1.5, 1.6], [2.5, 2.6]))
+    assert "rose in the 1 pass after it" in one and one.endswith("0 lie below the smoothed training loss.")
+    assert "Of its 1 label-smoothed validation loss," in progress_sentence(_history([1.5], [2.5]))
+    with pytest.raises(ValueError, match="val_nll"):
+        progress_sentence({"step": [1], "loss": [2.0]})
+    with pytest.raises(ValueError, match="losses"):
+        progress_sentence({**_history([1.5], [2.5]), "loss": [2.0]})
+
+
+def test_beam_greedy_sentence_compares_the_rounded_scores():
+    from tmlib.analysis.runs import beam_greedy_sentence
+
+    def scores(beam, greedy):
+        return {"beam 4": {"bleu": beam, "chrf": 57.31}, "greedy": {"bleu": greedy, "chrf": 56.64}}
+
+    assert beam_greedy_sentence(scores(37.62, 36.61)) == ("On this run beam search scores 1.0 BLEU above greedy "
+                                                          "decoding (37.6 against 36.6), and chrF 57.3 against 56.6.")
+    assert "scores 0.3 BLEU below greedy decoding (36.3 against 36.6)" in beam_greedy_sentence(scores(36.3, 36.6))
+    assert "scores the same BLEU as greedy decoding (36.6 against 36.6)" in beam_greedy_sentence(scores(36.62, 36.58))
+    with pytest.raises(KeyError):
+        beam_greedy_sentence({"greedy": {"bleu": 1.0, "chrf": 1.0}})
+
+
+def test_stored_run_sentence_names_the_run_of_the_same_dropout():
+    import pandas as pd
+    from tmlib.analysis.runs import stored_run_sentence
+
+    runs = pd.DataFrame({"dropout": [0.0, 0.0, 0.1], "lowest validation cross-entropy": [1.874, 1.875, 1.796],
+                         "BLEU (cased, beam 4)": [37.62, 38.54, 38.44]},
+                        index=["no dropout, first seed", "no dropout, second seed", "dropout 0.1, first seed"])
+    with_dropout = stored_run_sentence(2262, 9, 0.1, 1.7921, runs)
+    assert with_dropout == ("This page's run (2,262 steps, 9 epochs, dropout 0.1) reached a lowest validation "
+                            "cross-entropy of 1.792 nats; the stored run \u201cdropout 0.1, first seed\u201d reached "
+                            "1.796. The two seeds without dropout lie 0.9 BLEU and 0.001 nats of cross-entropy apart.")
+    assert "\u201cno dropout, first seed\u201d reached 1.874." in stored_run_sentence(939, 3, 0.0, 2.1, runs)
+    alone = stored_run_sentence(939, 3, 0.2, 2.1, runs.iloc[2:])  # no stored run of its dropout, no seed pair
+    assert alone == ("This page's run (939 steps, 3 epochs, dropout 0.2) reached a lowest validation cross-entropy "
+                     "of 2.100 nats.")
+
+
+def test_same_run_sentence_tells_the_same_run_from_another():
+    from tmlib.analysis.runs import common_steps_difference, same_run_sentence
+
+    record = {"val_nll_per_epoch": [[1, 238, 3.9765], [2, 476, 2.918], [2, 500, 2.9]], "steps": 500,
+              "kept_step": 500, "best_val_nll": 2.9, "beam4": {"bleu": 30.04},
+              "train_config": {"seed": 0}, "machine": {"cpu_model": "AMD EPYC"}}
+    history = {"val_step": [238, 476, 600], "val_nll": [3.97651, 2.91799, 2.8]}
+    steps, differ = common_steps_difference(history, record)
+    assert steps == [238, 476] and differ < 5e-5
+    assert common_steps_difference({"val_step": [1], "val_nll": [3.0]}, record) is None
+    kw = dict(seed=0, cpu_model="AMD EPYC", steps=600, lowest=2.8, best_step=600, bleu=29.6)
+    same = same_run_sentence(differ, 476, record, **kw)
+    assert same == ("Same seed, same configuration, same kind of CPU: up to step 476 this page's run computed the "
+                    "same validation cross-entropies as the stored run, and it then made 100 more steps (600 against "
+                    "500). Its kept weights, the same training 100 steps further on, have the lower cross-entropy "
+                    "(2.800 against 2.900) yet the lower BLEU (29.6 against 30.0): 0.4 BLEU apart for nearly the same "
+                    "model, which is BLEU's noise.")
+    assert same_run_sentence(differ, 476, record, **{**kw, "bleu": 30.5}).endswith("(600 against 500).")
+    other = "This page's run and the stored one differ by up to 0.0012 nats at their common steps."
+    assert same_run_sentence(0.0012, 476, record, **kw) == other
+    assert same_run_sentence(differ, 476, record, **{**kw, "seed": 1}).startswith("This page's run and the stored")
+    assert same_run_sentence(differ, 476, record, **{**kw, "cpu_model": None}).startswith("This page's run and")
+
+
+def test_dropout_choice_sentence_only_for_a_choice_made():
+    from tmlib.analysis.runs import dropout_choice_sentence
+
+    assert dropout_choice_sentence({"passes": 13.14, "p": 0.1}, 9) == (
+        "This page's run: the budget bought about 13.1 epochs at the pace timed before the first step, so the trainer "
+        "chose dropout 0.1; the run completed 9 epochs.")
+    assert "chose dropout 0;" in dropout_choice_sentence({"passes": 3.2, "p": 0.0}, 3)
+    assert dropout_choice_sentence(None, 3) is None and dropout_choice_sentence({"passes": None}, 3) is None

@@ -369,6 +369,25 @@ def test_check_without_batch():
         B.check_without_batch(norm(-1), x[0])
 
 
+def test_check_without_batch_takes_several_inputs_and_a_pair_of_outputs():
+    """Exercise 1.2's check calls it with queries, keys and values, and an attention that returns (output, weights)."""
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.normal(size=(2, 3, 4)) for _ in range(3))
+
+    def attention(q, k, v, transpose=lambda k: np.swapaxes(k, -1, -2)):
+        w = R.softmax(q @ transpose(k) / 2.0)
+        return w @ v, w
+
+    assert B.check_without_batch(attention, (q, k, v), "attention", unit="sequence").startswith("correct")
+    with pytest.raises(AssertionError, match="fails on one sequence of shape \\(3, 4\\).*swap the last two"):
+        B.check_without_batch(lambda q, k, v: attention(q, k, v, lambda k: k.transpose(0, 2, 1)), (q, k, v),
+                              "attention", unit="sequence", hint="swap the last two axes")
+    with pytest.raises(AssertionError, match="another output than inside a batch"):  # the weights right, not the output
+        B.check_without_batch(lambda q, k, v: (attention(q, k, v)[0] * q.ndim, attention(q, k, v)[1]), (q, k, v))
+    with pytest.raises(ValueError, match="shape \\(batch, n, d\\)"):
+        B.check_without_batch(attention, (q, k[0], v))
+
+
 def test_call_with_mask():
     torch = pytest.importorskip("torch")
     x = torch.randn(2, 4, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))

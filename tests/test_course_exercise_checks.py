@@ -1920,7 +1920,7 @@ def _masked_attention(q, k, v, mask, *, invert=False, transpose=None):
 def test_masked_attention_runs_one_sequence_too_and_names_an_inverted_mask():
     from tmlib.course import check_masked_attention
 
-    assert check_masked_attention(_masked_attention).count("correct") == 5
+    assert check_masked_attention(_masked_attention).count("correct") == 4  # the batch of two, then one sequence alone
     with pytest.raises(AssertionError, match="True where the query may attend"):
         check_masked_attention(lambda q, k, v, m: _masked_attention(q, k, v, m, invert=True))
     with pytest.raises(AssertionError, match="fails on one sequence .* swap only the last two axes"):
@@ -1937,6 +1937,24 @@ def test_masked_attention_runs_one_sequence_too_and_names_an_inverted_mask():
 
     with pytest.raises(AssertionError, match="all NaN.*did you invert it"):
         check_masked_attention(own_softmax_inverted)
+    with pytest.raises(AssertionError, match="returns \\(weights, output\\)"):  # the pair in the wrong order
+        check_masked_attention(lambda q, k, v, m: _masked_attention(q, k, v, m)[::-1])
+
+
+def test_masked_attention_names_one_sequence_that_differs_from_its_place_in_the_batch():
+    """The one-sequence part is Exercise 10.8's check (tmlib.analysis.bugcheck.check_without_batch): an answer
+    right on a batch but silently different without one is rejected with the exercise's hint."""
+    from tmlib.course import check_masked_attention
+
+    def first_axis_softmax_alone(q, k, v, mask):  # right on a batch, but a 2-D call normalises the wrong axis
+        out, w = _masked_attention(q, k, v, mask)
+        if q.ndim == 2:
+            w = w / w.sum(axis=0, keepdims=True)
+        return w @ v, w
+
+    with pytest.raises(AssertionError, match="masked_attention gives one sequence of shape \\(3, 2\\), without a "
+                       "batch axis, another output than inside a batch: .*swap only the last two axes"):
+        check_masked_attention(first_axis_softmax_alone)
 
 
 def test_split_merge_names_the_plain_reshape_and_a_wrong_axis_order_never_the_heads():
@@ -1972,6 +1990,7 @@ def test_check_temperature_accepts_the_curve_and_names_each_slip():
     from tmlib.course.exercise_checks import check_temperature
 
     s = (E.ATTENTION_EXAMPLE_1.q @ E.ATTENTION_EXAMPLE_1.k.T)[2]  # (3,): query 3's scores
+    s0 = (E.ATTENTION_EXAMPLE_1.q @ E.ATTENTION_EXAMPLE_1.k.T)[0]  # query 1's: the right recipe on the wrong row
     taus = np.geomspace(0.05, 20, 60)
     right = np.array([R.softmax(s / t) for t in taus])
     assert check_temperature(right).count("correct:") == 3
@@ -1979,7 +1998,8 @@ def test_check_temperature_accepts_the_curve_and_names_each_slip():
              "already-scaled": np.array([R.softmax(s / np.sqrt(2) / t) for t in taus]),
              "is not right yet": np.array([R.softmax(s / np.sqrt(t)) for t in taus]),
              "key 3": np.array([R.softmax(np.array([2.0, 1.0, 0.0]) / t) for t in taus]),
-             "has a weight of 0": np.tile([1.0, 0.0, 0.0], (60, 1))}
+             "has a weight of 0": np.tile([1.0, 0.0, 0.0], (60, 1)),
+             "weights of query 1": np.array([R.softmax(s0 / t) for t in taus])}
     for hint, answer in wrong.items():
         message = _raises(check_temperature, answer)
         assert hint in message, (hint, message)

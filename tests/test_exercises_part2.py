@@ -14,7 +14,7 @@ CHAPTERS = {
     "07_numpy_to_pytorch": {"ex-07-mha-module": 4},
     "08_full_model": {"ex-08-count": 3, "ex-08-train-step": 4, "ex-08-greedy": 4},
     "12_efficiency": {"ex-12-kv-big": 3, "ex-12-causal": 3, "ex-12-mfu-big": 3},
-    "13_modern_transformer": {"ex-13-kv": 3, "ex-13-rmsnorm": 3},
+    "13_modern_transformer": {"ex-13-kv": 3, "ex-13-rmsnorm": 3, "ex-13-gqa": 3},
     "14_your_model_everywhere": {"ex-14-names": 3},
 }
 MIN_MISTAKES = 3  # typical mistakes per build-it of these chapters (issue 24), besides "calls the library's own version"

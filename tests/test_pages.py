@@ -244,8 +244,8 @@ def test_chapter_13_positions_verdict_matches_the_stored_runs():
 
 def test_chapter_13_verdicts_match_the_stored_runs_and_the_printed_threshold():
     """The statements of chapter 13's prose about the stored runs (the layout table, the unigram floor, the
-    comparison), and its verdicts ("within seed noise" / "beyond seed noise") against the threshold that its seed cell
-    printed."""
+    comparison); its verdicts ("within seed noise" / "beyond seed noise") are the seed cell's printout only, since
+    the threshold that cell computes varies between executions."""
     record = _record("modern_cpu.json")
     runs = {r["name"]: r for r in record["runs"]}
     loss = {n: r["val_loss"] for n, r in runs.items()}
@@ -277,26 +277,27 @@ def test_chapter_13_verdicts_match_the_stored_runs_and_the_printed_threshold():
     assert max(beyond["+RoPE"], beyond["+ALiBi"], beyond["+no positions"]) < beyond["pre-LN"]
     fall = {n: runs[n]["extrapolation"]["from"] - runs[n]["extrapolation"]["before"] for n in beyond}
     assert max(fall.values()) == fall["pre-LN"]  # the sinusoidal model's loss falls least
-    # the verdicts, against the threshold printed from three seeds of the baseline, which the page's own execution
-    # trains, so it varies between executions (0.073 in an earlier one, 0.096 on a 2-core AVX2-only CPU); each
-    # verdict of the prose is asserted against it below
+    # the verdicts: the threshold comes from three seeds of the baseline, two of which the page's own execution
+    # trains, so it varies between executions (0.073, 0.081 and 0.096 so far); the prose states no verdict against
+    # it (the cell prints each one), only the gaps and where the seed noise cannot decide (readers r66, r67)
     found = re.search(r"tie threshold 2·√2·s = (\d\.\d+) nats", page)
     assert found, "the seed cell's threshold line is missing"
-    threshold = float(found[1])
-    assert threshold > 0.03, threshold
+    assert float(found[1]) > 0.03, found[1]
+    cells = json.loads((ROOT / "notebooks/13_modern_transformer.ipynb").read_text())["cells"]
+    conclusions = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"
+                   and ("What the runs show" in "".join(c["source"]) or "## Summary" in "".join(c["source"]))]
+    assert len(conclusions) == 2
+    for verdict in ("beyond seed noise", "within seed noise", "far inside it", "near its edge"):
+        assert not any(verdict in text for text in conclusions), verdict
     gap = {n: loss["pre-LN"] - loss[n] for n in runs}
-    positions = [loss[n] for n in ("+RoPE", "+ALiBi", "+no positions")]
-    assert max(positions) - min(positions) < threshold < min(gap[n] for n in ("+RoPE", "+ALiBi", "+no positions"))
-    assert max(abs(gap[n]) for n in ("+RMSNorm", "+GQA (2 KV heads)", "+MQA (1 KV head)")) < threshold
-    assert abs(loss["Llama-style"] - loss["+RoPE"]) < threshold
-    # SwiGLU: "within seed noise but near its edge"
-    assert 0 < threshold - gap["+SwiGLU"] < 0.05, (gap["+SwiGLU"], threshold)
-    # "Longer than trained": every scheme's loss falls beyond position 16, "by at most 0.08" apart, over the
-    # stored count of tokens at positions >= 16
+    _assert_in(page, f"ends {gap['+SwiGLU']:.3f} below pre-LN", f"({loss['Llama-style']:.3f} against "
+               f"{loss['+RoPE']:.3f})", where="notebooks/13_modern_transformer.ipynb (the comparison)")
+    # "Longer than trained": every scheme's loss falls beyond position 16, "by at most 0.081" apart (the printed
+    # falls), over the stored count of tokens at positions >= 16
     assert max(fall.values()) < 0
-    assert round(max(fall.values()) - min(fall.values()), 2) <= 0.08
+    printed_falls = [round(f, 3) for f in fall.values()]
     n_from = runs["pre-LN"]["extrapolation"]["n_from"]
-    _assert_in(page, "0.08 nats between schemes", f"over {n_from:,} tokens",
+    _assert_in(page, f"{max(printed_falls) - min(printed_falls):.3f} nats between schemes", f"over {n_from:,} tokens",
                where="notebooks/13_modern_transformer.ipynb")
 
 
@@ -344,6 +345,25 @@ def test_instructors_chapter_12_question_quotes_the_chapters_speed_ups():
                f"the cache made decoding {rows['50'][1]} and {rows['100'][1]} times as fast at 50 and 100 tokens, "
                f"on the CPU {rows['50'][0]} and {rows['100'][0]} times",
                f"(a speed-up above {rows['50'][0]} at 50 tokens)", where="book/instructors.md (chapter 12's question)")
+
+
+def test_chapter_12_online_softmax_prose_and_self_check_quote_the_trace():
+    """The trace of the online softmax (blocks of two keys): the prose's maxima and factor, and the self-check's
+    question and right answer (the sum without the factor: the first block's sum plus the second block's terms,
+    measured from the new maximum), as the trace prints them."""
+    import math
+
+    page = _page("notebooks/12_efficiency.ipynb")
+    first = re.search(r"\n  0, 1 +\| +[\d.]+, [\d.]+ +\| +([\d.]+) +\| +start +\| ([\d.]+) \|", page)
+    second = re.search(r"\n  2, 3 +\| +([\d.]+), ([\d.]+) +\| +([\d.]+) +\| +([\d.]+) +\| ([\d.]+) \|", page)
+    assert first and second, "chapter 12's online-softmax trace is missing"
+    m, m_new = float(first[1]), float(second[3])
+    assert m_new > m and second[4] == f"{math.exp(m - m_new):.4f}"
+    without = float(first[2]) + sum(math.exp(float(s) - m_new) for s in second.group(1, 2))
+    _assert_in(page, f"maximum rises from {first[1]} to {second[3]}", f"\\approx {second[4]}$",
+               f"the maximum rose from m = {first[1]} to m' = {second[3]}, and the sum became l = {second[5]}",
+               f"(\"{without:.4f}, and the output would be wrong\", True)",
+               where="notebooks/12_efficiency.ipynb (the online softmax)")
 
 
 def test_chapter_12_claims_nothing_from_the_noisy_gpu_point():
@@ -499,18 +519,13 @@ def test_measurements_page_times_the_first_case_again():
 def test_measurements_page_spread_test_tightens_with_windows():
     """The spread test (AGREE) rejects more runs as windows are added at a fixed noise; the interval test does not:
     the page prints a seeded simulation and states its shares, names the paired t-test, and explains the fit start."""
-    from scipy import stats
-
-    from tmlib.analysis.measurements import AGREE, LEVEL
+    from tmlib.analysis.measurements import rejection_rates
 
     page = _page("book/measurements.ipynb")
-    rng = np.random.default_rng(0)  # as the page's simulation cell
-    rejects, errs = {}, {}
-    for w in (3, 5, 7, 31):
-        logs = rng.normal(0, 0.2, size=(10_000, w))
-        rejects[w] = np.mean(np.exp(logs.max(axis=1) - logs.min(axis=1)) >= AGREE)
-        half = stats.t.ppf((1 + LEVEL) / 2, w - 1) * logs.std(axis=1, ddof=1) / np.sqrt(w)
-        errs[w] = np.mean(np.abs(logs.mean(axis=1)) > half)
+    rates = rejection_rates((3, 5, 7, 31), 0.2, runs=10_000, seed=0)  # as the page's simulation cell
+    rejects = {w: rate["spread"] for w, rate in rates.items()}
+    errs = {w: rate["interval"] for w, rate in rates.items()}
+    assert "rejection_rates((3, 5, 7, 31), sigma, runs=10_000, seed=0)" in page and "sigma = 0.2" in page
     assert rejects[3] < rejects[5] < rejects[7] < rejects[31] and all(abs(e - 0.05) < 0.01 for e in errs.values())
     _assert_in(page, f"test 1 rejects {rejects[3]:.0%} of runs with 3 windows and {rejects[31]:.0%} with 31",
                f"test 2 errs in {errs[3]:.0%} of runs", "paired $t$-test on the log-times, at the 5% level",
@@ -1184,9 +1199,12 @@ def test_instructors_teaching_table_names_the_right_exercises():
 def test_instructors_contents_list_every_section():
     """The list at the top of the instructors' page links every section's label, in the page's order."""
     page = _page("book/instructors.md")
-    top, body = page.split("(instructors-quick-start)=", 1)
-    sections = ["instructors-quick-start"] + re.findall(r"^\((instructors-[\w-]+)\)=\n##", body, re.M)
-    assert re.findall(r"\{ref\}`(instructors-[\w-]+)`", top) == sections
+    first = re.search(r"^\(instructors-[\w-]+\)=\n##", page, re.M).start()
+    top, body = page[:first], page[first:]
+    sections = re.findall(r"^\((instructors-[\w-]+)\)=\n##", body, re.M)
+    assert re.findall(r"\{ref\}`(instructors-[\w-]+)`", top.split("**On this page.**", 1)[1]) == sections
+    # the teaching material first (through the known gaps), then the tools, which open with the commands
+    assert sections.index("instructors-status") + 1 == sections.index("instructors-quick-start"), sections
 
 
 def test_translator_gallery_shows_chapter_9s_run():
@@ -1245,6 +1263,21 @@ def test_paper_page_uses_the_notation_pages_symbols():
     assert "sum_{s=1}" not in paper and "multi_head_attention.svg" not in paper  # s is the step; one copy of Fig. 2.1
 
 
+def test_paper_page_states_chapter_9s_model_size():
+    """"Chapter 9 trains a much smaller version of it": the layers, widths and parameter count of the preset that
+    chapter 9 trains (a model of that preset with its own vocabulary size, as chapter 9 prints it)."""
+    from tmlib.model import count_parameters, make_model
+    from tmlib.model.config import PRESETS
+
+    c = PRESETS["cpu"]
+    n = count_parameters(make_model("cpu", c.vocab_size))
+    _assert_in(_page("book/paper.md"),
+               f"{c.n_encoder_layers} encoder and {c.n_decoder_layers} decoder layers, "
+               f"$d_{{\\text{{model}}}} = {c.d_model}$, {c.n_heads} heads and $d_{{\\text{{ff}}}} = {c.d_ff}$, "
+               f"{n:,} parameters in all", where="book/paper.md (chapter 9's model)")
+    _assert_in(_page("notebooks/09_training_translator.ipynb"), f"{n:,} parameters", where="chapter 9")
+
+
 def test_measurements_page_checks_the_emulation_against_m3():
     """The fixed-step stand-ins' 1,215 steps, predicted for a 2-core CPU without bf16, against the real one (M3)."""
     text = _measurements()
@@ -1278,10 +1311,11 @@ def test_dropout_full_run_claims():
     assert same(drop["train_config"], budget) == same(ref["train_config"], budget)
     assert drop["steps"] == ref["steps"] == seed0["steps"] == drop["train_config"]["max_steps"] == 2161
     assert drop["machine"]["cpu_model"] == ref["machine"]["cpu_model"] == "AMD EPYC" and drop["precision"] == "bfloat16"
-    same_seed = seed0["best_val_nll"] - drop["best_val_nll"]  # the same seed, with and without dropout
-    assert f"{same_seed:.3f}" == "0.078" and same_seed > 20 * abs(ref["best_val_nll"] - seed0["best_val_nll"])
-    bleu_gain = drop["beam4"]["bleu"] - seed0["beam4"]["bleu"]  # "0.82 BLEU higher, within the point by which two
-    assert f"{bleu_gain:.2f}" == "0.82" and bleu_gain < abs(ref["beam4"]["bleu"] - seed0["beam4"]["bleu"])  # seeds differ"
+    # one baseline, the second seed: the first seed's record keeps only its lowest, a thousandth from the second's
+    assert "val_nll_per_epoch" not in seed0 and f"{abs(ref['best_val_nll'] - seed0['best_val_nll']):.3f}" == "0.001"
+    # "In test BLEU the order is reversed, 38.4 against 38.5, a gap well inside the 0.9 between the two seeds"
+    assert (f"{drop['beam4']['bleu']:.1f}", f"{ref['beam4']['bleu']:.1f}") == ("38.4", "38.5")
+    assert ref["beam4"]["bleu"] - drop["beam4"]["bleu"] < abs(ref["beam4"]["bleu"] - seed0["beam4"]["bleu"]) / 5
     d, r = (r["val_nll_per_epoch"][:-1] for r in (drop, ref))  # (pass, step, cross-entropy) after each of 9 passes
     assert min(p[2] for p in r) == ref["best_val_nll"] and min(p[2] for p in d) == drop["best_val_nll"]
     assert [p[2] for p in d] == sorted((p[2] for p in d), reverse=True)  # "keeps falling through all nine passes"
@@ -1289,13 +1323,14 @@ def test_dropout_full_run_claims():
     chapter = _page("notebooks/09_training_translator.ipynb")
     _assert_in(chapter, "ahead for the first seven epochs (by 0.181 nats after four); with dropout from the eighth "
                "(by 0.079 after nine)", "dropout 0.1 keeps the lower cross-entropy from nine epochs (printed above)",
-               "and takes dropout 0.1 from nine epochs, none below", "ends 0.078 nats lower (1.796 against 1.874)", "0.82 BLEU higher",
+               "and takes dropout 0.1 from nine epochs, none below", "In test BLEU the order is reversed, 38.4 against 38.5",
+               "a gap well inside the 0.9 between the two seeds",
                f"15 minutes on a CPU without native bf16: {_record('translate_cpu_avx2.json')['steps']:,} steps",
                where="chapter 9 (nb09-dropout)")
     # the records page: the same-seed twin first, then the weights kept after each pass (seed 1 against dropout 0.1)
     kept = [np.minimum.accumulate([p[2] for p in x]) for x in (r, d)]
     assert kept[0][5] == kept[0][6] == kept[0][7] == kept[0][8]  # "no longer changes after six passes"
-    assert [int(p // 1.103) for p in (8, 9)] == [7, 8]  # in the time of P passes dropout 0.1 makes P - 1
+    assert [int(p // 1.103) for p in (7, 8, 9)] == [6, 7, 8]  # in the time of P passes dropout 0.1 makes P - 1
     ahead = {k: f"{kept[1][k - 1] - kept[0][k - 1]:.3f}" for k in (4, 6, 7, 8, 9)}
     assert ahead == {4: "0.181", 6: "0.093", 7: "0.014", 8: "-0.040", 9: "-0.079"}, ahead
     assert all(kept[1][k] > kept[0][k] for k in range(7)) and all(kept[1][k] < kept[0][k] for k in (7, 8))
@@ -1305,8 +1340,9 @@ def test_dropout_full_run_claims():
                f"lowest validation cross-entropy {drop['best_val_nll']:.3f} against {seed0['best_val_nll']:.3f}, "
                f"test BLEU {drop['beam4']['bleu']:.2f} against {seed0['beam4']['bleu']:.2f}",
                "Dropout 0 is ahead for seven passes and behind after eight and nine (the last row)", "So dropout 0.1 pays from nine passes (printed above)",
-               f"{kept[1][6] - kept[0][6]:+.3f} for $P = 8$ (dropout 0 still lower), "
-               f"{kept[1][7] - kept[0][7]:+.3f} for $P = 9$ (dropout 0.1 lower)".replace("-", "\u2212"),
+               *(f"| {p} | {p - 1} | {kept[0][p - 1]:.3f} | {kept[1][p - 2]:.3f} | {kept[1][p - 2] - kept[0][p - 2]:+.3f} |"
+                 .replace("-", "\u2212") for p in (7, 8, 9)),  # the step-by-step table: P, its passes with dropout
+               "changes sign between $P = 8$ and $P = 9$",
                "the time that nine passes take without dropout",
                "takes the paper's dropout 0.1 from nine passes, none below",
                f"on M3 {m3['steps']:,} steps, fewer than four", "| yes, for budgets under nine passes (below) |",
@@ -1344,6 +1380,27 @@ def test_chapter_11_prose_leaves_the_runs_results_to_the_printouts():
     assert not re.search(r"\brank \d+ of\b|\bnumber \d+ of \d+ in the cost\b", printed)
     assert len(re.findall(r"(?:the|\d+(?:st|nd|rd|th)) costliest of 24\b", printed)) >= 2
     assert "heads less harmful shuffled than switched off (ratio under 1):" in printed and "rises at every step:" in printed
+
+
+def test_chapter_11_says_what_the_ratios_correlation_with_sharpness_means():
+    """Chapter 11's permutation test: the library merges the ratios with the head statistics and states, by a
+    threshold the page and its Summary give, whether the ratio only follows how sharp a head is; the cells that turn
+    this run's numbers into sentences are folded and print Markdown, not wrapped text."""
+    cells = json.loads((ROOT / "notebooks" / "11_looking_inside.ipynb").read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    sharp = next(s for s in code if 'findings["sharpness"]' in s)
+    assert ".merge(" not in sharp and "rho = " not in sharp, "the sharpness cell computes what the library returns"
+    printed = " ".join(_page("notebooks/11_looking_inside.ipynb").split())
+    assert re.search(r"finding: the (?:ratio follows how sharp a head is \(rank correlation with entropy / max -0\.4 "
+                     r"or lower\)|broader heads tend to have the higher ratios|ratio does not follow how sharp a head "
+                     r"is)", printed), "no finding on the ratio and sharpness"
+    _assert_in(printed, "the ratio follows sharpness | rank correlation with entropy / maximum ≤ −0.4",
+               "**What this means for the ratio as a measure.**", where="chapter 11")
+    assert "the listing also sums a second distance" not in printed and "js_distance" not in printed
+    assert not any("textwrap.fill" in s for s in code)
+    said = [c for c in cells if c["cell_type"] == "code" and "display(Markdown(" in "".join(c["source"])]
+    assert len(said) == 2 and all("hide-input" in c["metadata"].get("tags", []) for c in said)
+    assert all(any("text/markdown" in o.get("data", {}) for o in c.get("outputs", [])) for c in said)
 
 
 def test_chapter_9_prose_names_the_stored_runs_as_its_table_labels_them():

@@ -41,11 +41,11 @@ from tmlib.analysis.flops import (
 )
 from tmlib.analysis.findings import (
     Findings, ablation_findings, alignment_reading, argmax_changed_off, head_name, layer_breadth, layer_table,
-    permutation_findings, run_summary, sink_heads, standout_heads, strongest_heads, head_findings
+    permutation_findings, ratio_sharpness, run_summary, sink_heads, standout_heads, strongest_heads, head_findings
 )
 from tmlib.analysis.heads import STATISTICS, attention_statistics, diagonal_centre, head_statistics
 from tmlib.analysis.records import (
-    attention_rows, attention_series, exponent_table, gpu_attention_table, step_profile
+    attention_rows, attention_series, exponent_table, gpu_attention_table, repeats_apart, step_profile
 )
 from tmlib.analysis.permutation import (
     js_distance, override_head_attention, permutation_effects, permute_rows, total_variation
@@ -71,6 +71,7 @@ __all__ = [
     "total_variation", "training_flops_from_hardware", "training_state_bytes", "transformer_flops",
     "translate_and_capture", "word_alignment", "word_labels", "word_spans",
     "ablation_findings", "alignment_reading", "argmax_changed_off", "head_name", "layer_breadth", "layer_table",
-    "permutation_findings", "run_summary", "sink_heads", "standout_heads", "strongest_heads", "head_findings",
-    "attention_rows", "attention_series", "exponent_table", "gpu_attention_table", "step_profile"
+    "permutation_findings", "ratio_sharpness", "run_summary", "sink_heads", "standout_heads", "strongest_heads",
+    "head_findings",
+    "attention_rows", "attention_series", "exponent_table", "gpu_attention_table", "repeats_apart", "step_profile"
 ]

@@ -291,28 +291,38 @@ def check_confident_loss(loss_fn, vocab_size: int = 7, label_smoothing: float = 
     return f"correct: {what} stays finite and grows with the model's confidence"
 
 
-def check_without_batch(fn, x, what: str = "your function", atol: float = 1e-9) -> str:
+def check_without_batch(fn, x, what: str = "your function", atol: float = 1e-9, *, unit: str = "sentence",
+                        hint: str = "is an axis counted from the front?") -> str:
     """Assert that ``fn`` gives one sentence ``x[0]`` ``(n, d)``, without the batch axis, the same output as it gives
     that sentence inside the batch ``x`` ``(batch, n, d)``: ``fn(x[0]) == fn(x)[0]``, as a layer that counts its
-    axes from the end does (``axis=-1`` is the features whatever leads).
+    axes from the end does (``axis=-1`` is the features whatever leads). ``x`` may be a tuple of such arrays,
+    passed as ``fn(*x)`` (queries, keys, values), and ``fn`` may return a tuple of arrays (output, weights), each
+    compared; ``unit`` names what one row of the batch is, ``hint`` ends a failure's message.
 
     Raises:
-        ValueError: ``x`` that is not 3-D.
+        ValueError: an array of ``x`` that is not 3-D.
         AssertionError: an error on the 2-D input (an axis counted from the front?), or another output.
     """
-    xs = np.asarray(as_float_array(x, "input", "x"))
-    if xs.ndim != 3:
-        raise ValueError(f"x should have shape (batch, n, d), got {xs.shape}")
-    batched = as_float_array(fn(x), "answer", what)[0]
+    xs = x if isinstance(x, tuple) else (x,)
+    shapes = [np.asarray(as_float_array(a, "input", "x")).shape for a in xs]
+    if any(len(s) != 3 for s in shapes):
+        raise ValueError(f"x should have shape (batch, n, d), got {', '.join(map(str, shapes))}")
+    batched = [part[0] for part in _parts(fn(*xs), what)]
     try:
-        alone = as_float_array(fn(x[0]), "answer", what)
+        alone = _parts(fn(*(a[0] for a in xs)), what)
     except (IndexError, ValueError) as err:  # NumPy's AxisError is both
-        raise AssertionError(f"{what} fails on one sentence of shape {xs.shape[1:]}, without a batch axis ({err}): "
-                             "is an axis counted from the front?") from err
-    if alone.shape != batched.shape or not np.allclose(alone, batched, atol=atol, rtol=0):
-        raise AssertionError(f"{what} gives one sentence of shape {xs.shape[1:]}, without a batch axis, another "
-                             "output than inside a batch: is an axis counted from the front?")
-    return f"correct: {what} gives a sentence the same output with or without a batch axis"
+        raise AssertionError(f"{what} fails on one {unit} of shape {shapes[0][1:]}, without a batch axis ({err}): "
+                             f"{hint}") from err
+    if len(alone) != len(batched) or any(a.shape != b.shape or not np.allclose(a, b, atol=atol, rtol=0)
+                                         for a, b in zip(alone, batched)):
+        raise AssertionError(f"{what} gives one {unit} of shape {shapes[0][1:]}, without a batch axis, another "
+                             f"output than inside a batch: {hint}")
+    return f"correct: {what} gives a {unit} the same output with or without a batch axis"
+
+
+def _parts(result, what: str) -> list[np.ndarray]:
+    """The arrays of ``result``: one array, or each array of a tuple (output, weights)."""
+    return [as_float_array(r, "answer", what) for r in (result if isinstance(result, tuple) else (result,))]
 
 
 def call_with_mask(fn, x, mask, what: str = "your attention"):

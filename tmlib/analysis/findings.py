@@ -8,15 +8,16 @@ short lines that report them, ``print(findings)``). Where the chapter draws a co
 own cells (whether an alignment moves back, the one-head test, the costs of whole layers, the permutation test's two
 comparisons), the printout gives the numbers only, so each conclusion is stated once, in code the reader sees;
 ``findings["verdicts"]`` of :func:`alignment_reading` and :func:`permutation_findings` holds the same decisions as
-short keys, by the thresholds each docstring states. :func:`head_findings` alone prints verdict lines,
-``finding: ...``:
+short keys, by the thresholds each docstring states. :func:`head_findings` and :func:`ratio_sharpness` alone print
+verdict lines, ``finding: ...``:
 
 * :func:`run_summary`: which run, how long it trained, which weights it kept;
 * :func:`alignment_reading`: one panel of merged cross-attention read as a word alignment;
 * :func:`layer_breadth`, :func:`strongest_heads`, :func:`sink_heads`, :func:`standout_heads`: the head statistics;
   :func:`head_findings`: what they say, as verdicts;
 * :func:`layer_table`, :func:`ablation_findings`: what switching heads off costs;
-* :func:`argmax_changed_off`, :func:`permutation_findings`: shuffled weights against the same head switched off.
+* :func:`argmax_changed_off`, :func:`permutation_findings`: shuffled weights against the same head switched off;
+  :func:`ratio_sharpness`: whether that comparison only ranks the heads by how sharp they are.
 
 Heads are named short, as in the chapter's figures: ``"cross L1 H2"`` is cross-attention, layer 1, head 2 (from 0).
 """
@@ -35,7 +36,7 @@ from tmlib.analysis.capture import ATTENTION_KINDS, KIND_LABELS, Head, as_pair, 
 
 __all__ = ["Findings", "head_name", "run_summary", "alignment_reading", "layer_breadth", "strongest_heads",
            "sink_heads", "standout_heads", "head_findings", "layer_table", "ablation_findings", "argmax_changed_off",
-           "permutation_findings"]
+           "permutation_findings", "ratio_sharpness"]
 
 SHARES = ("previous", "same", "first", "last", "diagonal")  # the per-head shares of head_statistics
 WIDTH = 85  # the longest line a Findings prints
@@ -44,6 +45,7 @@ SINK = 0.5  # a sink head: more than this share on the first or on the last key
 SELF_LOOKING = 0.9  # a head that passes its own position on: more than this share on the query's own position
 SAME_AS_OFF = (0.8, 1.25)  # shuffled / switched off within this range: "about as much as switching it off"
 FEW_CHANGED = 0.2  # a head whose shuffle changes less than this share of the predictions changes "few"
+FOLLOWS_SHARPNESS = 0.4  # |rank correlation| of the ratio with entropy / max from which the ratio follows sharpness
 KEPT_ALONE = "delta_nll_best_alone"  # a column of layer_table
 
 
@@ -388,7 +390,8 @@ def permutation_findings(perm, ablation, stats) -> Findings:
     the head whose shuffled map misleads the model most against no head), ``moved_median`` (the median over heads
     of the attention's move), ``loud_head`` (the head whose shuffle changed the most, a :class:`Head`) and
     ``loud`` (its name, share, rank in the cost of switching it off: 1 for the costliest), ``layer_ratio`` (the
-    costliest whole layer against the costliest single head).
+    costliest whole layer against the costliest single head), ``sharpness`` (:func:`ratio_sharpness` of these
+    ratios: whether they only rank the heads by how sharp they are; not printed).
 
     The printout gives the ranges and the two example heads with their ratios, not the median ratio or a verdict:
     chapter 11 draws the conclusion in view. ``verdicts`` (not printed): shuffling a head's map does
@@ -437,4 +440,73 @@ def permutation_findings(perm, ablation, stats) -> Findings:
     much = "about as much" if low <= r <= high else ("less" if r < low else "more")
     few = "few changed" if c1 < FEW_CHANGED else "many changed"
     numbers["verdicts"] = [much, few]
+    numbers["sharpness"] = ratio_sharpness(perm, stats, ratios)
     return Findings(numbers, lines)
+
+
+def _rank_correlation(x, y) -> float:
+    """Spearman's rank correlation of two equally long sequences: the Pearson correlation of their ranks, tied values
+    sharing the mean of their ranks; NaN where either is constant."""
+    import pandas as pd
+
+    rx, ry = pd.Series(np.asarray(x, dtype=float)).rank(), pd.Series(np.asarray(y, dtype=float)).rank()
+    return float(rx.corr(ry))
+
+
+def ratio_sharpness(perm, stats, ratios, threshold: float = FOLLOWS_SHARPNESS) -> Findings:
+    """Whether the ratio of :func:`permutation_findings` (predictions changed shuffled over changed switched off,
+    ``ratios``, one per row of ``perm``) follows how sharp the heads are. A shuffle moves a broad row
+    little (a uniform row not at all) and a sharp row far, so a sharp head can reach a high ratio for that reason
+    alone.
+
+    Numbers: ``table`` (one row per head, highest ratio first: ``name``, ``kind``, ``layer``, ``head``, ``ratio``,
+    ``entropy / max`` and ``same`` of ``stats``, and ``attention_tvd``, how far the shuffle moved the head's
+    weights), ``rho`` (Spearman's rank correlation of the ratio with ``"entropy / max"`` and with
+    ``"attention_tvd"``), ``highest`` and ``self_looking`` (the rows of the highest ratio and of the largest share
+    on the query's own position), ``median_breadth`` (the median head's entropy / max) and ``verdict``:
+    ``"sharper higher"`` where the rank correlation with entropy / max is ``-threshold`` or lower (the sharper
+    heads have the higher ratios), ``"broader higher"`` where it is ``threshold`` or higher, else
+    ``"independent"`` (also where every head has the same ratio or breadth, a correlation of NaN). The last line states the verdict as a finding, with the threshold.
+
+    Raises:
+        ValueError: ``ratios`` not one per row of ``perm``; a head of ``perm`` missing from ``stats``.
+    """
+    keys = ["kind", "layer", "head"]
+    ratios = np.asarray(ratios, dtype=float)
+    if ratios.shape != (len(perm),):
+        raise ValueError(f"ratios must hold one value per row of perm ({len(perm)}), got shape {ratios.shape}")
+    breadth = stats[keys + ["same"]].assign(**{"entropy / max": stats["entropy"] / stats["max_entropy"]})
+    table = perm[keys + ["attention_tvd"]].assign(ratio=ratios).merge(breadth, on=keys, how="left", indicator=True)
+    if (table["_merge"] != "both").any():
+        missing = [head_name(r) for _, r in table[table["_merge"] != "both"].iterrows()]
+        raise ValueError(f"heads of perm missing from stats: {', '.join(missing)}")
+    table = table.drop(columns="_merge")
+    table.insert(0, "name", [head_name(r) for _, r in table.iterrows()])
+    table = table.sort_values("ratio", ascending=False, kind="stable").reset_index(drop=True)
+    rho = {col: _rank_correlation(table["ratio"], table[col]) for col in ("entropy / max", "attention_tvd")}
+    highest, lowest, looking = table.iloc[0], table.iloc[-1], table.loc[table["same"].idxmax()]
+    median_breadth = float(table["entropy / max"].median())
+    r = rho["entropy / max"]
+    verdict = "sharper higher" if r <= -threshold else ("broader higher" if r >= threshold else "independent")
+    lines = [f"rank correlation of the ratio with entropy / max {r:+.2f}, with the shuffle's TVD "
+             f"{rho['attention_tvd']:+.2f}", f"highest ratio: {highest['name']} ({highest['ratio']:.2f})"]
+    lines += _wrap(f"most self-looking head: {looking['name']} ({looking['same']:.0%} on itself, entropy / max "
+                   f"{looking['entropy / max']:.2f})", indent="")
+    if verdict == "sharper higher":
+        text = (f"finding: the ratio follows how sharp a head is (rank correlation with entropy / max "
+                f"{-threshold:+.1f} or lower): the sharper heads tend to have the higher ratios, since a shuffle "
+                f"moves a broad head's rows less far, so compare ratios only between heads of similar sharpness")
+        if lowest["entropy / max"] > median_breadth:
+            text += (f"; the lowest ratio, {lowest['name']}'s, is a broad head's (entropy / max "
+                     f"{lowest['entropy / max']:.2f}, the median head's {median_breadth:.2f})")
+    elif verdict == "broader higher":
+        text = (f"finding: the broader heads tend to have the higher ratios (rank correlation with entropy / max "
+                f"{threshold:+.1f} or higher), although a shuffle moves a broad head's rows less far")
+    elif np.isnan(r):  # every head of one ratio, or of one breadth: nothing to rank
+        text = "finding: the ratio cannot follow how sharp a head is: every head has the same ratio or breadth"
+    else:
+        text = (f"finding: the ratio does not follow how sharp a head is (rank correlation with entropy / max "
+                f"between {-threshold:+.1f} and {threshold:+.1f}), so it compares heads beyond their sharpness")
+    lines += _wrap(text, indent="")
+    return Findings({"table": table, "rho": rho, "highest": highest, "self_looking": looking,
+                     "median_breadth": median_breadth, "verdict": verdict}, lines)

@@ -138,15 +138,67 @@ def verdict(ratios) -> str:
     values = _positive(ratios)
     if len(values) == 1:
         return f"one window, ratio {values[0]:.3f}: one window cannot show its own spread, so not yet a measurement"
-    spread = values.max() / values.min()
+    spread, agree = _spread_test(values)
     text = f"{len(values)} windows, spread by a factor of {spread:.2f}"
-    if spread >= AGREE:
+    if not agree:
         return text + f", {AGREE:g} or more: the load changed during the run, so not yet a measurement"
     mean, low, high = ratio_interval(values)
     text += f" (below {AGREE:g}); geometric mean {mean:.3f}, {LEVEL:.0%} interval {low:.3f} to {high:.3f}, which "
-    if low > 1 or high < 1:
+    if _excludes_one(low, high):
         return text + "excludes 1: the ratio stands"
     return text + "contains 1: no difference shown"
+
+
+def _spread_test(values: np.ndarray) -> tuple[float, bool]:
+    """Test 1 on one run's ratios: their spread ``max / min``, and whether the windows agree (spread below AGREE)."""
+    spread = float(values.max() / values.min())
+    return spread, spread < AGREE
+
+
+def _excludes_one(low: float, high: float) -> bool:
+    """Test 2: the interval from ``low`` to ``high`` excludes 1."""
+    return low > 1 or high < 1
+
+
+def rejection_rates(windows, sigma: float, runs: int = 10_000, seed: int = 0) -> dict[int, dict[str, float]]:
+    """How often :func:`verdict`'s two tests fire on two equally fast calls, simulated for each number of windows.
+
+    For each ``w`` in ``windows``, in order, draws ``runs`` runs of ``w`` window log-ratios, independent and normal
+    with mean 0 (A and B equally fast) and standard deviation ``sigma``, from one generator
+    ``numpy.random.default_rng(seed)`` (shape ``(runs, w)``), and applies to each run, as ratios ``exp(log)``, the
+    spread test of :func:`verdict` (largest over smallest ratio at least :data:`AGREE`) and, on its own, the interval
+    test (:func:`ratio_interval`'s interval at :data:`LEVEL` excludes 1). At a fixed ``sigma`` the first rejects more
+    runs the more windows there are; the second finds a difference that is not there in about ``1 - LEVEL`` of runs
+    whatever ``w``.
+
+    Args:
+        windows: numbers of windows, each an int of at least 2 (a list, tuple, range or array of them, or one int).
+        sigma: the standard deviation of a window's log-ratio, positive.
+        runs: simulated runs per number of windows, at least 1.
+        seed: the seed of the generator.
+
+    Returns:
+        dict[int, dict[str, float]]: for each ``w``, ``{"spread": share of runs test 1 rejects, "interval": share of
+        runs in which the interval alone excludes 1}``, shares between 0 and 1.
+
+    Raises:
+        ValueError: a number of windows below 2, ``sigma <= 0`` (or not finite), or ``runs < 1``.
+    """
+    counts = list(windows) if isinstance(windows, (list, tuple, range, np.ndarray)) else [windows]
+    if not counts or any(not isinstance(w, (int, np.integer)) or isinstance(w, bool) or w < 2 for w in counts):
+        raise ValueError(f"each number of windows must be an int of at least 2, got {windows}")
+    if not (np.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"sigma must be positive and finite, got {sigma}")
+    if not isinstance(runs, (int, np.integer)) or runs < 1:
+        raise ValueError(f"runs must be an int of at least 1, got {runs}")
+    rng = np.random.default_rng(seed)
+    rates = {}
+    for w in counts:
+        runs_ratios = np.exp(rng.normal(0, sigma, size=(runs, int(w))))
+        rejected = [not _spread_test(ratios)[1] for ratios in runs_ratios]
+        found = [_excludes_one(*ratio_interval(ratios)[1:]) for ratios in runs_ratios]
+        rates[int(w)] = {"spread": float(np.mean(rejected)), "interval": float(np.mean(found))}
+    return rates
 
 
 PACE = 1.5

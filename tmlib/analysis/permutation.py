@@ -158,7 +158,8 @@ def permutation_effects(model, batches: Iterable, heads=None, seed: int = 0) -> 
     import pandas as pd
 
     heads = all_heads(model) if heads is None else [check_head(model, h) for h in heads]
-    sums = {h: np.zeros(4) for h in heads}
+    sums = {h: np.zeros(3) for h in heads}  # per head: attention TVD, output TVD, predictions changed
+    jsd = {h: 0.0 for h in heads}  # per head: Jain & Wallace's distance of the weights
     n_q = {h: 0 for h in heads}
     n_t = 0
     was_training = model.training
@@ -177,14 +178,15 @@ def permutation_effects(model, batches: Iterable, heads=None, seed: int = 0) -> 
                     model, src, tgt_in, h, lambda w_, a_: permute_rows(w_, a_, gen), capture=base)
                 qm = base.masks(h.kind)[0]  # (batch, n_q)
                 p_new = torch.softmax(logits.float(), dim=-1)
-                sums[h] += [float(total_variation(w, w_new)[qm].sum()), float(js_distance(w, w_new)[qm].sum()),
+                sums[h] += [float(total_variation(w, w_new)[qm].sum()),
                             float(total_variation(p_base, p_new)[real].sum()),
                             float((p_base.argmax(-1) != p_new.argmax(-1))[real].sum())]
                 n_q[h] += int(qm.sum())
+                jsd[h] += float(js_distance(w, w_new)[qm].sum())
     finally:
         model.train(was_training)
     if n_t == 0:
         raise ValueError("permutation_effects needs at least one batch with target positions")
     return pd.DataFrame([{"kind": h.kind, "layer": h.layer, "head": h.head,
-                          "attention_tvd": sums[h][0] / n_q[h], "attention_jsd": sums[h][1] / n_q[h],
-                          "output_tvd": sums[h][2] / n_t, "argmax_changed": sums[h][3] / n_t} for h in heads])
+                          "attention_tvd": sums[h][0] / n_q[h], "attention_jsd": jsd[h] / n_q[h],
+                          "output_tvd": sums[h][1] / n_t, "argmax_changed": sums[h][2] / n_t} for h in heads])

@@ -10,7 +10,8 @@ report them (``print(findings)``).
   against the sequence length n;
 * :func:`gpu_attention_table`: a GPU's record, with the fused kernels forced one by one, at the largest n;
 * :data:`KV_HEADERS`: readable headers for a ``kv_cache`` record's timing table;
-* :func:`step_profile`: where the time of a training step on a GPU goes (an ``mfu`` record).
+* :func:`step_profile`: where the time of a training step on a GPU goes (an ``mfu`` record);
+* :func:`repeats_apart`: whether one timing beat another in every repeat, or the repeats overlap.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pandas as pd
 from tmlib.analysis.findings import Findings
 
 __all__ = ["PASSES", "BASIC_METHODS", "GPU_METHODS", "attention_rows", "attention_series", "exponent_table",
-           "gpu_attention_table", "KV_HEADERS", "step_profile"]
+           "gpu_attention_table", "KV_HEADERS", "step_profile", "repeats_apart"]
 
 #: The passes an attention record times, and how the chapter names them.
 PASSES = {"forward": "forward", "forward_backward": "forward + backward"}
@@ -154,3 +155,31 @@ def step_profile(record: dict, flops_per_token: float) -> Findings:
              f"  calls: {fw} forward, {bw} backward ({bw} chunks, each forward run again in the backward)"]
     return Findings({"bars": bars, "step_ms": step_ms, "at_product_rate": at_product_rate,
                      "products_ms": float(products)}, lines)
+
+
+# --------------------------------------------------------------------------- repeated timings
+def repeats_apart(a, b) -> str | None:
+    """Whether the repeated timings ``a`` beat ``b`` in every repeat, lost in every repeat, or overlap.
+
+    A difference of medians can be noise; two sets of repeats that do not overlap cannot both come from one
+    spread (a point of chapter 12's Figure 12.3 gets its asterisk this way).
+
+    Args:
+        a, b: the repeated times (seconds, or any one unit) of two measurements, each a non-empty sequence.
+
+    Returns:
+        ``"faster"`` when every repeat of ``a`` is shorter than every repeat of ``b`` (``max(a) < min(b)``),
+        ``"slower"`` when every repeat of ``a`` is longer (``min(a) > max(b)``), ``None`` when they overlap
+        (equal times at the edges count as overlap).
+
+    Raises:
+        ValueError: ``a`` or ``b`` holds no times.
+    """
+    a, b = list(a), list(b)
+    if not a or not b:
+        raise ValueError(f"each side needs at least one time, got {len(a)} and {len(b)}")
+    if max(a) < min(b):
+        return "faster"
+    if min(a) > max(b):
+        return "slower"
+    return None

@@ -196,3 +196,171 @@ def expected_epochs(estimate: float, slowdown: float, dropout: float) -> float:
     if not 0 <= dropout < 1:
         raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
     return estimate / slowdown if dropout > 0 else float(estimate)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Chapter 9's result sentences: what a run shows, in words, from its history and records.
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+def progress_sentence(history: dict, best_step: int | None = None) -> str:
+    """Where a run's validation cross-entropy was lowest, whether it rose after, and which label-smoothed validation
+    losses lie below the running mean of the training loss (over ``max(1, len(loss) // 50)`` steps, the mean of
+    Figure 9.3).
+
+    Args:
+        history: a run's history (:class:`tmlib.training.Trainer`): per step ``step`` and ``loss``; per validation
+            pass ``val_step``, ``val_loss`` (label-smoothed) and ``val_nll`` (plain cross-entropy, nats per token).
+        best_step: the step whose weights the model holds (``TrainedModel.best_step``), or None.
+
+    Returns:
+        One paragraph: "This run was still improving at its last validation pass: …" when the last pass was the
+        lowest, else "This run's validation cross-entropy was lowest at …, and rose in the N passes after it: …".
+
+    Raises:
+        ValueError: a history without validation passes, or ``step`` and ``loss`` of different lengths.
+    """
+    h = {k: np.asarray(history.get(k, [])) for k in ("step", "loss", "val_step", "val_loss", "val_nll")}
+    if len(h["val_nll"]) == 0 or len(h["val_step"]) != len(h["val_nll"]):
+        raise ValueError("the history needs val_step and val_nll, one value per validation pass")
+    if len(h["step"]) != len(h["loss"]) or len(h["loss"]) == 0:
+        raise ValueError(f"the history has {len(h['step'])} steps but {len(h['loss'])} losses")
+    best, n_val = int(np.argmin(h["val_nll"])), len(h["val_step"])
+    later = n_val - 1 - best  # validation passes after the lowest one
+    k = max(1, len(h["loss"]) // 50)
+    smooth = np.convolve(h["loss"], np.ones(k) / k, mode="valid")  # the k-step running mean of the training loss
+    train_at_val = np.interp(h["val_step"], h["step"][k - 1:], smooth)  # that mean at each validation step
+    below = [int(s) for s, v, t in zip(h["val_step"], h["val_loss"], train_at_val) if v < t]
+
+    lowest = (f"{h['val_nll'][best]:.3f} nats (perplexity {np.exp(h['val_nll'][best]):.1f}), at step "
+              f"{int(h['val_step'][best]):,}, validation pass {best + 1} of {n_val}")
+    if later:
+        result = (f"This run's validation cross-entropy was lowest at {lowest}, and rose in the {later} "
+                  f"{_plural(later, 'pass', 'passes')} after it: the last, at step {int(h['val_step'][-1]):,}, gave "
+                  f"{h['val_nll'][-1]:.3f} (label-smoothed {h['val_loss'][-1]:.3f}).")
+    else:
+        result = f"This run was still improving at its last validation pass: its lowest cross-entropy, {lowest}."
+    if best_step is not None:
+        result += f" The model holds the weights of step {best_step:,}."
+    result += (f" Of its {n_val} label-smoothed validation {_plural(n_val, 'loss', 'losses')}, {len(below)} "
+               f"{_plural(len(below), 'lies', 'lie')} below the smoothed training loss")
+    if below:
+        steps = ", ".join(f"{s:,}" for s in below)
+        return result + f", at {_plural(len(below), 'step', 'steps')} {steps}."
+    return result + "."
+
+
+def beam_greedy_sentence(scores: dict) -> str:
+    """Beam search against greedy decoding, as the score table rounds them (one decimal).
+
+    Args:
+        scores: ``{"greedy": s, "beam 4": s}``, each ``s`` a dict with ``"bleu"`` and ``"chrf"``
+            (:func:`tmlib.decoding.bleu_scores`).
+
+    Returns:
+        "On this run beam search scores X BLEU above (below) greedy decoding (…)", or "the same BLEU as".
+
+    Raises:
+        KeyError: ``scores`` lacks "greedy" or "beam 4", or their "bleu" or "chrf".
+    """
+    beam, greedy = ({m: round(scores[name][m], 1) for m in ("bleu", "chrf")} for name in ("beam 4", "greedy"))
+    gap = round(beam["bleu"] - greedy["bleu"], 1)
+    than = "the same BLEU as" if gap == 0 else f"{abs(gap):.1f} BLEU {'above' if gap > 0 else 'below'}"
+    return (f"On this run beam search scores {than} greedy decoding ({beam['bleu']:.1f} against "
+            f"{greedy['bleu']:.1f}), and chrF {beam['chrf']:.1f} against {greedy['chrf']:.1f}.")
+
+
+def stored_run_sentence(steps: int, epochs: int, dropout: float, lowest: float, runs: pd.DataFrame,
+                        same_dropout=("no dropout, first seed", "dropout 0.1, first seed"),
+                        seed_pair=("no dropout, first seed", "no dropout, second seed")) -> str:
+    """A run's lowest validation cross-entropy beside the stored run of its dropout, and how far apart two seeds
+    without dropout lie.
+
+    Args:
+        steps, epochs, dropout, lowest: the run's optimizer steps, completed epochs, dropout and lowest validation
+            cross-entropy (nats per token).
+        runs: :func:`translation_runs`'s table, its rows renamed to the labels below.
+        same_dropout: the rows to compare with; the first whose ``dropout`` equals ``dropout`` is named.
+        seed_pair: two rows that differ only in their seed; their distance is added when both are in ``runs``.
+
+    Returns:
+        "This page's run (… steps, … epochs, dropout …) reached a lowest validation cross-entropy of … nats; the
+        stored run “…” reached …. The two seeds without dropout lie … BLEU and … nats of cross-entropy apart."
+    """
+    bleu, ce = "BLEU (cased, beam 4)", "lowest validation cross-entropy"
+    result = (f"This page's run ({steps:,} steps, {epochs} epochs, dropout {dropout:g}) "
+              f"reached a lowest validation cross-entropy of {lowest:.3f} nats")
+    match = [n for n in same_dropout if n in runs.index and runs.loc[n, "dropout"] == dropout]
+    result += f"; the stored run \u201c{match[0]}\u201d reached {runs.loc[match[0], ce]:.3f}." if match else "."
+    if set(seed_pair) <= set(runs.index):
+        a, b = runs.loc[seed_pair[0]], runs.loc[seed_pair[1]]
+        result += (f" The two seeds without dropout lie {abs(round(a[bleu], 1) - round(b[bleu], 1)):.1f} BLEU and "
+                   f"{abs(a[ce] - b[ce]):.3f} nats of cross-entropy apart.")
+    return result
+
+
+def common_steps_difference(history: dict, record: dict) -> tuple[list[int], float] | None:
+    """The validation steps a run shares with a stored record, and the largest |difference| of their validation
+    cross-entropies there, the run's values rounded to the record's 4 decimals.
+
+    Args:
+        history: the run's history (``val_step``, ``val_nll``).
+        record: a stored record with ``val_nll_per_epoch`` (rows ``(pass, step, cross-entropy)``).
+
+    Returns:
+        ``(steps, largest difference)``, or None when they share no validation step.
+
+    Raises:
+        KeyError: the record stores no ``val_nll_per_epoch``.
+    """
+    stored = {int(s): v for _, s, v in record["val_nll_per_epoch"]}  # step -> cross-entropy (4 decimals)
+    common = [(int(s), float(v)) for s, v in zip(history["val_step"], history["val_nll"]) if int(s) in stored]
+    if not common:
+        return None
+    return [s for s, _ in common], max(abs(round(v, 4) - stored[s]) for s, v in common)
+
+
+def same_run_sentence(differ: float, last_common: int, record: dict, *, seed: int, cpu_model: str | None,
+                      steps: int, lowest: float, best_step: int | None, bleu: float) -> str:
+    """Whether a run computed what a stored record of the same configuration did, and, if it did and trained
+    further, what its kept weights gained in cross-entropy and in BLEU.
+
+    Args:
+        differ, last_common: :func:`common_steps_difference`'s largest difference and the last common step.
+        record: the stored record (``steps``, ``kept_step``, ``best_val_nll``, ``beam4["bleu"]``,
+            ``train_config["seed"]``, ``machine["cpu_model"]``).
+        seed, cpu_model: the run's seed and CPU model (None: not recorded).
+        steps, lowest, best_step, bleu: the run's steps, lowest validation cross-entropy, kept step (None: the
+            last) and cased beam-4 BLEU.
+
+    Returns:
+        "Same seed, same configuration, same kind of CPU: …" when the differences lie under the record's rounding
+        (5e-5) with the same seed and CPU model, else "This page's run and the stored one differ by up to …".
+    """
+    same = (differ < 5e-5 and seed == record["train_config"]["seed"]
+            and cpu_model == record["machine"]["cpu_model"])
+    if not same:
+        return f"This page's run and the stored one differ by up to {differ:.4f} nats at their common steps."
+    said = (f"Same seed, same configuration, same kind of CPU: up to step {last_common:,} this page's run "
+            f"computed the same validation cross-entropies as the stored run, and it then made "
+            f"{steps - record['steps']:,} more steps ({steps:,} against {record['steps']:,}).")
+    there = (record["best_val_nll"], record["beam4"]["bleu"])
+    if best_step is not None and lowest < there[0] and round(bleu, 1) < round(there[1], 1):
+        said += (f" Its kept weights, the same training {best_step - record['kept_step']:,} steps further on, "
+                 f"have the lower cross-entropy ({lowest:.3f} against {there[0]:.3f}) yet the lower BLEU "
+                 f"({bleu:.1f} against {there[1]:.1f}): {round(there[1], 1) - round(bleu, 1):.1f} BLEU apart "
+                 "for nearly the same model, which is BLEU's noise.")
+    return said
+
+
+def dropout_choice_sentence(choice: dict | None, epochs: int) -> str | None:
+    """The dropout ``auto_dropout`` chose for a run, from ``TrainedModel.dropout_choice`` (``passes``: the epochs the
+    budget bought at the pace timed before the first step; ``p``: the dropout chosen), and the epochs it completed.
+    None when no choice was made (a budget in steps, or ``auto_dropout`` off)."""
+    if not choice or choice.get("passes") is None:
+        return None
+    return (f"This page's run: the budget bought about {choice['passes']:.1f} epochs at the pace timed before "
+            f"the first step, so the trainer chose dropout {choice['p']:g}; the run completed {epochs} epochs.")

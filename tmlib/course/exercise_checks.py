@@ -588,28 +588,33 @@ def check_temperature(answer, what: str = "w_q3") -> str:
     holds in row t the weights of query 3 when √d_k is replaced by the temperature τ = ``np.geomspace(0.05, 20,
     60)[t]``. Checks that each row is a distribution with positive weights, that keys 2 and 3 (equal scores) get
     equal weights, and that log(weight of key 1 / weight of key 2) · τ is the same score gap at every τ. A failure
-    names two slips (the already-scaled scores divided by τ, the scores multiplied by τ) and never the weights due
-    nor the expression that gives them. Raises AssertionError on a wrong answer."""
+    names three slips (another query's weights, the already-scaled scores divided by τ, the scores multiplied by
+    τ) and never the weights due nor the expression that gives them. Raises AssertionError on a wrong answer."""
     from tmlib.course.diagnostics import check_rows_sum_to_one
     from tmlib.course.examples import ATTENTION_EXAMPLE_1 as ex
 
     require_answered(answer, what)
     w = as_float_array(answer, "answer", what)
     check_shape(w, (60, 3), what)
+    q, k = np.asarray(ex.q, dtype=float), np.asarray(ex.k, dtype=float)
+    taus = np.geomspace(0.05, 20, 60)
+    for row in (0, 1):  # the right recipe on another query's scores
+        if np.allclose(w, ref.softmax((q @ k.T)[row][None, :] / taus[:, None]), rtol=1e-5, atol=1e-8):
+            raise AssertionError(f"{what} holds the weights of query {row + 1}: the exercise asks for query 3, "
+                                 "row 3 of the scores (index 2)")
     lines = [check_rows_sum_to_one(w, what),
              check_close(w[:, 2], w[:, 1], "each weight of key 3 (whose score equals key 2's)", atol=1e-9)]
     if not (w > 0).all():
         raise AssertionError(f"{what} has a weight of 0: at these temperatures every weight of a softmax is positive")
-    q, k = np.asarray(ex.q, dtype=float), np.asarray(ex.k, dtype=float)
     s = (q @ k.T)[2]  # (3,): query 3's unscaled scores
-    taus = np.geomspace(0.05, 20, 60)
     slips = [(s[None, :] / np.sqrt(q.shape[-1]) / taus[:, None],
-              "τ replaces √d_k, it does not come on top of it: did you divide the already-scaled scores?"),
+              "divides the scores by both √d_k and τ, but τ replaces √d_k, it does not come on top of it: did "
+              "you divide the already-scaled scores?"),
              (s[None, :] * taus[:, None], "is what the scores multiplied by τ give: τ takes the place of √d_k in "
               "softmax(scores / √d_k), it does not multiply the scores")]
     for z, hint in slips:
         if np.allclose(w, ref.softmax(z), rtol=1e-5, atol=1e-8):
-            raise AssertionError(f"{what}: {hint}" if hint.startswith("τ") else f"{what} {hint}")
+            raise AssertionError(f"{what} {hint}")
     lines.append(check_close(np.log(w[:, 0] / w[:, 1]) * taus, np.full(60, s[0] - s[1]),
                              "log(weight of key 1 / weight of key 2) · τ, at each temperature", atol=1e-6))
     return "\n".join(lines)
@@ -733,14 +738,16 @@ _INVERTED_MASK = ("the mask is True where the query may attend (and False where 
 def check_masked_attention(fn, what: str = "masked_attention") -> str:
     """Exercise 1.2: call ``fn(q, k, v, mask) -> (output, weights)`` on example 1
     (:data:`tmlib.course.examples.ATTENTION_EXAMPLE_1`) with the causal mask and values 3 wide, as a batch of two
-    sequences (the example and its queries reversed) and then as one sequence without a batch axis, and compare
-    with weights and outputs computed here. A failure names the slip: ``k.T`` on a batch, an inverted mask (a row
-    whose every key is blocked), blocked weights set to 0 after the softmax, a transpose that assumes exactly one
-    batch axis; never the weights due.
+    sequences (the example and its queries reversed), compare with weights and outputs computed here, then
+    compare the first sequence alone, without a batch axis, with its result inside the batch
+    (:func:`tmlib.analysis.bugcheck.check_without_batch`). A failure names the slip: ``k.T`` on a batch, an
+    inverted mask (a row whose every key is blocked), the pair returned as (weights, output), blocked weights set
+    to 0 after the softmax, a transpose that assumes exactly one batch axis; never the weights due.
 
     Raises:
         AssertionError: a wrong result, with its likely cause.
     """
+    from tmlib.analysis.bugcheck import check_without_batch  # Exercise 10.8's check of the same slip
     from tmlib.course.diagnostics import check_rows_sum_to_one
     from tmlib.course.examples import ATTENTION_EXAMPLE_1 as ex
 
@@ -748,21 +755,16 @@ def check_masked_attention(fn, what: str = "masked_attention") -> str:
     v = np.asarray(ex.v, dtype=float) @ np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])  # (3, 3): d_v = 3
     mask = np.tril(np.ones((3, 3), dtype=bool))  # (3, 3): True = may attend
 
-    def run(qs, ks, vs, shape):
+    def run(qs, ks, vs):
         try:
             result = fn(qs, ks, vs, mask)
         except ValueError as err:
             if "entirely -inf" in str(err):
                 raise AssertionError(f"{what} blocks every key of a row of the causal mask ({err}): "
                                      f"{_INVERTED_MASK}") from None
-            if "mismatch" in str(err) and ks.ndim == 3:
+            if "mismatch" in str(err):
                 raise AssertionError(f"{what} fails on a batch of two sequences: k.T reverses every axis, the "
                                      "batch axis too; transpose only the last two") from None
-            if ks.ndim == 2:
-                raise AssertionError(f"{what} works on a batch but fails on one sequence {tuple(qs.shape)} "
-                                     f"without a batch axis ({type(err).__name__}: {err}): the leading batch "
-                                     "dimensions may be none, so swap only the last two axes, counted from the "
-                                     "end") from None
             raise
         if not isinstance(result, tuple) or len(result) != 2:
             raise AssertionError(f"{what} must return the pair (output, weights), got {type(result).__name__}")
@@ -770,12 +772,14 @@ def check_masked_attention(fn, what: str = "masked_attention") -> str:
         if np.isnan(w).all(axis=-1).any():
             raise AssertionError(f"{what} gives a row of weights that is all NaN, a row whose every key is "
                                  f"blocked: {_INVERTED_MASK}")
-        check_shape(w, shape, f"weights of {what} on {'a batch of two' if len(shape) == 3 else 'one sequence'}")
+        check_shape(w, (2, 3, 3), f"weights of {what} on a batch of two")
         return out, w
 
     qb, kb, vb = np.stack([q, q[::-1]]), np.stack([k, k]), np.stack([v, v])
-    out, w = run(qb, kb, vb, (2, 3, 3))
+    out, w = run(qb, kb, vb)
     out_ref, w_ref = _attention_masked(qb, kb, vb, mask)
+    if np.allclose(out, w_ref, rtol=0, atol=1e-9) and np.allclose(w, out_ref, rtol=0, atol=1e-9):
+        raise AssertionError(f"{what} returns (weights, output): return the pair in the order (output, weights)")
     late = ref.softmax(qb @ np.swapaxes(kb, -1, -2) / np.sqrt(2)) * mask
     if np.allclose(w, late, rtol=0, atol=1e-9):
         raise AssertionError("the rows do not sum to 1: did you set blocked weights to 0 after the softmax? Set "
@@ -783,9 +787,9 @@ def check_masked_attention(fn, what: str = "masked_attention") -> str:
     lines = [check_rows_sum_to_one(w, "weights of a batch of two with the causal mask")]
     lines.append(check_close(w, w_ref, "weights of a batch of two with the causal mask", atol=1e-12))
     lines.append(check_close(out, out_ref, "output of a batch of two with the causal mask", atol=1e-12))
-    out1, w1 = run(q, k, v, (3, 3))
-    lines.append(check_close(w1, w_ref[0], "weights of one sequence (3, 2), without a batch axis", atol=1e-12))
-    lines.append(check_close(out1, out_ref[0], "output of one sequence (3, 2), without a batch axis", atol=1e-12))
+    lines.append(check_without_batch(lambda *qkv: fn(*qkv, mask), (qb, kb, vb), what, 1e-12, unit="sequence",
+                                     hint="the leading batch dimensions may be none, so swap only the last two "
+                                          "axes, counted from the end"))
     return "\n".join(lines)
 
 
