@@ -95,6 +95,8 @@ MISTAKES: dict[str, list[Mistake]] = {
                      Mistake("scores divided by the square root of the values' width d_v", replace=(
                          (" / np.sqrt(q.shape[-1])  #", " / np.sqrt(v.shape[-1])  #"),))],
     "ex-02-mha": [Mistake("scores not divided by sqrt(d_k)", replace=(("q @ k.T / np.sqrt(q.shape[-1])", "q @ k.T"),)),
+                  Mistake("scores divided by sqrt(d_v)", replace=(
+                      ("q @ k.T / np.sqrt(q.shape[-1])", "q @ k.T / np.sqrt(v.shape[-1])"),)),
                   Mistake("the softmax over the queries", replace=(
                       ("R.softmax(q @ k.T / np.sqrt(q.shape[-1]))", "R.softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=0)"),)),
                   Mistake("the heads concatenated in the reverse order", replace=(
@@ -611,6 +613,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("the positional encodings scaled down instead", replace=(
             ("table[ids] * scale + R.positional_encoding(len(ids), table.shape[1])",
              "table[ids] + R.positional_encoding(len(ids), table.shape[1]) / scale"),)),
+        Mistake("the positional encodings scaled too (reader r68)", replace=(
+            ("table[ids] * scale + R.positional_encoding(len(ids), table.shape[1])",
+             "(table[ids] + R.positional_encoding(len(ids), table.shape[1])) * scale"),)),
     ],
     "ex-10-polarity": [
         Mistake("the bug left in: the course's mask handed to nn unchanged", unanswered=True),

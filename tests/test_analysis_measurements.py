@@ -111,6 +111,9 @@ def test_verdict_outcomes_and_bad_input():
     assert verdict(noise).endswith("contains 1: no difference shown")
     assert verdict([1.2]).endswith("not yet a measurement")  # one window
     assert verdict([0.5, 1.2]).endswith("not yet a measurement")
+    # a rejection by the spread test names both causes: steady noise over many windows also spreads them (rejection_rates)
+    assert "the windows disagree (the load changed, or the noise is too large for this many windows)" in verdict([0.5, 1.2])
+    assert "the load changed during the run" not in verdict([0.5, 1.2])
     assert verdict([0.4, 0.79]).endswith("no difference shown")  # agree (1.98), but two windows give a wide interval
     assert verdict([0.4, 0.8]).endswith("not yet a measurement")  # spread exactly 2 is not agreement
     for bad in ([], [1.0, 0.0], [1.0, float("nan")], [-1.2]):

@@ -352,6 +352,19 @@ def test_embedding_factor():
         B.check_embedding_factor(embed(lambda d: 8.0), (16, 64, 256))  # right for d_model = 64 only
     with pytest.raises(AssertionError, match="at d_model = 256$"):
         B.check_embedding_factor(embed(lambda d: math.sqrt(d) * (1 + 1e-3)), (256,))
+    # the positions scaled too (a reader's wrong answer passed both checks): rejected, naming the slip, not a value
+    both = lambda ids, table: (table[ids] + R.positional_encoding(len(ids), table.shape[1])) * math.sqrt(table.shape[1])
+    assert B.check_token_signal(both, (16, 64, 256)).startswith("correct")
+    with pytest.raises(AssertionError, match="positional encodings come out multiplied as well, at d_model = 16, 64, "
+                                             "256 .*§3.4 multiplies only the token embeddings$") as e:
+        B.check_embedding_factor(both, (16, 64, 256))
+    assert "4.0" not in str(e.value) and "0.84" not in str(e.value)
+    half = lambda ids, table: table[ids] * math.sqrt(table.shape[1]) + 0.5 * R.positional_encoding(len(ids), 16)
+    with pytest.raises(AssertionError, match="multiplied as well, at d_model = 16 "):
+        B.check_embedding_factor(half, (16,))
+    other = lambda ids, table: table[ids] * math.sqrt(table.shape[1]) + R.positional_encoding(len(ids) + 1, 16)[1:]
+    with pytest.raises(AssertionError, match="is not §3.5's positional encoding at d_model = 16: what is added"):
+        B.check_embedding_factor(other, (16,))
 
 
 def test_check_without_batch():

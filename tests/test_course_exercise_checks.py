@@ -16,13 +16,13 @@ from tmlib.course import (
 )
 
 
-def _mha(scale=True, axis=-1, order=1, w_o_used=True, scale_by_d_model=False):
+def _mha(scale=True, axis=-1, order=1, w_o_used=True, scale_by_d_model=False, scale_by_d_v=False):
     """Multi-head attention written out, with one of the typical mistakes switched on."""
     def fn(x_q, x_k, x_v, w_q, w_k, w_v, w_o):
         heads, weights = [], []
         for i in range(len(w_q)):
             q, k, v = x_q @ w_q[i], x_k @ w_k[i], x_v @ w_v[i]
-            width = x_q.shape[-1] if scale_by_d_model else q.shape[-1]
+            width = x_q.shape[-1] if scale_by_d_model else v.shape[-1] if scale_by_d_v else q.shape[-1]
             scores = q @ k.T / (np.sqrt(width) if scale else 1.0)
             a = np.exp(scores - scores.max(axis=axis, keepdims=True))
             a = a / a.sum(axis=axis, keepdims=True)
@@ -38,6 +38,8 @@ def test_multi_head_build_it_accepts_the_right_answer_and_names_each_mistake():
     assert check_multi_head_attention(lambda *a: R.multi_head_attention(*a)).startswith("correct:")
     for fn, symptom in [(_mha(scale=False), "head 1 .*not divided by √d_k.*√d_k of a head, not √d_model"),
                         (_mha(scale_by_d_model=True), "head 1 .*divided by √d_model.*√d_k of a head, not √d_model"),
+                        # a reader's slip of r68: the check's d_k = d_v let √d_v pass; now d_k = 2, d_v = 3
+                        (_mha(scale_by_d_v=True), "head 1 .*divided by √d_v.*the scale is √d_k"),
                         (_mha(axis=-2), "head 1 .*over the queries"),
                         (_mha(order=-1), "every head are right.*reverse order"),
                         (_mha(w_o_used=False), "without the product with W\\^O")]:
@@ -508,9 +510,9 @@ def test_layer_norm_build_it_names_each_slip_without_the_expected_value():
     and an ignored eps are each named; a message never holds the expected numbers."""
     from tmlib.course import check_layer_norm
 
-    def ln(var_ddof=0, eps_inside=True, affine=True, axis=-1, use_eps=True):
+    def ln(var_ddof=0, eps_inside=True, affine=True, axis=-1, use_eps=True, no_eps=False):
         def fn(x, gamma, beta, eps=1e-5):
-            eps = eps if use_eps else 1e-5
+            eps = 0.0 if no_eps else eps if use_eps else 1e-5
             x = np.asarray(x, dtype=float)
             centred = x - x.mean(axis=axis, keepdims=True)
             var = x.var(axis=axis, ddof=var_ddof, keepdims=True)
@@ -524,6 +526,8 @@ def test_layer_norm_build_it_names_each_slip_without_the_expected_value():
                         (ln(var_ddof=1, eps_inside=False), "unbiased standard deviation and eps outside"),
                         (ln(affine=False), "gamma and beta"), (ln(axis=0), "first axis"),
                         (ln(use_eps=False), "use the eps argument"),
+                        # a reader's slip of r68 (reported as "36 of 36 far off" with no hint): now named
+                        (ln(no_eps=True), "leaves eps out.*inside the square root"),
                         (ln(axis=1), "right on one sequence .* but not on the batch.*axis=-1")]:
         with pytest.raises(AssertionError, match=symptom) as err:
             check_layer_norm(fn)
@@ -669,7 +673,13 @@ def test_decoder_only_count_is_gpt2_small_and_names_each_part():
         built = count_parameters(DecoderOnly(config))
     assert built - 50_257 + 1_024 * 768 == gpt2
     assert check_decoder_only_count(gpt2, **sizes).startswith("correct")
-    assert check_decoder_only_count(float(gpt2), **sizes).startswith("correct")
+    assert check_decoder_only_count(np.int64(gpt2), **sizes).startswith("correct")
+    # the exercise asks for an integer (a reader of r68 had float(124439808) accepted): a float is rejected,
+    # even the right value, and the message names the type, never the value
+    for as_float in (float(gpt2), np.float64(gpt2)):
+        with pytest.raises(AssertionError, match="should be an integer, got a float") as err:
+            check_decoder_only_count(as_float, **sizes)
+        assert "124,439,808" not in str(err.value) and "124439808" not in str(err.value)
     for wrong, words in ((gpt2 - 1_024 * 768, "position table"), (gpt2 - 2 * 768, "final LayerNorm"),
                          (gpt2 + 50_257 * 768, "separate output matrix"), (gpt2 + 50_257, "bias in the output"),
                          (gpt2 + 12 * (4 * (768 * 768 + 768) + 2 * 768), "cross-attention"),
@@ -681,7 +691,7 @@ def test_decoder_only_count_is_gpt2_small_and_names_each_part():
         assert "124,439,808" not in str(err.value) and "124439808" not in str(err.value)
         assert "not the exact value (the answer must be exact)" in str(err.value)
         assert "allows no difference" not in str(err.value) and "exact equality" not in str(err.value)
-    with pytest.raises(AssertionError, match="whole number"):
+    with pytest.raises(AssertionError, match="should be an integer"):
         check_decoder_only_count(1.5, **sizes)
 
 
@@ -859,7 +869,7 @@ def test_train_step_compares_with_a_reference_step_and_names_each_slip():
             assert f"{ref_loss:.3f}" not in str(err.value) and f"{ref_loss:.2f}" not in str(err.value)
         # clipped before backward: the same weights as no clipping, so one message names both slips
         with pytest.raises(AssertionError, match=r"not clipped: is clip_grad_norm_ missing, or called before "
-                                                 r"loss\.backward\(\)"):
+                                                 r"loss\.backward\(\)(.|\n)*clipped by value \(clip_grad_value_\)"):
             check_train_step(_run_train_step(clip=False, clip_first=True))
         # each value clipped (a reader's slip in r56): the same weights as no clipping here, told apart by the
         # function that train_step calls
@@ -1495,6 +1505,36 @@ def test_smoothed_loss_check_names_a_sum_over_the_positions():
     assert check_smoothed_loss(smoothed).startswith("correct")
     with pytest.raises(AssertionError, match="a sum over the real positions, not their mean"):
         check_smoothed_loss(lambda *a: smoothed(*a, reduce=np.sum))
+
+
+def test_smoothed_loss_check_rejects_a_clipped_log_probability():
+    """Exercise 6.5: a max-shifted softmax followed by log(clip(p, 1e-12)) is right on ordinary logits but caps
+    every log-probability at about -27.6 (a reader's answer of r68: 5.44 against PyTorch's 9.87 on logits 200
+    apart); it is now rejected and the slip named, without the loss; the log-softmax answer still passes."""
+    from tmlib import ref as R
+    from tmlib.course.recipe_checks import _smoothed, check_smoothed_loss
+
+    def clipped(logits, targets, label_smoothing, pad_id):
+        z, y = np.asarray(logits, dtype=float), np.asarray(targets)
+        t = R.label_smoothing_targets(y, z.shape[-1], label_smoothing, "uniform")
+        e = np.exp(z - z.max(-1, keepdims=True))
+        p = e / e.sum(-1, keepdims=True)
+        return float((-(t * np.log(np.clip(p, 1e-12, None))).sum(-1))[y != pad_id].mean())
+
+    assert abs(clipped([[0.0, -200.0, 5.0, 1.0]], [0], 0.1, -1) - 5.44) < 0.01  # the reader's numbers
+    assert abs(_smoothed([[0.0, -200.0, 5.0, 1.0]], [0], 0.1, -1, "uniform") - 9.87) < 0.01
+    with pytest.raises(AssertionError, match="log of a clipped .*log-softmax") as err:
+        check_smoothed_loss(clipped)
+    assert not any(ch.isdigit() for ch in str(err.value).split("\n")[0].replace("log-softmax", ""))
+
+    def log_softmax(logits, targets, label_smoothing, pad_id):
+        z, y = np.asarray(logits, dtype=float), np.asarray(targets)
+        t = R.label_smoothing_targets(y, z.shape[-1], label_smoothing, "uniform")
+        m = z.max(-1, keepdims=True)
+        lp = z - m - np.log(np.exp(z - m).sum(-1, keepdims=True))
+        return float((-(t * lp).sum(-1))[y != pad_id].mean())
+
+    assert check_smoothed_loss(log_softmax).startswith("correct")
 
 
 def test_lrate_check_asks_for_one_number():

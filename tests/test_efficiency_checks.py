@@ -127,6 +127,31 @@ def test_flops_per_token_check_passes_the_reference_and_names_a_division_by_ever
         check_flops_per_token(lambda *a: _fpt(*a, per=a[4] + a[5]))
     with pytest.raises(AssertionError, match="percentage"):
         check_big_model_flops(_fpt, big, 100 * mfu)
+    with pytest.raises(AssertionError, match="all 8 GPUs together"):  # one GPU's peak (a reader of r68)
+        check_big_model_flops(_fpt, big, 8 * mfu)
+
+
+def test_big_model_numbers_built_on_a_wrong_function_are_rejected_with_its_slip():
+    """A reader of r68 got "correct: bytes_per_token and bytes_batch are your function applied to the big model"
+    from a function without cross-attention, and "correct: flops_big ... mfu_big" from a forward-only count."""
+    def no_cross(n_layers, d_model, n_tokens, src_len, batch, size):
+        return _kv(n_layers, d_model, n_tokens, 0, batch, size)
+
+    with pytest.raises(AssertionError) as err:
+        check_big_model_cache(no_cross, no_cross(6, 1024, 1, 0, 1, 2), no_cross(6, 1024, 1024, 1024, 32, 2))
+    text = str(err.value)
+    assert "built on no_cross, which is not right yet" in text and "too small" in text, text
+    assert "correct" not in text and str(_kv(6, 1024, 1024, 1024, 32, 2)) not in text, text
+
+    def forward_only(*a):
+        return _fpt(*a) / 3
+
+    big = forward_only(1024, 6, 4096, 37000, 25, 25)
+    with pytest.raises(AssertionError) as err:
+        check_big_model_flops(forward_only, big, FL.mfu(25_000 / 1.0, big, 8 * 9.5e12))
+    text = str(err.value)
+    assert "built on forward_only, which is not right yet" in text and "too small" in text, text
+    assert "correct" not in text, text
 
 
 def test_training_flops_names_the_division_by_src_plus_tgt_only_when_told_the_source_length():

@@ -46,6 +46,14 @@ def test_grouped_query_attention_check_names_each_slip_without_a_value(wrong, wo
     assert not re.search(r"\d\.\d", str(err.value)), str(err.value)  # no value of the output, only shapes
 
 
+def test_grouped_query_attention_check_names_the_tiling_by_its_symptom_not_its_remedy():
+    """The order 0, 1, 0, 1 is named; which torch function repeats in place is left to the student (reader r68)."""
+    with pytest.raises(AssertionError, match="share one key/value head: the key/value heads are shared in the order "
+                                             "0, 1, 0, 1$") as err:
+        check_grouped_query_attention(lambda q, k, v: _gqa(q, k, v, tiled=True))
+    assert "repeat" not in str(err.value) and "in place" not in str(err.value)
+
+
 def test_grouped_query_attention_check_rejects_inputs_changed_in_place():
     def in_place(q, k, v):
         out = _gqa(q, k, v)

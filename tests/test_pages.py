@@ -216,17 +216,16 @@ def test_chapter_13s_training_time_as_the_front_matter_states_it():
                "chapter 13's models, less than 10 minutes", where="book/instructors.md")
 
 
-def test_chapter_13_states_the_llama_check_chain_as_counted():
-    """"Here $L = 572$: 248 roundings along ... and $18^2 = 324$ for the rotary angles": the chain that
-    decoder_block_reduction_length counts for the cell's block and 10 positions, and the printed sqrt(L)."""
-    from tmlib.model import ModelConfig
-    from tmlib.tolerance import decoder_block_reduction_length
-
-    config = ModelConfig(d_model=32, n_heads=4, d_ff=48, dropout=0.0, norm_first=True, norm="rms", ffn="swiglu",
-                         positions="rope", n_kv_heads=2, bias=False, max_len=64)
-    chain, rope = decoder_block_reduction_length(config, 10), (2 * (10 - 1)) ** 2
+def test_chapter_13_states_the_llama_check_as_printed():
+    """"agree to float32 rounding: $2.4 \\times 10^{-7}$ at most (the first line below), one unit in the last place
+    at the largest outputs (the second line)": both printed lines give the number the prose quotes (reader r68
+    asked for the result without the tolerance machinery)."""
     page = _page("notebooks/13_modern_transformer.ipynb")
-    _assert_in(page, f"Here $L = {chain}$: {chain - rope} roundings", f"$18^2 = {rope}$", f"sqrt({chain})",
+    err = re.search(r"LlamaDecoderLayer \(float32\): max \|difference\| = ([\d.e+-]+)", page)
+    ulp = re.search(r"one unit in the last place there = ([\d.e+-]+)", page)
+    assert err and ulp, "chapter 13 no longer prints the Llama check's difference and the unit in the last place"
+    assert float(err[1]) <= float(ulp[1]) and f"{float(err[1]):.1e}" == "2.4e-07", (err[1], ulp[1])
+    _assert_in(page, "$2.4 \\times 10^{-7}$ at most (the first line below), one\nunit in the last place",
                where="notebooks/13_modern_transformer.ipynb (the Llama check)")
 
 
@@ -367,10 +366,12 @@ def test_chapter_12_online_softmax_prose_and_self_check_quote_the_trace():
 
 
 def test_chapter_12_claims_nothing_from_the_noisy_gpu_point():
-    """The cache on a GPU: the 200-token point of a run with two repeats per case "cannot be read"; and no claim
-    that the page does not show (which fused kernels the FLOP counter knows on a GPU)."""
+    """The cache on a GPU: no conclusion from the 200-token point of a run with two repeats per case (one statement,
+    not "read it with care" and "it cannot be read"); and no claim that the page does not show (which fused kernels
+    the FLOP counter knows on a GPU)."""
     page = _page("notebooks/12_efficiency.ipynb")
-    _assert_in(page, "That point cannot be read: each case ran only twice",
+    assert "cannot be read" not in page and "with care" not in page
+    _assert_in(page, "Do not draw a conclusion from the 200-token row: each case ran only twice",
                where="notebooks/12_efficiency.ipynb (the cache on a GPU)")
     assert "the GPU's fused kernels are" not in page
 
@@ -760,7 +761,9 @@ def test_measurements_page_precision_probe_section():
         t, tr = r["probe"]["timings"], r["training_median_target_tokens_per_s"]
         chose = "bf16" if r["probe"]["dtype"] == "bfloat16" else "float32"
         _assert_in(text, f"{setting} {t['float32_s']:.2f} s, {t['bf16_s']:.2f} s {chose} "  # the printed table's row
-                         f"{tr['float32']:,}, {tr['bfloat16']:,} {tr['bfloat16'] / tr['float32']:.3f}",
+                         f"{tr['float32']:,}, {tr['bfloat16']:,}"  # a median of one window is labelled so
+                         + (" (one window)" if len(r["training_target_tokens_per_s"]["float32"]) == 1 else "")
+                         + f" {tr['bfloat16'] / tr['float32']:.3f}",
                    *(f"`{k}={v}`" for k, v in r["environment"].items()), where=f"book/measurements.ipynb (probe, {setting})")
         assert r["probe_chose_the_faster"]
     native, slower = probe["native"], [probe["avx512-no-bf16"], probe["avx2"]]
@@ -829,12 +832,16 @@ def test_measurements_page_slow_cpu_section():
     def beam(run, averaged=False):
         return (run["averaged"] if averaged else run)["scores_val"]["beam4"]["bleu"]
 
-    _assert_in(text, f"{beam(v4000):.2f} after {v4000['steps']:,} steps against {beam(base):.2f} for the base recipe "
-                     f"after {base['steps']:,}",
+    # the two runs completed the same passes: the extra steps are smaller batches of one vocabulary, not more training
+    assert v4000["epochs"] == base["epochs"] == 7 and beam(v4000) < beam(base)
+    _assert_in(text, f"{beam(v4000):.2f} against {beam(base):.2f} for the base recipe, both after {base['epochs']} passes",
+               f"{v4000['per_epoch'][0]['step']} against {base['per_epoch'][0]['step']}",
+               f"{v4000['steps']:,} steps against {base['steps']:,}",
                f"{beam(base, True):.2f} against {beam(base):.2f}", f"{beam(v4000, True):.2f} against {beam(v4000):.2f}",
                where="book/measurements.ipynb (vocabulary, averaging)")
-    assert v4000["steps"] > base["steps"] and beam(v4000) < beam(base)  # undecided by noise, not by fewer steps
-    _assert_in(text, f"{beam(base) - beam(v4000):.2f} lower despite {v4000['steps'] - base['steps']:,} more steps",
+    assert "lower despite" not in text  # the old claim of "more steps"
+    _assert_in(text, f"After the same {base['epochs']} passes, the smaller vocabulary scored "
+                     f"{beam(base) - beam(v4000):.2f} BLEU lower",
                where="book/measurements_record.ipynb (vocabulary)")
 
     run1, run2 = _record("translate_cpu_fp32_emulated_run1.json"), _record("translate_cpu_fp32_emulated.json")
@@ -846,7 +853,11 @@ def test_measurements_page_slow_cpu_section():
     assert high < 1
     _assert_in(text, f"geometric mean {mean:.3f}, 95% interval {low:.3f} to {high:.3f}, which excludes 1: the ratio stands",
                f"mean of {mean:.3f} over the same 7 windows, 95% interval {low:.3f} to {high:.3f}",
-               "the cleaner record", where="book/measurements_record.ipynb (torch.compile)")
+               where="book/measurements_record.ipynb (torch.compile)")
+    # its windows agree where the throughput record's did not; its setup differs, and the page says so
+    spread = max(w["compiled"] / w["eager"] for w in speed["windows"]) / min(w["compiled"] / w["eager"] for w in speed["windows"])
+    _assert_in(text, f"these windows agree closely (spread {spread:.2f})", "The setups differ, though",
+               where="book/measurements_record.ipynb (torch.compile)")
     model = _record("translate_cpu.json")["train_config"]
     assert model["model"]["dropout"] == 0 and model["model"]["vocab_size"] == 8000 and model["keep_best"]
     assert (model["warmup_steps"], model["lr_factor"], model["max_tokens"], model["grad_clip"]) == (200, 0.3, 2000, 1.0)
@@ -876,13 +887,17 @@ def test_intro_leaves_the_gpu_run_to_chapter_9():
 
 
 def test_clone_command_uses_the_repository_address():
-    """The installation page's `git clone` line is the address of _config.yml (the GitHub icon's); the welcome page
-    links to it instead of repeating the commands."""
+    """The `git clone` line of the welcome page and of the installation page is the address of _config.yml (the
+    GitHub icon's); both give the same four commands, and the welcome page links to the installation page."""
     url = re.search(r"^repository:\n  url: (\S+)", _page("_config.yml"), re.M).group(1)
-    assert "git clone" not in _page("book/intro.md") and "{doc}`installation`" in _page("book/intro.md")
+    assert "{doc}`installation`" in _page("book/intro.md")
     assert _page("book/intro.md").count(f"<{url}>") == 2  # the address itself, in the site's and the PDF's text
+    block = f"git clone {url}\ncd {url.rsplit('/', 1)[1]}\ncp -r student mywork\nmake lab"
+    assert _page("book/intro.md").count(block) == 2  # in the site's and the PDF's text
     for rel in ("book/installation.md",):
-        _assert_in(_page(rel), f"git clone {url}\ncd {url.rsplit('/', 1)[1]}\ncp -r student mywork\nmake lab", where=rel)
+        _assert_in(_page(rel), block, f"{block[:-8]}PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make lab",
+                   where=rel)
+    assert _page("book/intro.md").count("git clone") == 2 and _page("book/installation.md").count("git clone") == 2
     # the instructors' page links the repository's CONTRIBUTING.md and LICENSE at the same address
     links = re.findall(r"\]\((\S+?)/blob/main/(CONTRIBUTING\.md|LICENSE)\b", _page("book/instructors.md"))
     assert {f for _, f in links} == {"CONTRIBUTING.md", "LICENSE"} and {a for a, _ in links} == {url}, links
@@ -1013,8 +1028,10 @@ def test_measurements_page_runs_side_by_side():
     gap = abs(fast["beam4"]["bleu"] - seed1["beam4"]["bleu"])
     m3 = _record("translate_cpu_avx2.json")["beam4"]["bleu"]
     assert max(abs(fast["beam4"]["bleu"] - m3), abs(auto["beam4"]["bleu"] - m3)) < gap + 0.1
-    _assert_in(section, f"M3 scored {auto['beam4']['bleu'] - m3:.2f} below M2 and {fast['beam4']['bleu'] - m3:.2f} below M1",
-               f"times the seeds' gap of {gap:.2f} (beam 4, cased)", f"M3's gaps are {(auto['beam4']['bleu'] - m3) / gap:.1f} "
+    _assert_in(section, f"| M2 | 0.56 times | −{auto['beam4']['bleu'] - m3:.2f} |",
+               f"| M1 | 0.43 times | −{fast['beam4']['bleu'] - m3:.2f} |", f"| the seeds' gap | | {gap:.2f} |",
+               f"M3's BLEU gaps are {(auto['beam4']['bleu'] - m3) / gap:.1f} and {(fast['beam4']['bleu'] - m3) / gap:.1f} "
+               f"times the seeds' gap of {gap:.2f}", f"M3's gaps are {(auto['beam4']['bleu'] - m3) / gap:.1f} "
                f"and {(fast['beam4']['bleu'] - m3) / gap:.1f} times as large", where="book/measurements.ipynb (M3)")
     # validation cross-entropy ranks M3 last, measured against the seeds' two gaps (lowest, and after the last step)
     m3r = _record("translate_cpu_avx2.json")
@@ -1023,20 +1040,23 @@ def test_measurements_page_runs_side_by_side():
     assert max(seed_nll) < m12 and auto["best_val_nll"] < fast["best_val_nll"]  # "M2's (float32) lower"
     # one seed pair is one draw: the gaps are read against the larger of its two gaps, as printed (no "113 times")
     larger = f"{gaps[0] / max(seed_nll):.0f} and {gaps[1] / max(seed_nll):.0f} times the larger of the seeds' two gaps"
-    _assert_in(section, f"{gaps[0]:.4f} above M2's and {gaps[1]:.4f} above M1's, {larger}", larger,
+    _assert_in(section, f"M3's gaps, {gaps[0]:.4f} and {gaps[1]:.4f}, are {larger}", larger,
                f"lie {m12:.4f} apart, {m12 / max(seed_nll):.1f} times the larger seed gap",
                f"{m12:.4f} apart: {m12 / max(seed_nll):.1f} times the larger of the seeds' gaps",
                where="book/measurements_record.ipynb (validation cross-entropy)")
     # dividing by the larger gap (after the last step) is the conservative choice; the like-for-like ratios printed too
     _assert_in(section, f"against the like-for-like gap, in lowest validation cross-entropy ({min(seed_nll):.4f}): "
                         f"{gaps[0] / min(seed_nll):.0f} and {gaps[1] / min(seed_nll):.0f} times",
-               "dividing by it is conservative", where="book/measurements_record.ipynb (validation cross-entropy)")
+               f"more than a hundred times the like-for-like gap in lowest value, {min(seed_nll):.4f}",
+               where="book/measurements_record.ipynb (validation cross-entropy)")
+    assert min(gaps) / min(seed_nll) > 100
     # the yardstick was measured in bf16 near step 1,430; M3's lowest is its last step: the seed-1 run near that step
     curve = {step: nll for _, step, nll in seed1["val_nll_per_epoch"]}
     near = min(curve, key=lambda step: abs(step - m3r["steps"]))
     off = curve[near] - m3r["best_val_nll"]
     assert near == 954 and 0 < off < min(gaps) / 5
-    _assert_in(section, f"lay {off:.4f} above M3's lowest after {near:,} steps", "Per step, M3 lies on M1's curve",
+    _assert_in(section, f"After {near:,} steps the seed-1 run on M1 lay {off:.4f} above M3's lowest value",
+               "Per step, M3 matches M1",
                f"after {near:,} steps: {curve[near]:.4f}, {off:+.4f} from M3's", where="book/measurements_record.ipynb (M3)")
     assert "times that" not in section  # the per-step comparison is no second yardstick
 
@@ -1380,6 +1400,23 @@ def test_chapter_11_prose_leaves_the_runs_results_to_the_printouts():
     assert not re.search(r"\brank \d+ of\b|\bnumber \d+ of \d+ in the cost\b", printed)
     assert len(re.findall(r"(?:the|\d+(?:st|nd|rd|th)) costliest of 24\b", printed)) >= 2
     assert "heads less harmful shuffled than switched off (ratio under 1):" in printed and "rises at every step:" in printed
+
+
+def test_chapter_11_states_its_thresholds_once_and_shows_the_ablation_loop():
+    """Chapter 11 says in one place which thresholds it chose and why, without repeating the hedge elsewhere; calls
+    the strict one-head count a measure of redundancy, not a test; lists the ablation loop; says that the diagonal
+    share measures monotonicity before the exercise."""
+    cells = json.loads((ROOT / "notebooks" / "11_looking_inside.ipynb").read_text())["cells"]
+    prose = " ".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
+    assert prose.count("**The thresholds of this chapter.**") == 1
+    assert "round threshold of our own" not in prose and "by our own threshold" not in prose
+    assert "guess, not tested here" not in prose and "guess not tested here" not in prose
+    assert "few layers of any model would pass it" not in prose and "not a pass/fail test but a measure of redundancy" in prose
+    assert "measures how *monotone* a head is" in prose and "One sentence is an anecdote" not in prose
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    assert any(s.startswith("show_source(I.ablation_table") for s in code)
+    printed = " ".join(_page("notebooks/11_looking_inside.ipynb").split())
+    assert "nll = nll_per_token(model, batches)" in printed  # the listing's output
 
 
 def test_chapter_11_says_what_the_ratios_correlation_with_sharpness_means():

@@ -66,16 +66,18 @@ def test_numeric_hints_are_rendered_and_checked():
 
 
 def test_paper_q4_brevity_penalty_accepts_three_decimals_and_hints_the_slips():
-    """Q4: BP = e^(1 - r/c) for c = 90, r = 100 is e^(-1/9) = 0.8948...; 0.895 and 0.894 are right, while c/r = 0.9,
-    e^(-0.1) = 0.905 (r/c rounded to 1.1) and a two-decimal 0.89 each get a hint that does not give the answer."""
+    """Q4: BP = e^(1 - r/c) for c = 90, r = 100 is e^(-1/9) = 0.8948...; to three decimals only 0.895 is right, while
+    c/r = 0.9, e^(-0.1) = 0.905 (r/c rounded to 1.1), 0.896 (r/c rounded to 1.11), the truncated 0.894, the per cent
+    89.5 and a two-decimal 0.89 each get a hint that does not give the answer."""
     import math
 
     q4 = next(q for q in Q.PAPER_QUIZ if q.name == "paper-q4")
     assert q4.kind == "numeric" and math.isclose(q4.answer, math.exp(-1 / 9)) and "c = 90" in q4.question
-    accepted = [v for v in (0.8948, 0.895, 0.894, 0.89, 0.9, 0.905) if abs(v - q4.answer) <= q4.tolerance]
-    assert accepted == [0.8948, 0.895, 0.894]
+    accepted = [v for v in (0.8948, 0.895, 0.894, 0.896, 0.89, 0.9, 0.905) if abs(v - q4.answer) <= q4.tolerance]
+    assert accepted == [0.8948, 0.895] and round(q4.answer, 3) == 0.895  # three decimals: only the rounded one
     hinted = {v for v, _ in q4.hints}
-    assert {0.9, 0.905, 0.89, 1.0} <= hinted and round(math.exp(-0.1), 3) == 0.905 and 90 / 100 == 0.9
+    assert {0.9, 0.905, 0.89, 0.894, 0.896, 89.5, 1.0} <= hinted and round(math.exp(-0.1), 3) == 0.905
+    assert round(math.exp(1 - 1.11), 3) == 0.896 and 90 / 100 == 0.9  # r/c rounded to 1.11 gives 0.896
     assert not any("0.89" in note or "0.895" in note for _, note in q4.hints)  # no hint gives the answer
     assert [q.title for q in Q.PAPER_QUIZ] == [f"Question {i}" for i in range(1, 6)]  # no "Check yourself" five times
 

@@ -11,7 +11,7 @@ The tests a Transformer must pass, as functions. Checks return a line that start
 * :func:`score_spread`, :func:`check_score_scale`: the spread of the attention scores must not grow with d_k;
 * :func:`token_scale`, :func:`check_token_signal`: the token embeddings must weigh about as much as the positional
   encodings, neither less than 1.2 times nor more than twice as much; :func:`token_factor`,
-  :func:`check_embedding_factor`: and be multiplied by √d_model exactly (§3.4);
+  :func:`check_embedding_factor`: and be multiplied by √d_model exactly, the positional encodings not (§3.4);
 * :func:`check_queries_independent`: each query's softmax is its own (not taken across the queries);
 * :func:`check_independent`: each position (or each head) computed from its own inputs only;
 * :func:`check_without_batch`: one sentence without its batch axis gives the output it gets inside a batch;
@@ -250,10 +250,12 @@ def token_factor(embed_fn, d_model: int, vocab_size: int = 100, n: int = 40, see
 def check_embedding_factor(embed_fn, widths=(16, 256), what: str = "your embedding", rtol: float = 1e-5) -> str:
     """Assert that ``embed_fn(ids, table)`` multiplies the table's rows by √d_model (§3.4: "In the embedding layers,
     we multiply those weights by √d_model"), measured by :func:`token_factor` at every d_model in ``widths``, to a
-    relative ``rtol`` (a float32 embedding rounds to about 1e-7).
+    relative ``rtol`` (a float32 embedding rounds to about 1e-7); and that it adds the positional encodings
+    unscaled: with an all-zero table the output must be §3.5's encoding itself (§3.4 scales only the embeddings).
 
     Raises:
-        AssertionError: the factors measured, and the widths at which they are not §3.4's (never the factor due).
+        AssertionError: the factors measured, and the widths at which they are not §3.4's (never the factor due);
+            or the widths at which the positions' part is not the positional encoding (scaled too, or another).
     """
     factors = {d: token_factor(embed_fn, d) for d in widths}
     shown = ", ".join(f"{f:.4g} at d_model = {d}" for d, f in factors.items())
@@ -261,7 +263,30 @@ def check_embedding_factor(embed_fn, widths=(16, 256), what: str = "your embeddi
     if wrong:
         raise AssertionError(f"{what}: the token embeddings come out multiplied by {shown}: not the factor of §3.4 "
                              f"at d_model = {', '.join(map(str, wrong))}")
+    _positions_unscaled(embed_fn, widths, what, rtol)
     return f"correct: {what} multiplies the token embeddings by §3.4's factor at every d_model checked ({shown})"
+
+
+def _positions_unscaled(embed_fn, widths, what, rtol, n: int = 40, vocab_size: int = 100):
+    """Raise if ``embed_fn(ids, zeros)`` is not ``positional_encoding(n, d_model)`` at some d_model in ``widths``,
+    naming a multiple of the encoding as "scaled too" (never the encoding's values)."""
+    from tmlib.ref.positional import positional_encoding
+    scaled, other = [], []
+    for d in widths:
+        pe = positional_encoding(n, d)
+        got = as_float_array(embed_fn(np.arange(n) % vocab_size, np.zeros((vocab_size, d))), "answer",
+                             "the embeddings")
+        if got.shape == pe.shape and np.allclose(got, pe, rtol=rtol, atol=rtol):
+            continue
+        c = float((got * pe).sum() / (pe * pe).sum()) if got.shape == pe.shape else 0.0
+        (scaled if got.shape == pe.shape and np.allclose(got, c * pe, rtol=rtol, atol=rtol) else other).append(d)
+    if scaled:
+        raise AssertionError(f"{what}: the positional encodings come out multiplied as well, at d_model = "
+                             f"{', '.join(map(str, scaled))} (with an all-zero table the output should be the "
+                             "positional encoding itself): §3.4 multiplies only the token embeddings")
+    if other:
+        raise AssertionError(f"{what}: with an all-zero table the output is not §3.5's positional encoding at "
+                             f"d_model = {', '.join(map(str, other))}: what is added to the scaled embeddings?")
 
 
 def check_confident_loss(loss_fn, vocab_size: int = 7, label_smoothing: float = 0.1,

@@ -66,7 +66,8 @@ def repeat_spreads(*tables: list[dict]) -> np.ndarray:
 
 AGREE = 2.0
 """The agreement test's threshold: the windows agree when the largest window ratio is less than this many times the
-smallest. A larger spread means the load changed during the run."""
+smallest. A larger spread means the windows disagree: the load changed during the run, or the noise is too large for
+that many windows (at a fixed noise the spread grows with the number of windows, :func:`rejection_rates`)."""
 
 LEVEL = 0.95
 """The confidence level of :func:`ratio_interval`'s interval, which the acceptance rule (:func:`verdict`) reads."""
@@ -116,7 +117,8 @@ def verdict(ratios) -> str:
     """The acceptance rule for the window-by-window ratios of A's time to B's (or of their throughputs).
 
     One window is not a measurement. For two or more, two tests: the windows agree (the largest ratio is less than
-    :data:`AGREE` times the smallest; otherwise the load changed during the run: "not yet a measurement"), and the
+    :data:`AGREE` times the smallest; otherwise the windows disagree, because the load changed during the run or the
+    noise is too large for this many windows: "not yet a measurement"), and the
     95% interval of the ratios' geometric mean (:func:`ratio_interval`) excludes 1 ("the ratio stands") or contains
     it ("no difference shown"; the printed interval says how large a difference the windows could still hide).
     Unlike a test that asks every window to lie on one side of 1, whose chance of passing by luck is ``2 ** (1 - n)``
@@ -141,7 +143,8 @@ def verdict(ratios) -> str:
     spread, agree = _spread_test(values)
     text = f"{len(values)} windows, spread by a factor of {spread:.2f}"
     if not agree:
-        return text + f", {AGREE:g} or more: the load changed during the run, so not yet a measurement"
+        return text + (f", {AGREE:g} or more: the windows disagree (the load changed, or the noise is too large "
+                       "for this many windows), so not yet a measurement")
     mean, low, high = ratio_interval(values)
     text += f" (below {AGREE:g}); geometric mean {mean:.3f}, {LEVEL:.0%} interval {low:.3f} to {high:.3f}, which "
     if _excludes_one(low, high):

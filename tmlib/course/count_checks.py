@@ -120,14 +120,23 @@ def check_decoder_only_count(answer, *, d_model: int, n_layers: int, d_ff: int, 
     (no output bias), a learned table of ``n_positions`` positions, ``n_layers`` pre-LN layers of self-attention and
     feed-forward network (with their biases, two LayerNorms each) and a final LayerNorm. Names the part left out
     or counted too often (positions, final norm, cross-attention, a third LayerNorm per layer, an untied or biased
-    output layer, biases, LayerNorms); never the value."""
+    output layer, biases, LayerNorms); never the value.
+
+    Raises:
+        TypeError: still ``...`` or None.
+        AssertionError: not an integer (a float, even a whole one, is rejected: a count is an int), or a wrong
+            count (with its likely slip where one fits).
+    """
     d, f = int(d_model), int(d_ff)
     attn, ffn, ln = 4 * (d * d + d), 2 * d * f + f + d, 2 * d
     expected = vocab * d + n_positions * d + n_layers * (attn + ffn + 2 * ln) + ln
     require_answered(answer, what)
-    if isinstance(answer, bool) or not isinstance(answer, (int, float, np.integer, np.floating)) \
-            or not float(answer).is_integer():
-        raise AssertionError(f"{what} should be a whole number, got {answer!r}")
+    if isinstance(answer, (float, np.floating)):  # the value itself is not shown: it may be the right count
+        raise AssertionError(f"{what} should be an integer, got a float ({type(answer).__name__}): a count of "
+                             "parameters is a whole number, so compute it with integers only (* and +, or // "
+                             "rather than /), or convert the result with int(...)")
+    if isinstance(answer, bool) or not isinstance(answer, (int, np.integer)):
+        raise AssertionError(f"{what} should be an integer, got {answer!r}")
     variants = [("the count gives without the learned position table", expected - n_positions * d),
                 ("the count gives without the final LayerNorm", expected - ln),
                 ("the count gives with cross-attention and a third LayerNorm in every layer (the encoder-decoder's "

@@ -228,9 +228,22 @@ def _element_size_slips(answer, other, size: int, measured) -> list:
     return [(float(measured) * fixed / size, _ELEMENT_SIZE_HINT) for fixed in (1, 2, 4, 8) if fixed != size]
 
 
+def _built_on(fn, check, numbers: str) -> None:
+    """Raise when ``fn`` fails its own ``check``: the two numbers built on it cannot be "correct" then, even when
+    they are ``fn`` applied to the big model. The message names the function's slip (``check``'s own message)."""
+    name = getattr(fn, "__name__", "your function")
+    try:
+        check(fn)
+    except AssertionError as slip:
+        raise AssertionError(f"{numbers} are built on {name}, which is not right yet: {slip}") from None
+
+
 def check_big_model_cache(fn, bytes_per_token, bytes_batch) -> str:
     """Exercise 12.1's two numbers against ``fn`` applied to the big model (6 layers, d_model 1024, bf16); a
-    failure names the number and what it should count, in the exercise's words, never the arguments or the value."""
+    failure names the number and what it should count, in the exercise's words, never the arguments or the value.
+    ``fn`` must first pass :func:`check_kv_cache_function` (its failure is named): numbers built on a wrong
+    function are never "correct"."""
+    _built_on(fn, check_kv_cache_function, "bytes_per_token and bytes_batch")
     for name, value in (("bytes_per_token", bytes_per_token), ("bytes_batch", bytes_batch)):
         require_answered(value, name)
         args, meant = _BIG_CACHE[name]
@@ -332,9 +345,12 @@ _BIG_FLOPS = (1024, 6, 4096, 37000, 25, 25)  # the big model, 25 + 25 tokens
 
 def check_big_model_flops(fn, flops_big, mfu_big) -> str:
     """Exercise 12.4's two numbers: ``flops_big`` against ``fn`` for the big model (25 + 25 tokens) and ``mfu_big``
-    against the definition of MFU (a percentage instead of a fraction is named). Returns one line per number."""
+    against the definition of MFU (a percentage instead of a fraction is named). ``fn`` must first pass
+    :func:`check_flops_per_token` (its failure is named): numbers built on a wrong function are never "correct".
+    Returns one line per number."""
     from tmlib.analysis.flops import mfu
 
+    _built_on(fn, check_flops_per_token, "flops_big and mfu_big")
     yours = fn(*_BIG_FLOPS)
     lines = []
     require_answered(flops_big, "flops_big")
@@ -344,6 +360,8 @@ def check_big_model_flops(fn, flops_big, mfu_big) -> str:
     expected = mfu(25_000 / 1.0, flops_big, 8 * 9.5e12)
     assert not np.isclose(float(mfu_big), 100 * expected, rtol=1e-6), \
         "mfu_big is a percentage: give the MFU as a fraction of the peak (0.5 for 50%)"
+    assert not any(np.isclose(float(mfu_big), expected * k, rtol=1e-6) for k in (8, 1 / 8)), \
+        "mfu_big is 8 times too large or too small: the peak is that of all 8 GPUs together, and so is the throughput"
     lines.append(check_close(mfu_big, expected,
                              "mfu_big: 25,000 target tokens a second at flops_big each, over 8 x 9.5 TFLOP/s",
                              rtol=1e-9))

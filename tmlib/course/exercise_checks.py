@@ -190,28 +190,30 @@ def check_multi_head_result(answer, x_q, x_k, x_v, w_q, w_k, w_v, w_o, what: str
     return _compare(answer, output(n_heads), what, (), **(tolerance or {"atol": 1e-9}))
 
 
-def _random_mha(rng, n_q: int, n_k: int, d_model: int, n_heads: int, d_k: int):
+def _random_mha(rng, n_q: int, n_k: int, d_model: int, n_heads: int, d_k: int, d_v: int):
     """Random inputs of a cross-attention (queries and keys of different lengths): x_q, x_k, x_v, w_q, w_k, w_v,
-    w_o (per-head matrices of shape (n_heads, d_model, d_k))."""
+    w_o (per-head matrices of shapes (n_heads, d_model, d_k) for w_q, w_k and (n_heads, d_model, d_v) for w_v;
+    w_o of shape (n_heads * d_v, d_model))."""
     x_q, x_k, x_v = rng.normal(size=(n_q, d_model)), rng.normal(size=(n_k, d_model)), rng.normal(size=(n_k, d_model))
-    w_q, w_k, w_v = (rng.normal(size=(n_heads, d_model, d_k)) for _ in range(3))
-    return x_q, x_k, x_v, w_q, w_k, w_v, rng.normal(size=(n_heads * d_k, d_model))
+    w_q, w_k = (rng.normal(size=(n_heads, d_model, d_k)) for _ in range(2))
+    w_v = rng.normal(size=(n_heads, d_model, d_v))
+    return x_q, x_k, x_v, w_q, w_k, w_v, rng.normal(size=(n_heads * d_v, d_model))
 
 
 def check_multi_head_attention(fn, what: str = "your multi-head attention", *, seed: int = 0) -> str:
     """Call ``fn(x_q, x_k, x_v, w_q, w_k, w_v, w_o) -> (output, weights)`` on seeded random inputs (three heads,
-    queries and keys of different lengths) and say what differs: the shapes, a row of weights that does not sum
-    to 1, the first head whose weights differ (and whether its scores lack the √d_k), or the output after
-    correct weights (the concatenation's order, W^O)."""
-    n_q, n_k, d_model, n_heads, d_k = 4, 5, 6, 3, 2
-    inputs = _random_mha(np.random.default_rng(seed), n_q, n_k, d_model, n_heads, d_k)
+    queries and keys of different lengths, d_k = 2 and d_v = 3 so that a scale by √d_v shows) and say what differs:
+    the shapes, a row of weights that does not sum to 1, the first head whose weights differ (and whether its
+    scores lack the √d_k or are divided by √d_model or √d_v), or the output after correct weights (the
+    concatenation's order, W^O)."""
+    n_q, n_k, d_model, n_heads, d_k, d_v = 4, 5, 6, 3, 2, 3
+    inputs = _random_mha(np.random.default_rng(seed), n_q, n_k, d_model, n_heads, d_k, d_v)
     x_q, x_k, x_v, w_q, w_k, w_v, w_o = inputs
     result = fn(*inputs)
     if not isinstance(result, tuple) or len(result) != 2:
         raise AssertionError(f"{what} must return the pair (output, weights), got {type(result).__name__}")
     output, weights = (as_float_array(r, "answer", what) for r in result)
     check_shape(weights, (n_heads, n_q, n_k), f"{what}: the weights (n_heads, n_q, n_k) of 3 heads, 4 queries, 5 keys")
-    check_shape(output, (n_q, d_model), f"{what}: the output (n_q, d_model) of 4 queries with d_model = 6")
     heads = []
     for i in range(n_heads):
         q, k, v = x_q @ w_q[i], x_k @ w_k[i], x_v @ w_v[i]
@@ -221,6 +223,9 @@ def check_multi_head_attention(fn, what: str = "your multi-head attention", *, s
                 cause = "its scores are not divided by √d_k; the scale is √d_k of a head, not √d_model"
             elif np.allclose(weights[i], _attention(q * np.sqrt(d_k / d_model), k, v)[1], rtol=0, atol=1e-9):
                 cause = "its scores are divided by √d_model; the scale is √d_k of a head, not √d_model"
+            elif np.allclose(weights[i], _attention(q * np.sqrt(d_k / d_v), k, v)[1], rtol=0, atol=1e-9):
+                cause = "its scores are divided by √d_v, the width of the values; the scale is √d_k, the width " \
+                        "of the queries and keys"
             elif np.allclose(weights[i], _attention(q, k, v, axis=-2)[1], rtol=0, atol=1e-9):
                 cause = "its softmax runs over the queries (each column sums to 1, not each row)"
             elif any(np.allclose(weights[i], _attention(x_q @ w_q[j], x_k @ w_k[j], x_v)[1], rtol=0, atol=1e-9)
@@ -231,13 +236,15 @@ def check_multi_head_attention(fn, what: str = "your multi-head attention", *, s
             raise AssertionError(f"{what}: the weights of head {i + 1} differ from the right ones ({cause}); "
                                  f"{'heads ' + ', '.join(str(j + 1) for j in range(i)) + ' match' if i else 'it is the first head'}")
         heads.append(out_i)
-    concat = np.concatenate(heads, axis=-1)  # (n_q, n_heads * d_k)
+    concat = np.concatenate(heads, axis=-1)  # (n_q, n_heads * d_v)
+    if output.shape == concat.shape and np.allclose(output, concat, rtol=0, atol=1e-9):
+        raise AssertionError(f"{what}: the weights of every head are right but the output differs: the concatenated "
+                             "heads are returned without the product with W^O")
+    check_shape(output, (n_q, d_model), f"{what}: the output (n_q, d_model) of 4 queries with d_model = 6")
     if np.allclose(output, concat @ w_o, rtol=0, atol=1e-9):
         return f"correct: {what} gives the right weights in all {n_heads} heads and the right output (tolerance 1e-09)"
     if np.allclose(output, np.concatenate(heads[::-1], axis=-1) @ w_o, rtol=0, atol=1e-9):
         cause = "the heads are concatenated in the reverse order, so each meets the wrong rows of W^O"
-    elif output.shape == concat.shape and np.allclose(output, concat, rtol=0, atol=1e-9):
-        cause = "the concatenated heads are returned without the product with W^O"
     else:
         cause = "look at the head outputs (weights times V W^V_i), their concatenation and W^O"
     raise AssertionError(f"{what}: the weights of every head are right but the output differs: {cause}")
@@ -636,7 +643,7 @@ def check_swapped_heads(w_o_swapped, what: str = "w_o_swapped", *, seed: int = 7
     w_o = np.asarray(m.w_o, dtype=float)
     if np.allclose(w, w_o[:, [2, 3, 0, 1]]):
         raise AssertionError(f"{what} is not right yet: this W^O gives the output of the heads' W^O blocks in "
-                             "the wrong order (for this W^O, more than one swap of its entries gives this matrix). "
+                             "the wrong order, so each head still meets the block meant for the other head. "
                              "Which part of W^O does each head's block of Concat(head_1, head_2) multiply?")
     swap = [1, 0]
     lines = []

@@ -62,6 +62,8 @@ def _layer_norm_variants(x, gamma, beta, eps: float) -> dict:
         "(x - mu) / sqrt(sigma^2 + eps)": gamma * (x - mu) / (np.sqrt(var) + eps) + beta,
         "uses the unbiased standard deviation and eps outside the square root: divide the variance by d, and "
         "put eps inside the square root": gamma * (x - mu) / (np.sqrt(var_unbiased) + eps) + beta,
+        "leaves eps out, (x - mu) / sigma: the difference is small but real; eps belongs inside the square root, "
+        "(x - mu) / sqrt(sigma^2 + eps), and keeps a constant row finite": gamma * (x - mu) / np.sqrt(var) + beta,
         "leaves gamma and beta out: scale by gamma and add beta after normalising":
             (x - mu) / np.sqrt(var + eps),
         "normalises over the first axis: the statistics belong to each vector, over the last axis (axis=-1)":
@@ -76,8 +78,8 @@ _LAST_AXIS = ("take the mean and the variance over the last axis (axis=-1, keepd
 def check_layer_norm(fn, what: str = "my_layer_norm", atol: float = 1e-12) -> str:
     """Exercise 3.2: ``fn(x, gamma, beta, eps=...)``, layer normalisation over the last axis with the biased
     variance and ``eps`` inside the square root, on a random ``(2, 3, 6)`` batch (eps = 1e-5 and 0.1) and on a
-    constant row. An answer that is a typical slip (the unbiased variance, eps outside the square root, no gamma
-    and beta, the statistics over the wrong axis) is named; the expected values are never printed.
+    constant row. An answer that is a typical slip (the unbiased variance, eps outside the square root, eps left
+    out, no gamma and beta, the statistics over the wrong axis) is named; the expected values are never printed.
     """
     rng = np.random.default_rng(8)
     x = rng.normal(loc=2.0, scale=1.5, size=(2, 3, 6))                     # (batch, n, d_model)

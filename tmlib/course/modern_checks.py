@@ -9,11 +9,14 @@ gets the course's "still `...`" message.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from tmlib.course.checks import as_float_array, check_close, require_answered
+
+if TYPE_CHECKING:  # the annotations' torch.Tensor; PyTorch itself is imported only by the GQA check
+    import torch
 
 __all__ = ["check_alibi_slopes", "check_grouped_query_attention", "check_tokens_in_memory"]
 
@@ -99,6 +102,7 @@ def _gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: list[int], ca
     """Attention of query head ``j`` with key/value head ``heads[j]``: q ``(batch, n_heads, n, d_k)``, k and v
     ``(batch, n_kv_heads, n, d_k)`` → ``(batch, n_heads, n, d_k)``, the scores times ``scale`` (default
     ``1/sqrt(d_k)``), causal or not. The reference of :func:`check_grouped_query_attention` and its slips."""
+    import torch  # here, not at the top: chapter 13's other checks and tmlib.course run without PyTorch
     k, v = k[:, heads], v[:, heads]  # (batch, n_heads, n, d_k)
     scores = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)  # (batch, n_heads, n, n)
     if causal:
@@ -113,14 +117,15 @@ def check_grouped_query_attention(fn, what: str = "my_gqa") -> str:
     ``j`` attending with key/value head ``j // (n_heads // n_kv_heads)``. On fresh float64 inputs of four head
     counts (grouped, multi-query with one key/value head, multi-head with as many as query heads), against the
     formula (relative tolerance 1e-9); then against PyTorch's ``scaled_dot_product_attention(..., enable_gqa=True)``.
-    Names the likely slips, never the values: the key/value heads shared in the order 0, 1, 0, 1 (``repeat``, a
-    tiling) instead of 0, 0, 1, 1; no causal mask; the scores not divided by sqrt(d_k), or divided by d_k; one output
+    Names the likely slips by their symptoms, never the values nor the remedy: the key/value heads shared in the
+    order 0, 1, 0, 1 (``repeat``, a tiling) instead of 0, 0, 1, 1; no causal mask; the scores not divided by sqrt(d_k), or divided by d_k; one output
     head per key/value head; inputs changed in place; an error raised.
 
     Raises:
         TypeError: ``fn`` returns ``...`` or None.
         AssertionError: a wrong output, with the slip it matches where it matches one.
     """
+    import torch  # here, not at the top: chapter 13's other checks and tmlib.course run without PyTorch
     g = torch.Generator().manual_seed(1313)
     cases = ((2, 4, 2, 5, 8), (1, 6, 3, 4, 4), (2, 4, 1, 3, 8), (1, 2, 2, 4, 4))  # batch, h, n_kv, n, d_k
     for batch, h, n_kv, n, d_k in cases:
@@ -153,9 +158,8 @@ def check_grouped_query_attention(fn, what: str = "my_gqa") -> str:
         tiled = [j % n_kv for j in range(h)]
         if tiled != right:
             slips.append((_gqa(q, k, v, tiled),
-                          f"query head 1 attends with key/value head 1, but heads 0 and 1 form one group and share "
-                          f"key/value head 0: the key/value heads were shared in the order 0, 1, 0, 1 (the whole "
-                          f"stack repeated, as torch's repeat does), not each one repeated in place"))
+                          "query head 1 attends with key/value head 1, but heads 0 and 1 form one group and share "
+                          "one key/value head: the key/value heads are shared in the order 0, 1, 0, 1"))
         slips += [(_gqa(q, k, v, right, causal=False),
                    "each position also attends to the positions after it: is the causal mask missing?"),
                   (_gqa(q, k, v, right, scale=1.0), "the scores are not divided by sqrt(d_k)"),

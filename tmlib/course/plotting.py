@@ -9,6 +9,7 @@ from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.patches import Patch
 import seaborn as sns
 
 __all__ = ["positional_encoding_heatmap", "attention_heatmap", "attention_heads", "mask_panels", "power_law_plot",
@@ -148,8 +149,9 @@ def positional_encoding_heatmap(pe, title: str = "Sinusoidal positional encoding
 def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
                 suptitle: str = "Attention masks (dark = may attend)", xlabel: str = "key position",
                 ylabel: str = "query position", square_cells: bool = False, xtick_rotation: float = 45,
-                figsize: tuple[float, float] | None = None, share_ylabel: bool = False):
-    """Boolean masks side by side, one panel each, True (may attend) drawn dark.
+                figsize: tuple[float, float] | None = None, share_ylabel: bool = False,
+                blocked_dark: bool = False, footnote: str | None = None):
+    """Boolean masks side by side, one panel each, True (may attend) drawn dark, or light with ``blocked_dark``.
 
     Args:
         masks: sequence of 2-D boolean arrays ``(n_q, n_k)`` (shapes may differ).
@@ -161,6 +163,9 @@ def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
         xtick_rotation: rotation of the key labels in degrees (0: horizontal and centred).
         figsize: the figure's size in inches (default: 3.2 wide per panel, at most 16, and 3.4 high).
         share_ylabel: write ``ylabel`` on the first panel only.
+        blocked_dark: draw blocked cells (False) dark and allowed ones light, as a weight of 0 is dark in a
+            viridis attention heatmap, and add a two-entry legend ("may attend", "blocked").
+        footnote: optional line of text under the panels.
 
     Returns:
         The matplotlib ``Figure``.
@@ -182,7 +187,7 @@ def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
             raise ValueError(f"mask {i} must be 2-D (n_q, n_k), got shape {m.shape}")
     fig, axes = plt.subplots(1, len(masks), figsize=figsize or (min(3.2 * len(masks), 16), 3.4), squeeze=False)
     for i, (ax, m) in enumerate(zip(axes[0], masks)):
-        ax.imshow(m, cmap="Greys", vmin=0, vmax=1.4)
+        ax.imshow(~m if blocked_dark else m, cmap="Greys", vmin=-0.25 if blocked_dark else 0, vmax=1.4)
         ax.set_title(titles[i])
         ax.set_xlabel(xlabel)
         if i == 0 or not share_ylabel:
@@ -204,10 +209,18 @@ def mask_panels(masks, titles: Sequence[str], x_labels=None, y_labels=None,
         fig.canvas.draw()
         tallest = max(range(len(masks)), key=lambda i: masks[i].shape[0])
         cell = axes[0][tallest].get_window_extent().height / masks[tallest].shape[0]  # pixels per cell
+        top = max(ax.get_position().y1 for ax in axes[0])  # every panel's top edge on one line
         for ax, m in zip(axes[0], masks):
             box = ax.get_position()  # the panel as drawn, in figure coordinates
             w, h = m.shape[1] * cell / fig.bbox.width, m.shape[0] * cell / fig.bbox.height
-            ax.set_position([box.x0 + (box.width - w) / 2, box.y1 - h, w, h])
+            ax.set_position([box.x0 + (box.width - w) / 2, top - h, w, h])
+    if blocked_dark:
+        shade = plt.get_cmap("Greys")
+        fig.legend(handles=[Patch(facecolor=shade(0.25 / 1.65), edgecolor="grey", label="may attend"),
+                            Patch(facecolor=shade(1.25 / 1.65), edgecolor="grey", label="blocked")],
+                   loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)  # under the panels
+    if footnote is not None:
+        fig.text(0.5, -0.08 if blocked_dark else 0.0, footnote, ha="center", va="top")  # under the legend
     return fig
 
 

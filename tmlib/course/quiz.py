@@ -283,7 +283,7 @@ _PAPER_QUESTIONS = (
        "output, and masks its self-attention. Chapters 2, 3 and 5 build each piece."),
     numeric("paper-q4", "The translations of a test set hold c = 90 words in all, their reference translations "
             "r = 100. By what factor does BLEU's brevity penalty multiply the score? Give three decimals.",
-            _BREVITY_PENALTY, 0.0015,
+            _BREVITY_PENALTY, 0.0006,
             "The translations are shorter than the references (c = 90 ≤ r = 100), so BP = e^(1 − r/c) = "
             "e^(1 − 100/90) = e^(−1/9) ≈ 0.895: the score drops by about a tenth, though the precisions p_n "
             "alone would not notice the 10 missing words. BP is not the ratio c/r = 0.9 itself; with c ≥ r it "
@@ -296,10 +296,14 @@ _PAPER_QUESTIONS = (
                    (1.111, "That is r/c itself. BP raises e to a power: which power?"),
                    (1.0, "BP is 1 only when the translations are longer than the references. Is c > r here?"),
                    (0.89, "Close, but give three decimals."),
+                   (0.894, "Round the fourth decimal rather than cutting it off."),
+                   (0.896, "Is r/c = 100/90 exactly 1.11? Keep more digits in the exponent."),
+                   (89.5, "Give BP as a factor, not as a per cent."),
                    (-0.111, "That is the exponent. What is BP, given the exponent?")]),
     numeric("paper-q5", "A stack of causal dilated convolutions with kernel width 3 (dilations 1, 3, 9, ...), "
             "each position reading only itself and earlier positions, reads a sentence of 50 tokens. How many "
-            "layers must information from the first token pass through to reach the last one? (A recurrent layer needs 49 steps; self-attention needs one.)",
+            "layers must information from the first token pass through to reach the last one? (A recurrent "
+            "layer needs 49 steps; self-attention needs one.)",
             _DILATED_LAYERS, 0, "Each layer of kernel width w multiplies the span a position sees by w: after L "
             "layers it covers w to the power L positions, and 3³ = 27 < 50 ≤ 81 = 3⁴, so 4 layers. This is the "
             "O(log_w n) path of the paper's Table 1, against O(n) for recurrence and O(1) for self-attention; "

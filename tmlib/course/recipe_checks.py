@@ -179,7 +179,8 @@ def check_smoothed_loss(smoothed_loss, *, seed: int = 616) -> str:
     """Exercise 6.5: ``smoothed_loss(logits, targets, label_smoothing, pad_id)`` on random logits with two padded
     positions. Names: not one number; a mean over the classes; a mean over all n positions (padding dilutes it); a
     sum over the positions; a target row that does not sum to 1; padding not excluded; log 0 for logits far apart;
-    the exclusive convention. Never the loss itself."""
+    the exclusive convention; log-probabilities capped (the log of a clipped probability) on logits hundreds apart.
+    Never the loss itself."""
     rng = np.random.default_rng(seed)
     n, v, pad = int(rng.integers(6, 10)), int(rng.integers(5, 12)), 0
     z = rng.normal(size=(n, v)) * 2.0                                       # (n, V)
@@ -215,5 +216,16 @@ def check_smoothed_loss(smoothed_loss, *, seed: int = 616) -> str:
     if not math.isfinite(float(smoothed_loss(far, y, 0.1, pad))):
         raise AssertionError("log 0 in the loss: with logits far apart a probability underflows to 0 (or exp "
                              "overflows); use a log-softmax")
-    return _compare(float(got), _smoothed(z, y, 0.1, pad, "uniform"), "smoothed_loss on random logits",
-                    [(_EXCLUSIVE, _smoothed(z, y, 0.1, pad, "exclusive"))], rtol=1e-9)
+    result = _compare(float(got), _smoothed(z, y, 0.1, pad, "uniform"), "smoothed_loss on random logits",
+                      [(_EXCLUSIVE, _smoothed(z, y, 0.1, pad, "exclusive"))], rtol=1e-9)
+    apart = z.copy()
+    apart[0] = 0.0
+    apart[0, 1:] = -300.0 * np.arange(1, v)                                  # row 0: logits hundreds apart
+    apart[0, y[0]] = -300.0                                                  # its true class is not the top one
+    if not math.isclose(float(smoothed_loss(apart, y, 0.1, pad)), _smoothed(apart, y, 0.1, pad, "uniform"),
+                        rel_tol=1e-9):
+        raise AssertionError("right on ordinary logits, wrong when a row's logits lie hundreds apart: a "
+                             "log-probability is capped, as the log of a clipped (or floored) probability is; "
+                             "compute the log-probabilities with a log-softmax (the log-sum-exp shift: z - max z - "
+                             "log sum exp(z - max z))")
+    return result

@@ -418,7 +418,8 @@ def check_train_step(run_train_step, vocab_size: int = 13, *, seed: int = 0, bat
         slips = [("the weights did not move: call optimizer.step() after loss.backward(), and clear the "
                   "gradients before backward, not between backward and the step", None),
                  ("the gradients were not clipped: is clip_grad_norm_ missing, or called before loss.backward(), "
-                  "when there is no gradient yet to clip? Clip their global norm to max_norm once backward has "
+                  "when there is no gradient yet to clip, or were they clipped by value (clip_grad_value_) rather "
+                  "than by their global norm? Clip their global norm to max_norm once backward has "
                   "computed them, before optimizer.step()", dict(clip=False)),
                  ("the step used the next step's learning rate: step the schedule after the optimizer",
                   dict(schedule_first=True))]
