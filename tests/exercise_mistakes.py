@@ -580,6 +580,7 @@ MISTAKES: dict[str, list[Mistake]] = {
     "ex-10-layernorm": [
         Mistake("the bug left in: the statistics over the positions", unanswered=True),
         Mistake("no epsilon under the square root", replace=(("np.sqrt(var + eps)", "np.sqrt(var)"),)),
+        Mistake("epsilon outside the square root", replace=(("np.sqrt(var + eps)", "(np.sqrt(var) + eps)"),)),
         Mistake("the statistics over the whole batch", replace=(("features = -1 ", "features = None "),)),
         Mistake("gain and bias swapped", replace=(
             ("gain * (x - mean) / np.sqrt(var + eps) + bias", "bias * (x - mean) / np.sqrt(var + eps) + gain"),)),

@@ -382,6 +382,26 @@ def test_check_without_batch():
         B.check_without_batch(norm(-1), x[0])
 
 
+def test_check_eps_inside_root_names_eps_outside_the_root_or_left_out():
+    def norm(place):
+        def fn(x, eps=1e-5):
+            centred, var = x - x.mean(axis=-1, keepdims=True), x.var(axis=-1, keepdims=True)
+            return centred / {"inside": np.sqrt(var + eps), "outside": np.sqrt(var) + eps, "none": np.sqrt(var)}[place]
+        return fn
+
+    message = B.check_eps_inside_root(norm("inside"), what="ln")
+    assert message.startswith("correct: ln of features of order 0.001")
+    with pytest.raises(AssertionError, match="eps outside the square root") as err:
+        B.check_eps_inside_root(norm("outside"), what="ln")
+    assert "[" not in str(err.value)  # no array, no expected value
+    with pytest.raises(AssertionError, match="without eps"):
+        B.check_eps_inside_root(norm("none"), what="ln")
+    with pytest.raises(AssertionError, match="is eps where the formula puts it"):
+        B.check_eps_inside_root(lambda x: 2.0 * norm("inside")(x), what="ln")
+    with pytest.raises(ValueError, match="positive"):
+        B.check_eps_inside_root(norm("inside"), eps=0.0)
+
+
 def test_check_without_batch_takes_several_inputs_and_a_pair_of_outputs():
     """Exercise 1.2's check calls it with queries, keys and values, and an attention that returns (output, weights)."""
     rng = np.random.default_rng(1)

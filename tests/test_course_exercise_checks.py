@@ -587,6 +587,20 @@ def test_decoder_layer_properties_name_each_slip_with_positions_from_1():
                                                                      cross_attn[:3] + (2 * cross_attn[3],), ffn)
     with pytest.raises(AssertionError, match="differs from the paper's layer"):
         check_decoder_layer_properties(doubled, sa, ca, ffn)
+    # a residual that adds the wrong stream is named where it is (r69: the feed-forward's residual adding a was
+    # blamed on the attention weights)
+    def residuals(r_cross, r_ffn):
+        def fn(y, memory, self_attn, cross_attn, ffn):
+            a = R.layer_norm(y + R.multi_head_attention(y, y, y, *self_attn, mask=R.causal_mask(len(y)))[0])
+            c = R.layer_norm({"a": a, "y": y}[r_cross] + R.multi_head_attention(a, memory, memory, *cross_attn)[0])
+            return R.layer_norm({"a": a, "c": c}[r_ffn] + R.feed_forward(c, *ffn))
+        return fn
+
+    for fn, words in ((residuals("a", "a"), "residual of the feed-forward sub-layer adds a: .* own input, c"),
+                      (residuals("y", "c"), "residual of the cross-attention adds y: .* own input, a")):
+        with pytest.raises(AssertionError, match=words) as err:
+            check_decoder_layer_properties(fn, sa, ca, ffn)
+        assert "attention weights" not in str(err.value)
 
 
 def test_blocked_weights_checks_every_blocked_position():
@@ -1136,6 +1150,12 @@ def test_chapter_8_checks_answer_a_stub_and_name_each_slip():
             check_preln_stages(wrong, pre.encoder.norm(wrong), src)
     with pytest.raises(AssertionError, match="equals last_layer"):
         check_preln_stages(last, last, src)
+    fresh = {"_ih": ["", "after_norm = torch.nn.functional.layer_norm(last_layer, (32,))", "x = 1"]}
+    with pytest.raises(AssertionError, match="not from pre.encoder.norm") as err:
+        check_preln_stages(last, after, src, namespace=fresh)
+    assert "tensor" not in str(err.value)
+    own = {"_ih": ["", "with torch.no_grad():\n    after_norm = pre.encoder.norm(last_layer)"]}
+    assert check_preln_stages(last, after, src, namespace=own).startswith("correct")
 
     models = {"copier": make_model("tiny", 13).eval(), "early": make_model("tiny", 13).eval()}
     calls = []
@@ -1467,7 +1487,8 @@ def test_relu_bias_takes_only_the_answer_and_names_each_slip():
     f = E.FFN_EXAMPLE
     b1 = np.array([-2.0, 0.0])
     assert check_relu_bias(R.feed_forward(f.x, f.w1, b1, f.w2, f.b2)).startswith("correct:")
-    for answer, words in [((f.x @ f.w1 + b1) @ f.w2 + f.b2, "without the ReLU"),
+    for answer, words in [((f.x @ f.w1 + b1) @ f.w2 + f.b2, "no ReLU between the two linear maps"),
+                          (np.maximum(0.0, (f.x @ f.w1 + b1) @ f.w2 + f.b2), "one after the second layer"),  # r69
                           (R.feed_forward(f.x, f.w1, f.b1, f.w2, f.b2), "old bias b1 = (0, 1)"),
                           (R.feed_forward(f.x, f.w1, -b1, f.w2, f.b2), "not right yet")]:
         message = _raises(check_relu_bias, answer)

@@ -18,6 +18,7 @@ The tests a Transformer must pass, as functions. Checks return a line that start
 * :func:`call_with_mask`: calls an attention with a mask, naming what a float mask must hold;
 * :func:`check_loss_ignores_padding`: a loss over real tokens that more padding does not change;
 * :func:`check_finite`, :func:`check_confident_loss`: log 0 in a loss; a label-smoothed loss of a confident model;
+* :func:`check_eps_inside_root`: a layer normalisation with eps outside the square root, or without it;
 * :func:`check_repeatable`: dropout left on at evaluation;
 * :func:`check_first_loss`: a fresh model's loss is about log |V|, not far below;
 * :func:`overfit_batch`: the loss curve of one batch learnt by heart.
@@ -35,7 +36,8 @@ from tmlib.course.checks import as_float_array
 __all__ = ["BUGS", "attention_with_bug", "dependency_matrix", "check_no_leak", "score_spread", "check_score_scale",
            "token_scale", "check_token_signal", "token_factor", "check_embedding_factor", "check_confident_loss",
            "check_without_batch", "call_with_mask", "check_queries_independent", "check_independent",
-           "check_loss_ignores_padding", "check_finite", "check_repeatable", "check_first_loss", "overfit_batch"]
+           "check_loss_ignores_padding", "check_finite", "check_eps_inside_root", "check_repeatable", "check_first_loss",
+           "overfit_batch"]
 
 #: The bugs :func:`attention_with_bug` can plant (``None``: the paper's attention).
 BUGS = ("mask flipped", "mask one key late", "mask polarity inverted", "softmax over the queries",
@@ -459,6 +461,38 @@ def check_finite(x, what: str = "the loss") -> str:
                              "NaN entries): a log of 0, 0 times infinity, a softmax over a row whose every score is masked "
                              "(-inf), or an overflow?")
     return f"correct: {what} is finite"
+
+
+def check_eps_inside_root(norm_fn, d_model: int = 8, eps: float = 1e-5, scale: float = 1e-3,
+                          what: str = "your layer normalisation", seed: int = 0) -> str:
+    """Assert that ``norm_fn(x)`` (gain 1, bias 0) is the layer normalisation (x - mean) / sqrt(var + eps) of
+    features of order ``scale`` (1e-3: a variance near 1e-6, below ``eps``), ``x`` of shape ``(2, 3, d_model)``.
+    At that size eps's place decides the output: eps outside the root, (x - mean) / (sqrt(var) + eps), or eps left
+    out, gives about three times the right output. The expected values are never printed.
+
+    Raises:
+        ValueError: ``eps`` or ``scale`` not positive.
+        AssertionError: another output (eps outside the square root or left out is named).
+    """
+    if eps <= 0 or scale <= 0:
+        raise ValueError(f"eps and scale should be positive, got eps={eps}, scale={scale}")
+    from tmlib import ref
+
+    x = np.random.default_rng(seed).normal(size=(2, 3, d_model)) * scale          # (2, 3, d_model)
+    got = as_float_array(norm_fn(x), "answer", what)
+    label = f"{what} of features of order {scale:g} (variance below eps = {eps:g})"
+    centred, var = x - x.mean(axis=-1, keepdims=True), x.var(axis=-1, keepdims=True)
+    close = lambda ref_value: got.shape == x.shape and np.allclose(got, ref_value, rtol=1e-6, atol=0.0)
+    if close(ref.layer_norm(x, eps=eps)):
+        return f"correct: {label} is (x - mean) / sqrt(var + eps)"
+    if close(centred / (np.sqrt(var) + eps)):
+        raise AssertionError(f"{label}: your output is (x - mean) / (sqrt(var) + eps), eps outside the square root; "
+                             "the formula puts it inside, sqrt(var + eps)")
+    if close(centred / np.sqrt(var)):
+        raise AssertionError(f"{label}: your output is (x - mean) / sqrt(var), without eps; the formula adds eps "
+                             "inside the square root, sqrt(var + eps)")
+    raise AssertionError(f"{label}: your output is not (x - mean) / sqrt(var + eps): is eps where the formula puts "
+                         "it, inside the square root?")
 
 
 def check_repeatable(fn, seeds=(1, 2), what: str = "your evaluation", atol: float = 1e-9) -> str:

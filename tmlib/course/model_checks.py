@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tmlib.course.checks import as_float_array, call_on_batch, check_close, check_shape, require_answered
-from tmlib.course.diagnostics import _not_written, _unwritten_inside
+from tmlib.course.diagnostics import _not_written, _unwritten_inside, answer_cell_source
 
 __all__ = ["check_blocked_weights", "check_decoder_layer_properties", "check_layer_norm", "check_greedy_decode", "check_preln_stages", "check_vocab_ranges"]
 
@@ -169,10 +169,37 @@ def check_decoder_layer_properties(fn, self_attn, cross_attn, ffn, what: str = "
             raise AssertionError(f"{what}: position {first + 1} (row {first}) changes when a later input changes: "
                                  "it sees the future; mask the self-attention with R.causal_mask(n_tgt)")
     if not np.allclose(got, ref.decoder_layer(y, memory, self_attn, cross_attn, ffn), rtol=0.0, atol=1e-9):
-        raise AssertionError(f"{what}: normalised, causal and reading the memory, but given two different sets of "
-                             "attention weights its output differs from the paper's layer: check that each sub-layer "
-                             "uses its own weights and its residual (tolerance 1e-09)")
+        slip = _decoder_residual_slip(got, y, memory, self_attn, cross_attn, ffn)
+        if slip is not None:
+            raise AssertionError(f"{what}: normalised, causal and reading the memory, but {slip}")
+        raise AssertionError(f"{what}: normalised, causal and reading the memory, but its output differs from the "
+                             "paper's layer: check each sub-layer's input, its weights and its residual, "
+                             "LayerNorm(x + sublayer(x)) with x that sub-layer's own input (tolerance 1e-09)")
     return f"correct: {what} reads the memory through cross-attention, normalises every row and is causal"
+
+
+def _decoder_residual_slip(got, y, memory, self_attn, cross_attn, ffn) -> str | None:
+    """Which residual of the post-LN decoder layer adds the wrong stream (or none), where ``got`` is the layer with
+    that one slip; None if no single residual slip gives ``got``."""
+    from tmlib import ref
+
+    mha, ln = ref.multi_head_attention, ref.layer_norm
+
+    def layer(residuals):  # residuals: what each sub-layer adds, in order ("y", "a", "c" or "nothing")
+        streams = {"y": y, "nothing": np.zeros_like(y)}
+        streams["a"] = ln(streams[residuals[0]] + mha(y, y, y, *self_attn, mask=ref.causal_mask(len(y)))[0])
+        streams["c"] = ln(streams[residuals[1]] + mha(streams["a"], memory, memory, *cross_attn)[0])
+        return ln(streams[residuals[2]] + ref.feed_forward(streams["c"], *ffn))
+
+    right = ("y", "a", "c")
+    names = ("the masked self-attention", "the cross-attention", "the feed-forward sub-layer")
+    for k, wrong in enumerate((("nothing",), ("y", "nothing"), ("a", "y", "nothing"))):
+        for added in wrong:
+            if np.allclose(got, layer(right[:k] + (added,) + right[k + 1:]), rtol=0.0, atol=1e-9):
+                own = right[k]
+                return (f"the residual of {names[k]} adds {added}: it must add that sub-layer's own input, {own} "
+                        f"(LayerNorm({own} + sublayer({own})))")
+    return None
 
 
 def _rounded_count(preset: str, vocab: int) -> int:
@@ -223,17 +250,23 @@ def check_vocab_ranges(vocab_range, what: str = "vocab_range") -> str:
     return f"correct: {what}: every vocabulary of each range, and no other, rounds to the paper's count"
 
 
-def check_preln_stages(last_layer, after_norm, src, what: str = "your pre-LN encoder", *, atol: float = 1e-5) -> str:
+def check_preln_stages(last_layer, after_norm, src, what: str = "your pre-LN encoder", *, atol: float = 1e-5,
+                       namespace: dict | None = None) -> str:
     """Exercise 8.3: ``last_layer``, the output of the last encoder layer of the pre-LN ``"tiny"`` model built
     after ``seed_everything(0)`` for the source batch ``src``, and ``after_norm``, that output after
     ``encoder.norm``. The reference is computed inside; a failure names the likely slip (the padding mask not passed,
     the first layer only, the last layer on the embedded input, the final norm already applied, the positional
-    encoding left out), never a value.
+    encoding left out), never a value. At initialisation ``encoder.norm`` has gamma = 1 and beta = 0, so a fresh
+    LayerNorm gives the same values: where the notebook's input history is there (``namespace``: the notebook's
+    globals, default the caller's), the cell that assigns ``after_norm`` must use ``encoder.norm`` itself.
 
     Raises:
         TypeError: an answer is still ``...``.
-        AssertionError: a stage differs (how, and how far, relative to ``atol``).
+        AssertionError: a stage differs (how, and how far, relative to ``atol``), or ``after_norm`` comes from a
+            fresh LayerNorm rather than ``pre.encoder.norm``.
     """
+    import sys
+
     import torch
 
     from tmlib.model import make_model
@@ -278,7 +311,28 @@ def check_preln_stages(last_layer, after_norm, src, what: str = "your pre-LN enc
     if not near(after_norm, want_norm) and near(after_norm, want):
         raise AssertionError("after_norm equals last_layer: apply pre.encoder.norm to it")
     check_close(after_norm, want_norm, "after_norm, last_layer after pre.encoder.norm", atol=atol)
+    if _fresh_layer_norm(answer_cell_source("after_norm", sys._getframe(1).f_globals if namespace is None
+                                            else namespace)):
+        raise AssertionError("after_norm comes from a new LayerNorm, not from pre.encoder.norm: the values agree only "
+                             "because a new norm's gamma and beta (1 and 0) are still those of pre.encoder.norm; after "
+                             "training they differ, so apply the stack's own final norm, pre.encoder.norm")
     return f"correct: both stages of {what} match the reference (to {atol:g})"
+
+
+def _fresh_layer_norm(source: str | None) -> bool:
+    """Whether the cell ``source`` (None: no history to read) calls a LayerNorm of its own (``layer_norm``,
+    ``LayerNorm``) and never reads an ``.norm`` attribute (such as ``pre.encoder.norm``)."""
+    import ast
+
+    if source is None:
+        return False
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    attributes = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    names = attributes | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return bool(names & {"layer_norm", "LayerNorm"}) and "norm" not in attributes
 
 
 # (model, seed of the batch, sentences, length, max_len): the trained copier, and the model after 40 steps, whose
