@@ -159,3 +159,16 @@ def test_history_unavailable_is_said(history, tmp_path):
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
     with pytest.raises(sync_repository.HistoryUnavailable, match="shallow"):
         sync_repository.pin_matches(lib, shallow)
+
+
+def test_committed_notebooks_are_executed_top_to_bottom():
+    """Every code cell of a committed page has an execution count (one run in a fresh kernel, in order): a cell
+    added or re-stored later keeps None, which nbval refuses where the cell has outputs and readers see as unrun."""
+    import json
+
+    for path in sorted([*ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("book/*.ipynb")]):
+        cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        unrun = [c.get("id") for c in cells if c.get("execution_count") is None]
+        assert not unrun, f"{path.name}: code cells without an execution count: {unrun}"
+        counts = [c["execution_count"] for c in cells]
+        assert counts == sorted(counts), f"{path.name}: execution counts out of order: {counts}"
